@@ -1,0 +1,147 @@
+/* The model configuration: every architecture knob and every convention
+ * that differs between Detectron, detectron2 and torchvision, read from one
+ * JSON file (see README.md "Config keys" for the JSON names and defaults).
+ *
+ * The JSON is nested by section; each struct below is one section and each
+ * field one key with the same name. config_defaults() fills the defaults,
+ * which are torchvision's Mask R-CNN R-101-FPN; config_load() overlays a
+ * file on them. Unknown keys, wrong types and out-of-range values are
+ * errors that name the key ("rpn.nms_thresh: expected a number in [0,1]"). */
+#ifndef MR_CONFIG_H
+#define MR_CONFIG_H
+
+#include "status.h"
+
+#define MR_MAX_CLASSES 1024
+#define MR_MAX_CLASS_NAME 64
+#define MR_MAX_FPN_LEVELS 6    /* P2..P7 at most */
+#define MR_MAX_ANCHOR_RATIOS 8
+#define MR_MAX_ANCHOR_SIZES 4  /* sizes per level */
+
+typedef enum { MR_CHANNELS_RGB = 0, MR_CHANNELS_BGR } mr_channel_order;
+
+/* How the resized size is rounded from in*scale:
+ *  FLOOR: torchvision (F.interpolate with recompute_scale_factor)
+ *  ROUND: Detectron (cv2.resize fx=fy=scale) and detectron2 (int(x+0.5)). */
+typedef enum { MR_RESIZE_FLOOR = 0, MR_RESIZE_ROUND } mr_resize_rounding;
+
+/* Where the anchor grid's stride comes from:
+ *  PADDED_DIV_GRID: torchvision, stride = padded_image_size / feature_size
+ *                   (integer division per axis; P6 at 800x1216 gets 61x64)
+ *  LEVEL: Detectron/detectron2, stride = 2^level. */
+typedef enum { MR_ANCHOR_STRIDE_PADDED_DIV_GRID = 0, MR_ANCHOR_STRIDE_LEVEL } mr_anchor_stride_rule;
+
+typedef struct {
+    mr_channel_order channel_order; /* "channel_order": "RGB" | "BGR"            */
+    float pixel_scale;              /* "pixel_scale": 1/255 (torchvision) or 1   */
+    float pixel_mean[3];            /* "pixel_mean": in channel_order, after scale */
+    float pixel_std[3];             /* "pixel_std"                                */
+    int min_size;                   /* "min_size": target short side (800)        */
+    int max_size;                   /* "max_size": cap on the long side (1333)    */
+    mr_resize_rounding resize_rounding; /* "resize_rounding": "floor" | "round"  */
+    int size_divisibility;          /* "size_divisibility": pad H, W to this (32) */
+    int max_image_side;             /* "max_image_side": reject larger inputs (20000) */
+} mr_input_config;
+
+typedef struct {
+    int depth;              /* "depth": 50 | 101 | 152                           */
+    int stem_out_channels;  /* "stem_out_channels": 64                           */
+    int res2_out_channels;  /* "res2_out_channels": 256                          */
+    int num_groups;         /* "num_groups": 1 (32 for ResNeXt)                  */
+    int width_per_group;    /* "width_per_group": 64                             */
+    int stride_in_1x1;      /* "stride_in_1x1": false (torchvision), true (Detectron, detectron2) */
+    float norm_eps;         /* "norm_eps": 1e-5; eps of FrozenBatchNorm folded at load */
+} mr_backbone_config;
+
+typedef struct {
+    int out_channels;       /* "out_channels": 256                               */
+    int min_level;          /* "min_level": 2 (P2)                               */
+    int max_level;          /* "max_level": 6 (P6 = max pool k1 s2 of P5)        */
+} mr_fpn_config;
+
+typedef struct {
+    int num_sizes_per_level;                 /* length of each "sizes" row     */
+    float sizes[MR_MAX_FPN_LEVELS][MR_MAX_ANCHOR_SIZES]; /* "sizes": [[32],[64],[128],[256],[512]] */
+    int num_ratios;
+    float aspect_ratios[MR_MAX_ANCHOR_RATIOS]; /* "aspect_ratios": [0.5,1,2] (h/w) */
+    mr_anchor_stride_rule stride_rule;       /* "stride_rule": "padded_div_grid" | "level" */
+    float offset;                            /* "offset": centre offset in strides (0.0) */
+    int round_base;                          /* "round_base": round base anchors to ints (torchvision: true) */
+} mr_anchor_config;
+
+typedef struct {
+    int pre_nms_top_n;          /* "pre_nms_top_n": 1000, per level              */
+    int post_nms_top_n;         /* "post_nms_top_n": 1000                        */
+    int post_nms_per_level;     /* "post_nms_per_level": false = per image       */
+    float nms_thresh;           /* "nms_thresh": 0.7                             */
+    float min_size;             /* "min_size": 1e-3 px (resized image)           */
+    float score_thresh;         /* "score_thresh": 0.0 (on sigmoid)              */
+    float box_weights[4];       /* "box_weights": [1,1,1,1]                      */
+} mr_rpn_config;
+
+typedef struct {
+    int resolution;             /* "resolution": 7 (box), 14 (mask)              */
+    int sampling_ratio;         /* "sampling_ratio": 2; 0 = adaptive             */
+    int aligned;                /* "aligned": false (legacy: no -0.5 shift)      */
+    int canonical_size;         /* "canonical_size": 224                         */
+    int canonical_level;        /* "canonical_level": 4                          */
+    float level_eps;            /* "level_eps": 1e-6                             */
+} mr_pooler_config;
+
+typedef struct {
+    mr_pooler_config pooler;    /* "pooler": {...}                               */
+    int fc_dim;                 /* "fc_dim": 1024                                */
+    float box_weights[4];       /* "box_weights": [10,10,5,5]                    */
+    float score_thresh;         /* "score_thresh": 0.05                          */
+    float nms_thresh;           /* "nms_thresh": 0.5                             */
+    float min_size;             /* "min_size": 1e-2 px                           */
+    int detections_per_image;   /* "detections_per_image": 100                   */
+    int keep_ties;              /* "keep_ties": false; true keeps all scores equal to the last kept (Detectron) */
+} mr_box_head_config;
+
+typedef enum { MR_MASK_THRESH_GT = 0, MR_MASK_THRESH_GE } mr_mask_thresh_rule;
+
+typedef struct {
+    mr_pooler_config pooler;    /* "pooler": {...} (resolution 14)               */
+    int num_convs;              /* "num_convs": 4                                */
+    int conv_dim;               /* "conv_dim": 256                               */
+    float threshold;            /* "threshold": 0.5                              */
+    mr_mask_thresh_rule threshold_rule; /* "threshold_rule": ">" | ">="           */
+    int paste_padding;          /* "paste_padding": 1 (pad 28->30, expand box 30/28) */
+} mr_mask_head_config;
+
+typedef struct {
+    int legacy_plus_one;        /* "legacy_plus_one": false; Detectron's w = x2-x1+1 */
+    float bbox_xform_clip;      /* "bbox_xform_clip": log(1000/16)               */
+} mr_box_config;
+
+typedef struct {
+    int num_classes;            /* "num_classes": including background (81)      */
+    char class_names[MR_MAX_CLASSES][MR_MAX_CLASS_NAME]; /* "class_names": [...], index 0 = background */
+} mr_classes_config;
+
+typedef struct {
+    char name[128];             /* "name": free text                             */
+    mr_input_config input;      /* "input"                                       */
+    mr_backbone_config backbone;/* "backbone"                                    */
+    mr_fpn_config fpn;          /* "fpn"                                         */
+    mr_anchor_config anchors;   /* "anchors"                                     */
+    mr_rpn_config rpn;          /* "rpn"                                         */
+    mr_box_config box;          /* "box"                                         */
+    mr_box_head_config box_head;/* "box_head"                                    */
+    mr_mask_head_config mask_head; /* "mask_head"                                */
+    mr_classes_config classes;  /* "classes"                                     */
+} mr_config;
+
+void config_defaults(mr_config *cfg);
+
+/* Reads `path`, overlays it on the defaults and validates the result. */
+mr_status config_load(mr_config *cfg, const char *path, mr_error *err);
+
+/* The same from a JSON string (tests, fuzzing); `origin` names it in errors. */
+mr_status config_parse(mr_config *cfg, const char *json, const char *origin, mr_error *err);
+
+/* Blocks per stage res2..res5 for the configured depth (3,4,23,3 for 101). */
+void config_stage_blocks(const mr_config *cfg, int blocks[4]);
+
+#endif
