@@ -1,6 +1,6 @@
 /* The model configuration: every architecture knob and every convention
  * that differs between Detectron, detectron2 and torchvision, read from one
- * JSON file (see README.md "Config keys" for the JSON names and defaults).
+ * JSON file (see configs/README.md "Config keys" for the JSON names and defaults).
  *
  * The JSON is nested by section; each struct below is one section and each
  * field one key with the same name. config_defaults() fills the defaults,
@@ -60,6 +60,7 @@ typedef struct {
 } mr_fpn_config;
 
 typedef struct {
+    int num_levels;                          /* rows of "sizes": one per FPN level (5) */
     int num_sizes_per_level;                 /* length of each "sizes" row     */
     float sizes[MR_MAX_FPN_LEVELS][MR_MAX_ANCHOR_SIZES]; /* "sizes": [[32],[64],[128],[256],[512]] */
     int num_ratios;
@@ -135,11 +136,17 @@ typedef struct {
 
 void config_defaults(mr_config *cfg);
 
-/* Reads `path`, overlays it on the defaults and validates the result. */
+/* Reads `path`, overlays it on the defaults and validates the result.
+ * On failure *cfg is left as it was. */
 mr_status config_load(mr_config *cfg, const char *path, mr_error *err);
 
 /* The same from a JSON string (tests, fuzzing); `origin` names it in errors. */
 mr_status config_parse(mr_config *cfg, const char *json, const char *origin, mr_error *err);
+
+/* Checks every range and cross-key rule on a filled struct (config_load and
+ * config_parse call it; call it again after changing fields by hand).
+ * `origin` names the config in the message. */
+mr_status config_validate(const mr_config *cfg, const char *origin, mr_error *err);
 
 /* Blocks per stage res2..res5 for the configured depth (3,4,23,3 for 101). */
 void config_stage_blocks(const mr_config *cfg, int blocks[4]);

@@ -42,5 +42,5 @@ void mr_error_prefix(mr_error *err, const char *fmt, ...)
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, err->msg, sizeof old);
-    snprintf(err->msg, sizeof err->msg, "%s: %s", prefix, old);
+    snprintf(err->msg, sizeof err->msg, "%.*s: %.*s", 400, prefix, MR_ERROR_MSG_LEN - 410, old);
 }

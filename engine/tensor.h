@@ -12,6 +12,7 @@
 typedef struct {
     float *data;
     int n, h, w, c;
+    size_t cap; /* elements allocated at data; n*h*w*c never exceeds it */
 } mr_tensor;
 
 static inline size_t mr_tensor_numel(const mr_tensor *t)
@@ -21,7 +22,7 @@ static inline size_t mr_tensor_numel(const mr_tensor *t)
 
 static inline mr_tensor mr_tensor_make(float *data, int n, int h, int w, int c)
 {
-    mr_tensor t = {data, n, h, w, c};
+    mr_tensor t = {data, n, h, w, c, (size_t)n * (size_t)h * (size_t)w * (size_t)c};
     return t;
 }
 

@@ -1,0 +1,142 @@
+/* The CPU backend: host memory, oneDNN for convolutions and GEMMs
+ * (backend_cpu_layers.c), OpenMP loops for the memory-bound ops here. */
+#include <float.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_cpu.h"
+
+static mr_status cpu_buffer_alloc(void *ctx, size_t bytes, void **out, mr_error *err)
+{
+    (void)ctx;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0)
+        return mr_fail(err, MR_ERR_OOM, "out of memory (%zu bytes)", bytes);
+    memset(p, 0, bytes);
+    *out = p;
+    return MR_OK;
+}
+
+static void cpu_buffer_free(void *ctx, void *ptr)
+{
+    (void)ctx;
+    free(ptr);
+}
+
+static mr_status cpu_copy(void *ctx, void *dst, const void *src, size_t bytes, mr_error *err)
+{
+    (void)ctx;
+    (void)err;
+    if (bytes) memmove(dst, src, bytes);
+    return MR_OK;
+}
+
+static mr_status cpu_sync(void *ctx, mr_error *err)
+{
+    (void)ctx;
+    (void)err;
+    return MR_OK;
+}
+
+/* Max pooling in NHWC; padded taps never win (PyTorch's -inf padding). */
+static mr_status cpu_max_pool(void *ctx, const mr_pool_params *p, const mr_tensor *x, mr_tensor *y, mr_error *err)
+{
+    (void)ctx;
+    if (x->c != y->c || x->n != y->n) return mr_fail(err, MR_ERR_SHAPE, "max_pool: channel/batch mismatch");
+    int C = x->c;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int n = 0; n < y->n; n++) {
+        for (int oy = 0; oy < y->h; oy++) {
+            for (int ox = 0; ox < y->w; ox++) {
+                float *dst = y->data + (((size_t)n * y->h + oy) * y->w + ox) * C;
+                for (int c = 0; c < C; c++) dst[c] = -FLT_MAX;
+                for (int ky = 0; ky < p->kernel; ky++) {
+                    int iy = oy * p->stride - p->pad + ky;
+                    if (iy < 0 || iy >= x->h) continue;
+                    for (int kx = 0; kx < p->kernel; kx++) {
+                        int ix = ox * p->stride - p->pad + kx;
+                        if (ix < 0 || ix >= x->w) continue;
+                        const float *src = x->data + (((size_t)n * x->h + iy) * x->w + ix) * C;
+                        for (int c = 0; c < C; c++) dst[c] = src[c] > dst[c] ? src[c] : dst[c];
+                    }
+                }
+            }
+        }
+    }
+    return MR_OK;
+}
+
+/* PyTorch's nearest index: floor(dst * in/out) in float, clamped. */
+static inline int nearest_index(int dst, int in, int out)
+{
+    if (in == out) return dst;
+    if (out == 2 * in) return dst >> 1;
+    float scale = (float)in / (float)out;
+    int i = (int)floorf((float)dst * scale);
+    return i < in - 1 ? i : in - 1;
+}
+
+static mr_status cpu_upsample_nearest(void *ctx, const mr_tensor *x, mr_tensor *y, mr_error *err)
+{
+    (void)ctx;
+    if (x->c != y->c || x->n != y->n) return mr_fail(err, MR_ERR_SHAPE, "upsample_nearest: channel/batch mismatch");
+    size_t C = (size_t)x->c;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int n = 0; n < y->n; n++)
+        for (int oy = 0; oy < y->h; oy++) {
+            int iy = nearest_index(oy, x->h, y->h);
+            for (int ox = 0; ox < y->w; ox++) {
+                int ix = nearest_index(ox, x->w, y->w);
+                memcpy(y->data + (((size_t)n * y->h + oy) * y->w + ox) * C,
+                       x->data + (((size_t)n * x->h + iy) * x->w + ix) * C, C * sizeof(float));
+            }
+        }
+    return MR_OK;
+}
+
+static void cpu_destroy(void *vctx)
+{
+    cpu_ctx *c = vctx;
+    if (!c) return;
+    if (c->stream) dnnl_stream_destroy(c->stream);
+    if (c->engine) dnnl_engine_destroy(c->engine);
+    free(c->scratch);
+    free(c);
+}
+
+static const mr_backend_i cpu_backend_i = {
+    .name = "cpu",
+    .destroy = cpu_destroy,
+    .buffer_alloc = cpu_buffer_alloc,
+    .buffer_free = cpu_buffer_free,
+    .copy_to_device = cpu_copy,
+    .copy_to_host = cpu_copy,
+    .sync = cpu_sync,
+    .conv_init = cpu_conv_init,
+    .linear_init = cpu_linear_init,
+    .deconv2x2_init = cpu_deconv2x2_init,
+    .layer_free = cpu_layer_free,
+    .conv = cpu_conv,
+    .linear = cpu_linear,
+    .deconv2x2 = cpu_deconv2x2,
+    .max_pool = cpu_max_pool,
+    .upsample_nearest = cpu_upsample_nearest,
+};
+
+mr_status backend_cpu_create(mr_backend *out, int threads, mr_error *err)
+{
+    cpu_ctx *c = calloc(1, sizeof *c);
+    if (!c) return mr_fail(err, MR_ERR_OOM, "out of memory");
+    if (threads > 0) omp_set_num_threads(threads);
+    c->threads = threads > 0 ? threads : omp_get_max_threads();
+    if (dnnl_engine_create(&c->engine, dnnl_cpu, 0) != dnnl_success ||
+        dnnl_stream_create(&c->stream, c->engine, dnnl_stream_default_flags) != dnnl_success) {
+        cpu_destroy(c);
+        return mr_fail(err, MR_ERR_BACKEND, "cpu backend: oneDNN engine could not be created");
+    }
+    out->i = &cpu_backend_i;
+    out->ctx = c;
+    return MR_OK;
+}

@@ -1,0 +1,309 @@
+/* The CPU backend's layers: convolutions through oneDNN (NHWC activations,
+ * weights reordered once into the layout the primitive prefers, bias,
+ * residual sum and ReLU as post-ops of the same pass), fully connected
+ * layers and the 2x2 stride-2 transposed convolution through oneDNN's sgemm. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_cpu.h"
+
+#define DNNL_TRY(call, what)                                                                      \
+    do {                                                                                          \
+        dnnl_status_t s_ = (call);                                                                \
+        if (s_ != dnnl_success) {                                                                 \
+            st = mr_fail(err, MR_ERR_BACKEND, "%s: oneDNN %s failed (status %d)", layer->name, what, \
+                         (int)s_);                                                                \
+            goto done;                                                                            \
+        }                                                                                         \
+    } while (0)
+
+static mr_layer *layer_new(cpu_layer_kind kind, const char *name, size_t wcount, size_t bcount)
+{
+    mr_layer *l = calloc(1, sizeof *l);
+    if (!l) return NULL;
+    l->kind = kind;
+    snprintf(l->name, sizeof l->name, "%s", name);
+    l->weights = malloc(sizeof(float) * wcount);
+    l->bias = calloc(bcount, sizeof(float));
+    if (!l->weights || !l->bias) {
+        free(l->weights);
+        free(l->bias);
+        free(l);
+        return NULL;
+    }
+    return l;
+}
+
+mr_status cpu_scratch_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err)
+{
+    if (bytes <= ctx->scratch_size) return MR_OK;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes) != 0) return mr_fail(err, MR_ERR_OOM, "out of memory (%zu bytes of scratch)", bytes);
+    free(ctx->scratch);
+    ctx->scratch = p;
+    ctx->scratch_size = bytes;
+    return MR_OK;
+}
+
+mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, const float *w_oihw,
+                        const float *bias, mr_layer **out, mr_error *err)
+{
+    (void)ctx;
+    if (p->groups < 1 || p->cin % p->groups || p->cout % p->groups)
+        return mr_fail(err, MR_ERR_SHAPE, "%s: %d groups do not divide %d->%d channels", name, p->groups, p->cin,
+                       p->cout);
+    size_t wcount = (size_t)p->cout * (size_t)(p->cin / p->groups) * (size_t)p->kh * (size_t)p->kw;
+    mr_layer *l = layer_new(CPU_LAYER_CONV, name, wcount, (size_t)p->cout);
+    if (!l) return mr_fail(err, MR_ERR_OOM, "%s: out of memory", name);
+    l->conv = *p;
+    memcpy(l->weights, w_oihw, sizeof(float) * wcount);
+    if (bias) memcpy(l->bias, bias, sizeof(float) * (size_t)p->cout);
+    *out = l;
+    return MR_OK;
+}
+
+mr_status cpu_linear_init(void *ctx, const char *name, const mr_linear_params *p, const float *w,
+                          const float *bias, mr_layer **out, mr_error *err)
+{
+    (void)ctx;
+    mr_layer *l = layer_new(CPU_LAYER_LINEAR, name, (size_t)p->in * (size_t)p->out, (size_t)p->out);
+    if (!l) return mr_fail(err, MR_ERR_OOM, "%s: out of memory", name);
+    l->linear = *p;
+    memcpy(l->weights, w, sizeof(float) * (size_t)p->in * (size_t)p->out);
+    if (bias) memcpy(l->bias, bias, sizeof(float) * (size_t)p->out);
+    *out = l;
+    return MR_OK;
+}
+
+mr_status cpu_deconv2x2_init(void *ctx, const char *name, const mr_deconv2x2_params *p, const float *w,
+                             const float *bias, mr_layer **out, mr_error *err)
+{
+    (void)ctx;
+    size_t cin = (size_t)p->cin, cout = (size_t)p->cout;
+    mr_layer *l = layer_new(CPU_LAYER_DECONV2X2, name, cin * 4 * cout, cout);
+    if (!l) return mr_fail(err, MR_ERR_OOM, "%s: out of memory", name);
+    l->deconv = *p;
+    /* [cin, cout, 2, 2] -> [cin, (i*2+j)*cout + co]: one GEMM gives all four taps. */
+    for (size_t ci = 0; ci < cin; ci++)
+        for (size_t co = 0; co < cout; co++)
+            for (size_t k = 0; k < 4; k++) l->weights[ci * 4 * cout + k * cout + co] = w[(ci * cout + co) * 4 + k];
+    if (bias) memcpy(l->bias, bias, sizeof(float) * cout);
+    *out = l;
+    return MR_OK;
+}
+
+static void cache_clear(mr_layer *l)
+{
+    for (int i = 0; i < l->cache_count; i++) {
+        dnnl_primitive_destroy(l->cache[i].prim);
+        if (l->cache[i].owns_weights) free(l->cache[i].weights);
+    }
+    l->cache_count = 0;
+}
+
+void cpu_layer_free(void *ctx, mr_layer *l)
+{
+    (void)ctx;
+    if (!l) return;
+    cache_clear(l);
+    free(l->weights);
+    free(l->bias);
+    free(l);
+}
+
+static mr_status reorder_weights(cpu_ctx *c, mr_layer *layer, const dnnl_memory_desc_t *plain,
+                                 const dnnl_memory_desc_t *want, float **out, mr_error *err)
+{
+    mr_status st = MR_OK;
+    dnnl_primitive_desc_t rpd = NULL;
+    dnnl_primitive_t rp = NULL;
+    dnnl_memory_t from = NULL, to = NULL;
+    void *buf = NULL;
+    size_t bytes = dnnl_memory_desc_get_size(want);
+    if (posix_memalign(&buf, 64, bytes ? bytes : 64) != 0) return mr_fail(err, MR_ERR_OOM, "%s: out of memory", layer->name);
+    DNNL_TRY(dnnl_reorder_primitive_desc_create(&rpd, plain, c->engine, want, c->engine, NULL), "weight reorder");
+    DNNL_TRY(dnnl_primitive_create(&rp, rpd), "weight reorder");
+    DNNL_TRY(dnnl_memory_create(&from, plain, c->engine, layer->weights), "memory");
+    DNNL_TRY(dnnl_memory_create(&to, want, c->engine, buf), "memory");
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+    DNNL_TRY(dnnl_primitive_execute(rp, c->stream, 2, args), "weight reorder");
+    DNNL_TRY(dnnl_stream_wait(c->stream), "weight reorder");
+done:
+    if (from) dnnl_memory_destroy(from);
+    if (to) dnnl_memory_destroy(to);
+    if (rp) dnnl_primitive_destroy(rp);
+    if (rpd) dnnl_primitive_desc_destroy(rpd);
+    if (st != MR_OK) free(buf);
+    else *out = buf;
+    return st;
+}
+
+/* Builds (or finds) the primitive for this input shape. */
+static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x, const mr_tensor *y,
+                                int accumulate, cpu_conv_entry **out, mr_error *err)
+{
+    for (int i = 0; i < layer->cache_count; i++) {
+        cpu_conv_entry *e = &layer->cache[i];
+        if (e->n == x->n && e->h == x->h && e->w == x->w && e->accumulate == accumulate) {
+            *out = e;
+            return MR_OK;
+        }
+    }
+    const mr_conv_params *p = &layer->conv;
+    mr_status st = MR_OK;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t ops = NULL;
+    cpu_conv_entry e = {x->n, x->h, x->w, accumulate, NULL, {0}, {0}, {0}, {0}, NULL, 0, 0};
+
+    dnnl_dims_t src_dims = {x->n, p->cin, x->h, x->w}, dst_dims = {y->n, p->cout, y->h, y->w};
+    dnnl_dims_t bias_dims = {p->cout}, strides = {p->stride, p->stride};
+    dnnl_dims_t dil = {p->dilation - 1, p->dilation - 1}, pad_l = {p->pad, p->pad};
+    /* Right padding makes oneDNN's output size equal the one the caller planned. */
+    dnnl_dims_t pad_r = {(y->h - 1) * p->stride + (p->kh - 1) * p->dilation + 1 - x->h - p->pad,
+                         (y->w - 1) * p->stride + (p->kw - 1) * p->dilation + 1 - x->w - p->pad};
+    dnnl_memory_desc_t wei_any, wei_plain;
+    int g = p->groups;
+    if (g == 1) {
+        dnnl_dims_t wd = {p->cout, p->cin, p->kh, p->kw};
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_any, 4, wd, dnnl_f32, dnnl_format_tag_any), "weights desc");
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_plain, 4, wd, dnnl_f32, dnnl_oihw), "weights desc");
+    } else {
+        dnnl_dims_t wd = {g, p->cout / g, p->cin / g, p->kh, p->kw};
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_any, 5, wd, dnnl_f32, dnnl_format_tag_any), "weights desc");
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_plain, 5, wd, dnnl_f32, dnnl_goihw), "weights desc");
+    }
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.src_md, 4, src_dims, dnnl_f32, dnnl_nhwc), "src desc");
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.dst_md, 4, dst_dims, dnnl_f32, dnnl_nhwc), "dst desc");
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.bias_md, 1, bias_dims, dnnl_f32, dnnl_a), "bias desc");
+    dnnl_convolution_desc_t cd;
+    DNNL_TRY(dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct,
+                                                        &e.src_md, &wei_any, &e.bias_md, &e.dst_md, strides, dil,
+                                                        pad_l, pad_r),
+             "convolution desc");
+    DNNL_TRY(dnnl_primitive_attr_create(&attr), "attr");
+    DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "attr");
+    DNNL_TRY(dnnl_post_ops_create(&ops), "post-ops");
+    if (accumulate) DNNL_TRY(dnnl_post_ops_append_sum(ops, 1.0f), "sum post-op");
+    if (p->relu) DNNL_TRY(dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f), "relu post-op");
+    DNNL_TRY(dnnl_primitive_attr_set_post_ops(attr, ops), "attr");
+    DNNL_TRY(dnnl_primitive_desc_create(&pd, &cd, attr, c->engine, NULL), "convolution");
+    e.wei_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    e.scratch_bytes = dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
+    DNNL_TRY(dnnl_primitive_create(&e.prim, pd), "convolution");
+    /* A full cache is emptied: a run sees few shapes, so this is rare. */
+    if (layer->cache_count == CPU_CONV_CACHE) cache_clear(layer);
+    /* Share reordered weights with an entry that chose the same layout. */
+    for (int i = 0; i < layer->cache_count && !e.weights; i++)
+        if (dnnl_memory_desc_equal(&layer->cache[i].wei_md, &e.wei_md)) e.weights = layer->cache[i].weights;
+    if (!e.weights) {
+        st = reorder_weights(c, layer, &wei_plain, &e.wei_md, &e.weights, err);
+        if (st != MR_OK) goto done;
+        e.owns_weights = 1;
+    }
+    st = cpu_scratch_reserve(c, e.scratch_bytes, err);
+    if (st != MR_OK) goto done;
+    cpu_conv_entry *slot = &layer->cache[layer->cache_count++];
+    *slot = e;
+    e.prim = NULL;
+    e.owns_weights = 0;
+    *out = slot;
+done:
+    if (e.prim) dnnl_primitive_destroy(e.prim);
+    if (e.owns_weights) free(e.weights);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (ops) dnnl_post_ops_destroy(ops);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    return st;
+}
+
+mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y, int accumulate, mr_error *err)
+{
+    cpu_ctx *c = vctx;
+    const mr_conv_params *p = &layer->conv;
+    if (x->c != p->cin || y->c != p->cout || x->n != y->n)
+        return mr_fail(err, MR_ERR_SHAPE, "%s: input [%d,%d,%d,%d] / output [%d,%d,%d,%d] do not match %d->%d",
+                       layer->name, x->n, x->h, x->w, x->c, y->n, y->h, y->w, y->c, p->cin, p->cout);
+    if (x->n == 0 || y->h == 0 || y->w == 0) return MR_OK;
+    cpu_conv_entry *e;
+    MR_TRY(conv_entry_get(c, layer, x, y, accumulate, &e, err));
+    mr_status st = MR_OK;
+    dnnl_memory_t m[5] = {0};
+    DNNL_TRY(dnnl_memory_create(&m[0], &e->src_md, c->engine, x->data), "memory");
+    DNNL_TRY(dnnl_memory_create(&m[1], &e->wei_md, c->engine, e->weights), "memory");
+    DNNL_TRY(dnnl_memory_create(&m[2], &e->bias_md, c->engine, layer->bias), "memory");
+    DNNL_TRY(dnnl_memory_create(&m[3], &e->dst_md, c->engine, y->data), "memory");
+    dnnl_memory_desc_t sp_md;
+    dnnl_dims_t sp_dims = {(dnnl_dim_t)e->scratch_bytes};
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&sp_md, 1, sp_dims, dnnl_u8, dnnl_a), "memory");
+    DNNL_TRY(dnnl_memory_create(&m[4], &sp_md, c->engine, c->scratch), "memory");
+    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, m[0]}, {DNNL_ARG_WEIGHTS, m[1]}, {DNNL_ARG_BIAS, m[2]},
+                               {DNNL_ARG_DST, m[3]}, {DNNL_ARG_SCRATCHPAD, m[4]}};
+    DNNL_TRY(dnnl_primitive_execute(e->prim, c->stream, 5, args), "convolution");
+    DNNL_TRY(dnnl_stream_wait(c->stream), "convolution");
+done:
+    for (int i = 0; i < 5; i++)
+        if (m[i]) dnnl_memory_destroy(m[i]);
+    return st;
+}
+
+/* y[r, :] = act(y[r, :] + bias) over rows; the epilogue of a GEMM. */
+static void bias_act_rows(float *y, int rows, int cols, const float *bias, int relu)
+{
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        float *row = y + (size_t)r * (size_t)cols;
+        for (int j = 0; j < cols; j++) {
+            float v = row[j] + bias[j];
+            row[j] = relu && v < 0.0f ? 0.0f : v;
+        }
+    }
+}
+
+mr_status cpu_linear(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y, mr_error *err)
+{
+    (void)vctx;
+    const mr_linear_params *p = &layer->linear;
+    int rows = x->n;
+    if ((size_t)x->h * x->w * x->c != (size_t)p->in || (size_t)y->h * y->w * y->c != (size_t)p->out || y->n != rows)
+        return mr_fail(err, MR_ERR_SHAPE, "%s: input/output sizes do not match %d->%d", layer->name, p->in, p->out);
+    if (rows == 0) return MR_OK;
+    dnnl_status_t s = dnnl_sgemm('N', 'T', rows, p->out, p->in, 1.0f, x->data, p->in, layer->weights, p->in, 0.0f,
+                                 y->data, p->out);
+    if (s != dnnl_success) return mr_fail(err, MR_ERR_BACKEND, "%s: oneDNN sgemm failed (status %d)", layer->name, (int)s);
+    bias_act_rows(y->data, rows, p->out, layer->bias, p->relu);
+    return MR_OK;
+}
+
+mr_status cpu_deconv2x2(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y, mr_error *err)
+{
+    cpu_ctx *c = vctx;
+    const mr_deconv2x2_params *p = &layer->deconv;
+    if (x->c != p->cin || y->c != p->cout || y->n != x->n || y->h != 2 * x->h || y->w != 2 * x->w)
+        return mr_fail(err, MR_ERR_SHAPE, "%s: output must be [%d,%d,%d,%d]", layer->name, x->n, 2 * x->h, 2 * x->w,
+                       p->cout);
+    int rows = x->n * x->h * x->w, cols = 4 * p->cout;
+    if (rows == 0) return MR_OK;
+    MR_TRY(cpu_scratch_reserve(c, sizeof(float) * (size_t)rows * (size_t)cols, err));
+    float *tmp = c->scratch;
+    dnnl_status_t s = dnnl_sgemm('N', 'N', rows, cols, p->cin, 1.0f, x->data, p->cin, layer->weights, cols, 0.0f,
+                                 tmp, cols);
+    if (s != dnnl_success) return mr_fail(err, MR_ERR_BACKEND, "%s: oneDNN sgemm failed (status %d)", layer->name, (int)s);
+    /* Depth to space, with bias and ReLU in the same pass. */
+    int cout = p->cout, relu = p->relu, H = x->h, W = x->w;
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        int n = r / (H * W), yy = (r / W) % H, xx = r % W;
+        for (int k = 0; k < 4; k++) {
+            int oy = 2 * yy + k / 2, ox = 2 * xx + k % 2;
+            float *dst = y->data + (((size_t)n * y->h + oy) * y->w + ox) * cout;
+            const float *src = tmp + (size_t)r * cols + (size_t)k * cout;
+            for (int co = 0; co < cout; co++) {
+                float v = src[co] + layer->bias[co];
+                dst[co] = relu && v < 0.0f ? 0.0f : v;
+            }
+        }
+    }
+    return MR_OK;
+}

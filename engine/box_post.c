@@ -1,0 +1,75 @@
+#include "box_post.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "nms.h"
+
+typedef struct {
+    float *probs;  /* [n,K] */
+    float *boxes;  /* candidates [n*(K-1), 4] */
+    float *scores;
+    int *groups;
+    int *keep;
+    void *nms;
+} box_post_scratch;
+
+static size_t layout(const mr_box_post_params *p, int n, void *base, box_post_scratch *s)
+{
+    size_t cand = (size_t)n * (size_t)(p->num_classes - 1), at = 0;
+    char *b = base;
+#define TAKE(field, type, count)                                         \
+    do {                                                                 \
+        if (s) s->field = (type *)(b + at);                              \
+        at += ((sizeof(type) * (size_t)(count)) + 63) & ~(size_t)63;    \
+    } while (0)
+    TAKE(probs, float, (size_t)n * (size_t)p->num_classes);
+    TAKE(boxes, float, 4 * cand);
+    TAKE(scores, float, cand);
+    TAKE(groups, int, cand);
+    TAKE(keep, int, cand);
+#undef TAKE
+    if (s) s->nms = b + at;
+    return at + nms_scratch_bytes((int)cand);
+}
+
+size_t box_post_scratch_bytes(const mr_box_post_params *p, int n) { return layout(p, n, NULL, NULL); }
+
+int box_post_cpu(const mr_box_post_params *p, const float *rois, const float *logits, const float *deltas, int n,
+                 float *out_boxes, float *out_scores, float *out_labels, void *scratch)
+{
+    box_post_scratch s;
+    layout(p, n, scratch, &s);
+    int K = p->num_classes, cand = 0;
+    for (int r = 0; r < n; r++) softmax_row(logits + (size_t)r * K, K, s.probs + (size_t)r * K);
+    /* Candidates in RoI-major, class-minor order, as torchvision flattens them. */
+    for (int r = 0; r < n; r++) {
+        for (int k = 1; k < K; k++) {
+            float score = s.probs[(size_t)r * K + k];
+            if (!(score > p->score_thresh)) continue;
+            float *box = s.boxes + 4 * (size_t)cand;
+            box_decode(&p->coder, rois + 4 * (size_t)r, deltas + ((size_t)r * K + k) * 4, box);
+            box_clip(box, p->img_h, p->img_w, p->coder.plus_one);
+            float w = box[2] - box[0], h = box[3] - box[1];
+            if (p->coder.plus_one) {
+                w += 1.0f;
+                h += 1.0f;
+            }
+            if (!(w >= p->min_size && h >= p->min_size)) continue;
+            s.scores[cand] = score;
+            s.groups[cand] = k;
+            cand++;
+        }
+    }
+    int kept = batched_nms_cpu(s.boxes, s.scores, s.groups, cand, p->nms_thresh, p->coder.plus_one, s.keep, s.nms);
+    int d = kept < p->max_dets ? kept : p->max_dets;
+    if (p->keep_ties && d > 0)
+        while (d < kept && d < p->out_capacity && s.scores[s.keep[d]] == s.scores[s.keep[d - 1]]) d++;
+    for (int i = 0; i < d; i++) {
+        int c = s.keep[i];
+        memcpy(out_boxes + 4 * (size_t)i, s.boxes + 4 * (size_t)c, 4 * sizeof(float));
+        out_scores[i] = s.scores[c];
+        out_labels[i] = (float)s.groups[c];
+    }
+    return d;
+}

@@ -1,0 +1,169 @@
+/* Images in, network input out.
+ *
+ * Decode: image_load() reads a PNG (libpng) or JPEG (libjpeg-turbo) file
+ * into 8-bit RGB, row-major [h, w, 3], the pixels Pillow's
+ * `Image.open(path).convert('RGB')` gives, with one documented exception
+ * (16-bit greyscale, see image_load_png). Alpha is dropped, not
+ * composited; gamma, ICC profiles and EXIF orientation are ignored, as
+ * Pillow ignores them.
+ *
+ * Preprocess: torchvision's GeneralizedRCNNTransform for one image
+ * (torchvision/models/detection/transform.py, 0.14):
+ *   1. normalise per pixel: v = (p * pixel_scale - mean[c]) / std[c] in
+ *      float, in the configured channel order (BGR swaps R and B). When
+ *      pixel_scale is the reciprocal of an integer (1/255) p is divided by
+ *      that integer instead, as to_tensor's div(255) does: p * (1/255f)
+ *      differs from p / 255f in the last bit for half the levels;
+ *   2. resize bilinearly, as F.interpolate(mode='bilinear',
+ *      align_corners=False, recompute_scale_factor=True) on the CPU
+ *      (aten/src/ATen/native/cpu/UpSampleKernel.cpp, UpSample.h);
+ *   3. pad with zeros at the bottom and right to a multiple of
+ *      size_divisibility.
+ * The output is NHWC float32 [1, padded_h, padded_w, 3].
+ *
+ * Normalising before resizing (torchvision's and Detectron's order) is what
+ * makes the padding exactly zero after normalisation. */
+#ifndef MR_IMAGE_H
+#define MR_IMAGE_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "hd.h"
+#include "status.h"
+#include "tensor.h"
+
+typedef struct {
+    uint8_t *pixels; /* [h, w, 3] RGB, row-major; owned, free with image_free */
+    int h, w;
+} mr_image;
+
+/* Decodes a PNG. Every colour type and bit depth becomes 8-bit RGB:
+ *  - grey 1/2/4 bit is scaled to 0..255 (x255, x85, x17), grey is replicated;
+ *  - palette is looked up; tRNS and alpha channels are dropped;
+ *  - 16-bit samples keep their high byte. This is what Pillow does for
+ *    16-bit RGB, RGBA and grey+alpha. For 16-bit grey Pillow opens mode 'I'
+ *    and convert('RGB') clamps each value to 255 (so nearly every pixel is
+ *    white); we keep the high byte instead, deliberately;
+ *  - interlaced (Adam7) images are deinterlaced.
+ * Refuses, before allocating pixels, an image with a side larger than
+ * max_side (MR_ERR_RANGE). Errors name the file: cannot open (MR_ERR_IO),
+ * empty, not a PNG, zero size, truncated, corrupt (MR_ERR_FORMAT), out of
+ * memory (MR_ERR_OOM). On failure *out is {NULL, 0, 0}. */
+mr_status image_load_png(const char *path, int max_side, mr_image *out, mr_error *err);
+
+/* Decodes a baseline or progressive JPEG with libjpeg's defaults (ISLOW
+ * IDCT, fancy upsampling), which are Pillow's, so pixels match Pillow built
+ * on the same libjpeg. Greyscale is replicated; CMYK/YCCK is refused
+ * (MR_ERR_UNSUPPORTED). Same size limit and error rules as PNG. */
+mr_status image_load_jpeg(const char *path, int max_side, mr_image *out, mr_error *err);
+
+/* Sniffs the content (not the file name): PNG signature, or JPEG's
+ * FF D8 FF; anything else is "not an image" (MR_ERR_FORMAT). */
+mr_status image_load(const char *path, int max_side, mr_image *out, mr_error *err);
+
+void image_free(mr_image *img);
+
+/* Sizes through preprocessing. scale_h and scale_w map input pixels to
+ * resized pixels: resized/in per axis in float32 for resize_rounding FLOOR
+ * (torchvision's resize_boxes uses the inverse ratio, in/resized), Detectron's
+ * single im_scale for both axes for ROUND. */
+typedef struct {
+    int in_h, in_w;           /* the decoded image                    */
+    int resized_h, resized_w; /* after the resize (the "image size")  */
+    int padded_h, padded_w;   /* after padding: the network input     */
+    float scale_h, scale_w;
+} mr_input_geometry;
+
+/* FLOOR (torchvision): scale = min(min_size/short, max_size/long) in float32,
+ *   computed as torch does it, reciprocal(short) * min_size (Tensor.__rtruediv__);
+ *   resized = floor((double)in * (double)scale) (F.interpolate with
+ *   recompute_scale_factor=True).
+ * ROUND (Detectron, blob.py: prep_im_for_blob): s = min_size/short in double;
+ *   if round(s*long) > max_size then s = max_size/long; resized = round(in*s),
+ *   rounding half to even (np.round and cv2's saturate_cast).
+ * Then padded = resized rounded up to a multiple of size_divisibility
+ * (values <= 1 mean no padding).
+ * Errors: a zero or negative side, a side over cfg->max_image_side (when
+ * positive), or an image so elongated that a resized side would be 0
+ * (MR_ERR_RANGE; torchvision raises there too); a min_size or max_size that
+ * is not positive (MR_ERR_CONFIG). */
+mr_status image_geometry(const mr_input_config *cfg, int h, int w, mr_input_geometry *out,
+                         mr_error *err);
+
+/* Bytes of scratch image_preprocess needs for geometry g: the horizontal
+ * source indices and weights, computed once per call. */
+size_t image_preprocess_scratch_bytes(const mr_input_geometry *g);
+
+/* Writes out->data [1, g->padded_h, g->padded_w, 3] (out must have that
+ * shape and its data allocated); scratch holds
+ * image_preprocess_scratch_bytes(g) bytes, aligned for float. img must be
+ * g->in_h x g->in_w. OpenMP over output rows. */
+void image_preprocess(const mr_input_config *cfg, const mr_image *img, const mr_input_geometry *g,
+                      void *scratch, mr_tensor *out);
+
+/* ---- Shared per-element math (CPU here; a CUDA kernel can use it too). ---- */
+
+/* One axis of torch's bilinear resize, align_corners=False: the two source
+ * indices and their weights for output index dst. `ratio` is in/out in
+ * float (mr_lerp_ratio). The source position is ratio * (dst + 0.5) - 0.5
+ * evaluated in double, clamped at 0; index0 truncates it; lambda1 is the
+ * double difference src - index0 rounded to float, lambda0 = 1 - lambda1 in
+ * float; equal sizes copy. This is what torch 1.13's CPU kernel computes
+ * (UpSampleKernel.cpp, compute_source_index_and_lambda): doing the position
+ * in float instead rounds e.g. 480->800's src 1 + 2^-24 to 1 and changes
+ * weights at a third of the positions (errors up to ~1e-4 after
+ * normalisation). Checked weight by weight against F.interpolate on unit
+ * vectors, 0 of ~10^4 weights differ. */
+typedef struct {
+    int i0, i1;
+    float l0, l1;
+} mr_lerp_tap;
+
+static inline MR_HD mr_lerp_tap mr_lerp_tap_at(int in_size, int out_size, float ratio, int dst)
+{
+    mr_lerp_tap t;
+    if (in_size == out_size) {
+        t.i0 = dst;
+        t.i1 = dst;
+        t.l0 = 1.0f;
+        t.l1 = 0.0f;
+        return t;
+    }
+    double src = (double)ratio * ((double)dst + 0.5) - 0.5;
+    if (src < 0.0) src = 0.0;
+    t.i0 = (int)src;
+    t.i1 = t.i0 + (t.i0 < in_size - 1 ? 1 : 0);
+    t.l1 = (float)(src - (double)t.i0);
+    t.l0 = 1.0f - t.l1;
+    return t;
+}
+
+/* torch's area_pixel_compute_scale<float> for align_corners=False and no
+ * given scale: in/out in float, or 0 for a single output pixel. */
+static inline MR_HD float mr_lerp_ratio(int in_size, int out_size)
+{
+    return out_size > 1 ? (float)in_size / (float)out_size : 0.0f;
+}
+
+/* The bilinear combination as torch 1.13's CPU kernel rounds it for an
+ * NCHW float input (upsample_generic_Nd_kernel_impl, Interpolate<2>):
+ * each pair `a * wa + b * wb` is compiled with FMA contraction into
+ * fma(a, wa, b * wb); first along the row (w), then across the two rows
+ * (h). Found by testing candidate orders against F.interpolate on [1,3,H,W]
+ * tensors: this one matches bit for bit; plain float, double accumulation
+ * and the other FMA pairings differ by an ulp at 20-50% of the outputs.
+ * (A channels-last input, which includes any C=1 tensor, takes torch's other
+ * kernel, which accumulates h*w-weighted terms in double; torchvision's
+ * 3-channel CHW images never do.) */
+static inline MR_HD float mr_lerp2(float v00, float v01, float v10, float v11, float w0, float w1,
+                                   float h0, float h1)
+{
+    const float t0 = fmaf(v00, w0, v01 * w1);
+    const float t1 = fmaf(v10, w0, v11 * w1);
+    return fmaf(t0, h0, t1 * h1);
+}
+
+#endif

@@ -1,0 +1,113 @@
+/* The mask head: multi-level RoIAlign (14x14) of the final boxes, four
+ * 3x3 conv + ReLU, a 2x2 stride-2 transposed conv + ReLU, 1x1 class
+ * logits, and the sigmoid of the predicted class's channel (28x28). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mask_paste.h"
+#include "model_internal.h"
+
+mr_status mask_head_load(mr_model *m, mr_weights *w, mr_error *err)
+{
+    const mr_mask_head_config *mh = &m->cfg.mask_head;
+    int F = m->cfg.fpn.out_channels, K = m->cfg.classes.num_classes;
+    if (mh->num_convs > MR_MAX_MASK_CONVS)
+        return mr_fail(err, MR_ERR_CONFIG, "mask_head.num_convs %d exceeds %d", mh->num_convs, MR_MAX_MASK_CONVS);
+    for (int i = 0; i < mh->num_convs; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "mask_head.fcn%d", i + 1);
+        MR_TRY(model_conv_layer(m, w, name, NULL, i ? mh->conv_dim : F, mh->conv_dim, 3, 1, 1, 1, &m->mask_fcn[i],
+                                err));
+    }
+    int D = mh->conv_dim;
+    float *wt = malloc(sizeof(float) * ((size_t)D * D * 4 + (size_t)D));
+    if (!wt) return mr_fail(err, MR_ERR_OOM, "out of memory loading mask_head.deconv");
+    int64_t wshape[4] = {D, D, 2, 2}, bshape[1] = {D};
+    mr_status st = weights_read_f32(w, "mask_head.deconv.weight", 4, wshape, wt, err);
+    if (st == MR_OK) st = weights_read_f32(w, "mask_head.deconv.bias", 1, bshape, wt + (size_t)D * D * 4, err);
+    if (st == MR_OK) {
+        mr_deconv2x2_params p = {D, D, 1};
+        st = m->be.i->deconv2x2_init(m->be.ctx, "mask_head.deconv", &p, wt, wt + (size_t)D * D * 4, &m->mask_deconv,
+                                     err);
+    }
+    free(wt);
+    MR_TRY(st);
+    return model_conv_layer(m, w, "mask_head.logits", NULL, D, K, 1, 1, 0, 0, &m->mask_logits, err);
+}
+
+mr_status mask_head_forward(mr_model *m, mr_error *err)
+{
+    mr_buffers *b = &m->buf;
+    const mr_backend_i *be = m->be.i;
+    const mr_mask_head_config *mh = &m->cfg.mask_head;
+    int n = b->detections.n, R = mh->pooler.resolution, D = mh->conv_dim, K = m->cfg.classes.num_classes;
+    MR_TRY(model_roi_align(m, &mh->pooler, &b->detections, &b->mask_feats, err));
+    const mr_tensor *x = &b->mask_feats;
+    for (int i = 0; i < mh->num_convs; i++) {
+        mr_tensor *y = i % 2 ? &b->mask_b : &b->mask_a;
+        MR_TRY(tensor_shape(y, n, R, R, D, err));
+        MR_TRY(be->conv(m->be.ctx, m->mask_fcn[i], x, y, 0, err));
+        x = y;
+    }
+    MR_TRY(tensor_shape(&b->mask_up, n, 2 * R, 2 * R, D, err));
+    MR_TRY(be->deconv2x2(m->be.ctx, m->mask_deconv, x, &b->mask_up, err));
+    MR_TRY(tensor_shape(&b->mask_logits, n, 2 * R, 2 * R, K, err));
+    MR_TRY(be->conv(m->be.ctx, m->mask_logits, &b->mask_up, &b->mask_logits, 0, err));
+    MR_TRY(tensor_shape(&b->mask_probs, n, 2 * R, 2 * R, 1, err));
+    int M2 = 4 * R * R;
+    for (int d = 0; d < n; d++) {
+        int label = (int)b->detection_labels.data[d];
+        if (label < 0 || label >= K) return mr_fail(err, MR_ERR_INTERNAL, "detection %d has label %d", d, label);
+        const float *logit = b->mask_logits.data + (size_t)d * M2 * K + label;
+        float *prob = b->mask_probs.data + (size_t)d * M2;
+        for (int i = 0; i < M2; i++) prob[i] = 1.0f / (1.0f + expf(-logit[(size_t)i * K]));
+    }
+    return MR_OK;
+}
+
+/* Final results in original-image pixels: boxes scaled back per axis (as
+ * torchvision's resize_boxes, ratio = original / resized in float32) and
+ * each 28x28 probability map pasted into the image and thresholded. */
+mr_status model_stage_paste(mr_model *m, mr_result *res, float *float_masks, mr_error *err)
+{
+    const mr_buffers *b = &m->buf;
+    const mr_mask_head_config *mh = &m->cfg.mask_head;
+    int n = b->detections.n, H = m->geo.in_h, W = m->geo.in_w, M = 2 * mh->pooler.resolution;
+    memset(res, 0, sizeof *res);
+    res->width = W;
+    res->height = H;
+    if (n == 0) return MR_OK;
+    res->dets = calloc((size_t)n, sizeof *res->dets);
+    if (!res->dets) return mr_fail(err, MR_ERR_OOM, "out of memory for %d detections", n);
+    float ratio_w = (float)W / (float)m->geo.resized_w, ratio_h = (float)H / (float)m->geo.resized_h;
+    mr_mask_paste_params p = {M, mh->paste_padding, mh->threshold,
+                              mh->threshold_rule == MR_MASK_THRESH_GE ? MR_MASK_GE : MR_MASK_GT, MR_PASTE_TORCHVISION};
+    MR_TRY(model_reserve_host_scratch(m, mask_paste_scratch_bytes(M, mh->paste_padding), err));
+    for (int d = 0; d < n; d++) {
+        mr_detection *det = &res->dets[d];
+        const float *box = b->detections.data + 4 * (size_t)d;
+        det->box[0] = box[0] * ratio_w;
+        det->box[1] = box[1] * ratio_h;
+        det->box[2] = box[2] * ratio_w;
+        det->box[3] = box[3] * ratio_h;
+        det->score = b->detection_scores.data[d];
+        det->class_id = (int)b->detection_labels.data[d];
+        det->mask = calloc((size_t)H * (size_t)W, 1);
+        res->count = d + 1;
+        if (!det->mask) {
+            result_free(res);
+            return mr_fail(err, MR_ERR_OOM, "out of memory for a %dx%d mask", W, H);
+        }
+        const float *prob = b->mask_probs.data + (size_t)d * M * M;
+        float *soft = float_masks ? float_masks + (size_t)d * H * W : NULL;
+        mr_status st = mask_paste_binary(&p, prob, det->box, H, W, det->mask, m->host_scratch, err);
+        if (st == MR_OK && soft) st = mask_paste_prob(&p, prob, det->box, H, W, soft, m->host_scratch, err);
+        if (st != MR_OK) {
+            result_free(res);
+            return st;
+        }
+    }
+    return MR_OK;
+}

@@ -1,0 +1,153 @@
+/* Paste one M x M mask probability map into the image (torchvision rule).
+ *
+ * Inputs: mask float[M*M] row-major (sigmoid probabilities of the
+ * predicted class), box float[4] [x1,y1,x2,y2] in original-image pixels
+ * (the final detection box), the image size img_h x img_w.
+ * Outputs (the whole image is written, zero outside the pasted window):
+ *   mask_paste_prob:   float[img_h*img_w] probabilities (parity tests)
+ *   mask_paste_binary: uint8[img_h*img_w], 1 where prob > threshold
+ *                      (MR_MASK_GT) or >= threshold (MR_MASK_GE), else 0
+ *
+ * Reference: torchvision 0.14 `models/detection/roi_heads.py:
+ * paste_masks_in_image, expand_masks, expand_boxes, paste_mask_in_image`:
+ *  1. pad the mask with `padding` zeros on each side: P = M + 2*padding;
+ *     scale = (float)((double)P / M) (Python float, applied as float32)
+ *  2. expand the box about its centre, float32:
+ *       w_half = (x2 - x1)*0.5*scale, x_c = (x2 + x1)*0.5,
+ *       bx0 = (int)(x_c - w_half), bx1 = (int)(x_c + w_half)   (toward zero)
+ *  3. w = max(bx1 - bx0 + 1, 1), h likewise (TO_REMOVE = 1)
+ *  4. resize the padded mask to h x w with F.interpolate(bilinear,
+ *     align_corners=False) (mask_resize_axis / mask_resize_tap)
+ *  5. paste rows [max(by0,0), min(by1+1,H)) x cols [max(bx0,0), min(bx1+1,W))
+ * Only that window is computed; no h x w or H x W temporary is made.
+ *
+ * Float32 parity: bitwise equal to torch 1.13 CPU. Its channels-last
+ * bilinear kernel (which a [1,1,h,w] tensor takes) turned out to compute
+ * the source index in double from the float scale in/out, round the
+ * lambdas to float, multiply the weights in float (w00 = ly0*lx0) and
+ * accumulate the four taps in double; mask_resize_tap does the same (found
+ * by matching torch bit for bit, tests/parity/test_ops_torchvision.py).
+ *
+ * Differences by design: a box whose expanded window lies wholly outside
+ * the image pastes nothing (torchvision slices with negative indices there
+ * and raises a shape error); coordinates beyond +-2^28 are saturated before
+ * the int cast.
+ *
+ * The Detectron (cv2.resize, > 0.5) and detectron2 (grid_sample, >= 0.5)
+ * paste rules are planned as further mr_paste_rule values. */
+#ifndef MR_MASK_PASTE_H
+#define MR_MASK_PASTE_H
+
+#include "hd.h"
+#include "status.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    MR_PASTE_TORCHVISION = 0
+} mr_paste_rule;
+
+typedef enum {
+    MR_MASK_GT = 0, /* prob > threshold: torchvision users, Detectron */
+    MR_MASK_GE = 1  /* prob >= threshold: detectron2 */
+} mr_mask_cmp;
+
+typedef struct {
+    int mask_size;     /* M (28) */
+    int padding;       /* 1 */
+    float threshold;   /* 0.5; binary output only */
+    mr_mask_cmp cmp;   /* binary output only */
+    mr_paste_rule rule;
+} mr_mask_paste_params;
+
+/* Integer geometry of one paste. The resized mask is h x w with its (0,0)
+ * at image pixel (bx0, by0); the window [x0,x1) x [y0,y1) is the part
+ * inside the image (empty when x0 >= x1 or y0 >= y1). */
+typedef struct {
+    int bx0, by0; /* expanded, truncated box corner */
+    int w, h;     /* resized mask size */
+    int x0, y0, x1, y1;
+} mr_paste_geom;
+
+MR_HD static inline int mask_paste_trunc(float v)
+{
+    /* .to(int64): truncation toward zero; saturate far-out values */
+    if (!(v > -268435456.0f)) return v != v ? 0 : -268435456;
+    if (v > 268435456.0f) return 268435456;
+    return (int)v;
+}
+
+MR_HD static inline mr_paste_geom mask_paste_geom(int mask_size, int padding, const float *box, int img_h, int img_w)
+{
+    mr_paste_geom g;
+    float scale = (float)((double)(mask_size + 2 * padding) / (double)mask_size);
+    float w_half = (box[2] - box[0]) * 0.5f;
+    float h_half = (box[3] - box[1]) * 0.5f;
+    float x_c = (box[2] + box[0]) * 0.5f;
+    float y_c = (box[3] + box[1]) * 0.5f;
+    w_half = w_half * scale;
+    h_half = h_half * scale;
+    g.bx0 = mask_paste_trunc(x_c - w_half);
+    g.by0 = mask_paste_trunc(y_c - h_half);
+    int bx1 = mask_paste_trunc(x_c + w_half);
+    int by1 = mask_paste_trunc(y_c + h_half);
+    g.w = bx1 - g.bx0 + 1;
+    g.h = by1 - g.by0 + 1;
+    if (g.w < 1) g.w = 1;
+    if (g.h < 1) g.h = 1;
+    g.x0 = g.bx0 > 0 ? g.bx0 : 0;
+    g.y0 = g.by0 > 0 ? g.by0 : 0;
+    g.x1 = bx1 + 1 < img_w ? bx1 + 1 : img_w;
+    g.y1 = by1 + 1 < img_h ? by1 + 1 : img_h;
+    /* never read past the resized mask (only reachable when w or h was forced to 1) */
+    if (g.x1 > g.bx0 + g.w) g.x1 = g.bx0 + g.w;
+    if (g.y1 > g.by0 + g.h) g.y1 = g.by0 + g.h;
+    return g;
+}
+
+/* One axis of F.interpolate(bilinear, align_corners=False, size given) from
+ * in_size to out_size at output index d: taps i0, i1, weights l0, l1. */
+MR_HD static inline void mask_resize_axis(int in_size, int out_size, int d, int *i0, int *i1, float *l0, float *l1)
+{
+    if (in_size == out_size) {
+        *i0 = *i1 = d;
+        *l0 = 1.0f;
+        *l1 = 0.0f;
+        return;
+    }
+    float scale = (float)in_size / (float)out_size;
+    double src = (double)scale * ((double)d + 0.5) - 0.5;
+    if (src < 0.0) src = 0.0;
+    int lo = (int)src;
+    *i0 = lo;
+    *i1 = lo + (lo < in_size - 1 ? 1 : 0);
+    float lam = (float)(src - (double)lo);
+    *l1 = lam;
+    *l0 = 1.0f - lam;
+}
+
+/* The interpolated value from the padded P x P mask (row-major). */
+MR_HD static inline float mask_resize_tap(const float *padded, int P, int y0, int y1, float ly0, float ly1, int x0,
+                                          int x1, float lx0, float lx1)
+{
+    float w00 = ly0 * lx0, w01 = ly0 * lx1, w10 = ly1 * lx0, w11 = ly1 * lx1;
+    double acc = (double)padded[y0 * P + x0] * (double)w00;
+    acc += (double)padded[y0 * P + x1] * (double)w01;
+    acc += (double)padded[y1 * P + x0] * (double)w10;
+    acc += (double)padded[y1 * P + x1] * (double)w11;
+    return (float)acc;
+}
+
+/* Bytes of scratch for one paste: the padded mask, (M+2p)^2 floats. */
+size_t mask_paste_scratch_bytes(int mask_size, int padding);
+
+/* MR_ERR_RANGE for a bad size/padding/image size, MR_ERR_UNSUPPORTED for
+ * a rule not implemented yet; err may be NULL. */
+mr_status mask_paste_prob(const mr_mask_paste_params *p, const float *mask, const float *box, int img_h, int img_w,
+                          float *out, void *scratch, mr_error *err);
+
+mr_status mask_paste_binary(const mr_mask_paste_params *p, const float *mask, const float *box, int img_h, int img_w,
+                            uint8_t *out, void *scratch, mr_error *err);
+
+#endif

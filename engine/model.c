@@ -1,0 +1,289 @@
+/* Loading, buffer planning and the end-to-end pass. The stages themselves
+ * live in resnet.c, fpn.c, rpn.c, roi_heads.c and mask_head.c. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "model_internal.h"
+
+mr_status tensor_shape(mr_tensor *t, int n, int h, int w, int c, mr_error *err)
+{
+    size_t need = (size_t)n * (size_t)h * (size_t)w * (size_t)c;
+    if (n < 0 || h < 0 || w < 0 || c < 0 || need > t->cap)
+        return mr_fail(err, MR_ERR_RANGE, "a [%d,%d,%d,%d] tensor does not fit the %zu elements planned at load",
+                       n, h, w, c, t->cap);
+    t->n = n;
+    t->h = h;
+    t->w = w;
+    t->c = c;
+    return MR_OK;
+}
+
+mr_status model_conv_layer(mr_model *m, mr_weights *w, const char *prefix, const char *norm, int cin, int cout,
+                           int k, int stride, int pad, int relu, mr_layer **out, mr_error *err)
+{
+    char name[256];
+    size_t per_out = (size_t)cin * (size_t)k * (size_t)k;
+    float *wt = malloc(sizeof(float) * (per_out * (size_t)cout + 3 * (size_t)cout));
+    if (!wt) return mr_fail(err, MR_ERR_OOM, "out of memory loading %s", prefix);
+    float *bias = wt + per_out * (size_t)cout, *scale = bias + cout, *shift = scale + cout;
+    int64_t wshape[4] = {cout, cin, k, k}, bshape[1] = {cout};
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    mr_status st = weights_read_f32(w, name, 4, wshape, wt, err);
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    if (st == MR_OK) {
+        if (weights_find(w, name)) st = weights_read_f32(w, name, 1, bshape, bias, err);
+        else if (norm) memset(bias, 0, sizeof(float) * (size_t)cout);
+        else st = mr_fail(err, MR_ERR_SHAPE, "%s: tensor \"%s\" is missing", w->path, name);
+    }
+    if (st == MR_OK && norm) {
+        /* Fold the per-channel affine into the convolution: W' = W*s, b' = b*s + t. */
+        st = weights_read_affine(w, norm, cout, m->cfg.backbone.norm_eps, scale, shift, err);
+        for (int o = 0; st == MR_OK && o < cout; o++) {
+            for (size_t i = 0; i < per_out; i++) wt[(size_t)o * per_out + i] *= scale[o];
+            bias[o] = bias[o] * scale[o] + shift[o];
+        }
+    }
+    if (st == MR_OK) {
+        mr_conv_params p = {cin, cout, k, k, stride, pad, 1, 1, relu};
+        st = m->be.i->conv_init(m->be.ctx, prefix, &p, wt, bias, out, err);
+    }
+    free(wt);
+    return st;
+}
+
+/* Output size of the stride-2 steps used everywhere in the network. */
+static int half_up(int x) { return (x + 1) / 2; }
+
+static mr_status plan_tensor(mr_model *m, mr_tensor *t, size_t elements, mr_error *err)
+{
+    void *p = NULL;
+    MR_TRY(m->be.i->buffer_alloc(m->be.ctx, sizeof(float) * (elements ? elements : 1), &p, err));
+    t->data = p;
+    t->cap = elements;
+    return MR_OK;
+}
+
+/* Area of the level at `stride` (a power of 2) for the padded max input,
+ * taking the larger of the two orientations. */
+static size_t level_area(const mr_model *m, int stride)
+{
+    size_t best = 0;
+    for (int o = 0; o < 2; o++) {
+        int h = o ? m->max_w : m->max_h, w = o ? m->max_h : m->max_w;
+        for (int s = 1; s < stride; s *= 2) {
+            h = half_up(h);
+            w = half_up(w);
+        }
+        if ((size_t)h * (size_t)w > best) best = (size_t)h * (size_t)w;
+    }
+    return best;
+}
+
+static mr_status plan_buffers(mr_model *m, mr_error *err)
+{
+    const mr_config *c = &m->cfg;
+    mr_buffers *b = &m->buf;
+    int div = c->input.size_divisibility > 0 ? c->input.size_divisibility : 1;
+    m->max_h = (c->input.min_size + div - 1) / div * div;
+    m->max_w = (c->input.max_size + div - 1) / div * div;
+    int F = c->fpn.out_channels, K = c->classes.num_classes, A = m->num_anchors;
+    size_t a2 = level_area(m, 2), a4 = level_area(m, 4);
+    size_t rois = (size_t)c->rpn.post_nms_top_n * (c->rpn.post_nms_per_level ? (size_t)m->num_levels : 1);
+    size_t dets = (size_t)c->box_head.detections_per_image;
+    int R = c->box_head.pooler.resolution, MR = c->mask_head.pooler.resolution, MD = c->mask_head.conv_dim;
+
+    MR_TRY(plan_tensor(m, &b->input, level_area(m, 1) * 3, err));
+    MR_TRY(plan_tensor(m, &b->stem, a2 * (size_t)c->backbone.stem_out_channels, err));
+    MR_TRY(plan_tensor(m, &b->stem_pool, a4 * (size_t)c->backbone.stem_out_channels, err));
+    size_t t1 = 0, t2 = 0;
+    for (int s = 0; s < MR_STAGES; s++) {
+        const mr_stage *st = &m->stage[s];
+        size_t in_area = level_area(m, 4 << (s ? s - 1 : 0)), out_area = level_area(m, 4 << s);
+        MR_TRY(plan_tensor(m, &b->c[s], out_area * (size_t)st->out, err));
+        MR_TRY(plan_tensor(m, &b->inner[s], out_area * (size_t)F, err));
+        if (in_area * (size_t)st->width > t1) t1 = in_area * (size_t)st->width;
+        if (in_area * (size_t)st->width > t2) t2 = in_area * (size_t)st->width;
+    }
+    MR_TRY(plan_tensor(m, &b->t1, t1, err));
+    MR_TRY(plan_tensor(m, &b->t2, t2, err));
+    for (int l = 0; l < m->num_levels; l++) {
+        size_t area = level_area(m, 4 << l);
+        MR_TRY(plan_tensor(m, &b->p[l], area * (size_t)F, err));
+        MR_TRY(plan_tensor(m, &b->rpn_logits[l], area * (size_t)A, err));
+        MR_TRY(plan_tensor(m, &b->rpn_deltas[l], area * (size_t)A * 4, err));
+    }
+    MR_TRY(plan_tensor(m, &b->rpn_hidden, a4 * (size_t)F, err));
+    MR_TRY(plan_tensor(m, &b->proposals, rois * 4, err));
+    MR_TRY(plan_tensor(m, &b->proposal_scores, rois, err));
+    MR_TRY(plan_tensor(m, &b->box_feats, rois * (size_t)(R * R * F), err));
+    MR_TRY(plan_tensor(m, &b->fc6, rois * (size_t)c->box_head.fc_dim, err));
+    MR_TRY(plan_tensor(m, &b->fc7, rois * (size_t)c->box_head.fc_dim, err));
+    MR_TRY(plan_tensor(m, &b->class_logits, rois * (size_t)K, err));
+    MR_TRY(plan_tensor(m, &b->box_deltas, rois * (size_t)K * 4, err));
+    /* Detectron's tie rule may keep a few more than detections_per_image. */
+    size_t dcap = dets * 2 + 16;
+    MR_TRY(plan_tensor(m, &b->detections, dcap * 4, err));
+    MR_TRY(plan_tensor(m, &b->detection_scores, dcap, err));
+    MR_TRY(plan_tensor(m, &b->detection_labels, dcap, err));
+    MR_TRY(plan_tensor(m, &b->mask_feats, dcap * (size_t)(MR * MR * F), err));
+    MR_TRY(plan_tensor(m, &b->mask_a, dcap * (size_t)(MR * MR * MD), err));
+    MR_TRY(plan_tensor(m, &b->mask_b, dcap * (size_t)(MR * MR * MD), err));
+    MR_TRY(plan_tensor(m, &b->mask_up, dcap * (size_t)(4 * MR * MR * MD), err));
+    MR_TRY(plan_tensor(m, &b->mask_logits, dcap * (size_t)(4 * MR * MR * K), err));
+    MR_TRY(plan_tensor(m, &b->mask_probs, dcap * (size_t)(4 * MR * MR), err));
+    return MR_OK;
+}
+
+mr_status model_load(mr_model **out, const mr_config *cfg, const char *weights_path, mr_backend backend,
+                     mr_error *err)
+{
+    *out = NULL;
+    mr_model *m = calloc(1, sizeof *m);
+    if (!m) return mr_fail(err, MR_ERR_OOM, "out of memory");
+    m->cfg = *cfg;
+    m->be = backend;
+    m->num_levels = cfg->fpn.max_level - cfg->fpn.min_level + 1;
+    mr_weights w;
+    mr_status st = weights_open(&w, weights_path, err);
+    if (st != MR_OK) {
+        free(m);
+        return st;
+    }
+    st = resnet_load(m, &w, err);
+    if (st == MR_OK) st = fpn_load(m, &w, err);
+    if (st == MR_OK) st = rpn_load(m, &w, err);
+    if (st == MR_OK) st = box_head_load(m, &w, err);
+    if (st == MR_OK) st = mask_head_load(m, &w, err);
+    if (st == MR_OK) {
+        char unused[512];
+        int n = weights_unused(&w, unused, sizeof unused);
+        if (n) fprintf(stderr, "detect: warning: %s: %d tensors not used by this config: %s%s\n", weights_path, n,
+                       unused, strlen(unused) >= sizeof unused - 1 ? "..." : "");
+    }
+    weights_close(&w);
+    if (st == MR_OK) st = plan_buffers(m, err);
+    if (st != MR_OK) {
+        model_free(m);
+        return st;
+    }
+    *out = m;
+    return MR_OK;
+}
+
+void model_free(mr_model *m)
+{
+    if (!m) return;
+    const mr_backend_i *be = m->be.i;
+    void *ctx = m->be.ctx;
+    be->layer_free(ctx, m->stem);
+    for (int s = 0; s < MR_STAGES; s++) {
+        for (int b = 0; m->stage[s].block && b < m->stage[s].blocks; b++) {
+            mr_bottleneck *k = &m->stage[s].block[b];
+            be->layer_free(ctx, k->conv1);
+            be->layer_free(ctx, k->conv2);
+            be->layer_free(ctx, k->conv3);
+            be->layer_free(ctx, k->shortcut);
+        }
+        free(m->stage[s].block);
+        be->layer_free(ctx, m->fpn_lateral[s]);
+        be->layer_free(ctx, m->fpn_output[s]);
+    }
+    mr_layer *heads[] = {m->rpn_conv, m->rpn_logits, m->rpn_deltas, m->fc6, m->fc7, m->cls_score, m->bbox_pred,
+                         m->mask_deconv, m->mask_logits};
+    for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) be->layer_free(ctx, heads[i]);
+    for (int i = 0; i < MR_MAX_MASK_CONVS; i++) be->layer_free(ctx, m->mask_fcn[i]);
+    mr_tensor *all = (mr_tensor *)&m->buf;
+    for (size_t i = 0; i < sizeof m->buf / sizeof(mr_tensor); i++) be->buffer_free(ctx, all[i].data);
+    free(m->host_scratch);
+    free(m);
+}
+
+const mr_config *model_config(const mr_model *m) { return &m->cfg; }
+
+mr_status model_stage_input(mr_model *m, const mr_image *img, int in_h, int in_w, mr_error *err)
+{
+    MR_TRY(image_geometry(&m->cfg.input, in_h, in_w, &m->geo, err));
+    MR_TRY(tensor_shape(&m->buf.input, 1, m->geo.padded_h, m->geo.padded_w, 3, err));
+    if (!img) return MR_OK;
+    MR_TRY(model_reserve_host_scratch(m, image_preprocess_scratch_bytes(&m->geo), err));
+    image_preprocess(&m->cfg.input, img, &m->geo, m->host_scratch, &m->buf.input);
+    return MR_OK;
+}
+
+mr_status model_stage_backbone(mr_model *m, mr_error *err) { return resnet_forward(m, err); }
+mr_status model_stage_fpn(mr_model *m, mr_error *err) { return fpn_forward(m, err); }
+mr_status model_stage_rpn(mr_model *m, mr_error *err) { return rpn_forward(m, err); }
+mr_status model_stage_box_head(mr_model *m, mr_error *err) { return box_head_forward(m, err); }
+mr_status model_stage_mask_head(mr_model *m, mr_error *err) { return mask_head_forward(m, err); }
+
+mr_tensor *model_tensor(mr_model *m, const char *name)
+{
+    mr_buffers *b = &m->buf;
+    struct { const char *name; mr_tensor *t; } table[] = {
+        {"input", &b->input}, {"c2", &b->c[0]}, {"c3", &b->c[1]}, {"c4", &b->c[2]}, {"c5", &b->c[3]},
+        {"p2", &b->p[0]}, {"p3", &b->p[1]}, {"p4", &b->p[2]}, {"p5", &b->p[3]}, {"p6", &b->p[4]},
+        {"proposals", &b->proposals}, {"proposal_scores", &b->proposal_scores},
+        {"class_logits", &b->class_logits}, {"box_deltas", &b->box_deltas},
+        {"detections", &b->detections}, {"detection_scores", &b->detection_scores},
+        {"detection_labels", &b->detection_labels}, {"mask_probs", &b->mask_probs},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (strcmp(table[i].name, name) == 0) return table[i].t->data ? table[i].t : NULL;
+    return NULL;
+}
+
+mr_status model_set_count(mr_model *m, const char *name, int count, mr_error *err)
+{
+    mr_buffers *b = &m->buf;
+    if (strcmp(name, "proposals") == 0) {
+        MR_TRY(tensor_shape(&b->proposals, count, 1, 1, 4, err));
+        return tensor_shape(&b->proposal_scores, count, 1, 1, 1, err);
+    }
+    if (strcmp(name, "detections") == 0) {
+        MR_TRY(tensor_shape(&b->detections, count, 1, 1, 4, err));
+        MR_TRY(tensor_shape(&b->detection_scores, count, 1, 1, 1, err));
+        return tensor_shape(&b->detection_labels, count, 1, 1, 1, err);
+    }
+    return mr_fail(err, MR_ERR_INTERNAL, "model_set_count: no countable tensor \"%s\"", name);
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+mr_status model_detect(mr_model *m, const mr_image *img, mr_result *res, mr_stage_times *times, mr_error *err)
+{
+    memset(res, 0, sizeof *res);
+    mr_stage_times t = {0};
+    double t0 = now_seconds(), t1;
+#define STAGE(call, field)                                                   \
+    do {                                                                     \
+        MR_TRY(call);                                                        \
+        MR_TRY(m->be.i->sync(m->be.ctx, err));                               \
+        t1 = now_seconds();                                                  \
+        t.field = t1 - t0;                                                   \
+        t0 = t1;                                                             \
+    } while (0)
+    STAGE(model_stage_input(m, img, img->h, img->w, err), preprocess);
+    STAGE(resnet_forward(m, err), backbone);
+    STAGE(fpn_forward(m, err), fpn);
+    STAGE(rpn_forward(m, err), rpn);
+    STAGE(box_head_forward(m, err), box_head);
+    STAGE(mask_head_forward(m, err), mask_head);
+    STAGE(model_stage_paste(m, res, NULL, err), paste);
+#undef STAGE
+    if (times) *times = t;
+    return MR_OK;
+}
+
+void result_free(mr_result *res)
+{
+    for (int i = 0; i < res->count; i++) free(res->dets[i].mask);
+    free(res->dets);
+    memset(res, 0, sizeof *res);
+}

@@ -1,0 +1,91 @@
+/* The model's private state, shared by model.c and the stage files
+ * (resnet.c, fpn.c, rpn.c, roi_heads.c, mask_head.c). */
+#ifndef MR_MODEL_INTERNAL_H
+#define MR_MODEL_INTERNAL_H
+
+#include "image.h"
+#include "model.h"
+#include "roi_align.h"
+#include "weights.h"
+
+#define MR_STAGES 4      /* res2..res5 */
+#define MR_MAX_LEVELS 5  /* P2..P6 */
+#define MR_MAX_MASK_CONVS 8
+
+typedef struct {
+    mr_layer *conv1, *conv2, *conv3, *shortcut; /* shortcut only in block 0 */
+} mr_bottleneck;
+
+typedef struct {
+    int blocks;
+    int width;      /* bottleneck width (conv1/conv2 channels) */
+    int out;        /* output channels (conv3) */
+    int stride;     /* 1 for res2, 2 after */
+    mr_bottleneck *block;
+} mr_stage;
+
+/* Activation buffers, allocated once for the largest input. */
+typedef struct {
+    mr_tensor input;
+    mr_tensor stem, stem_pool;
+    mr_tensor c[MR_STAGES], t1, t2;
+    mr_tensor inner[MR_STAGES];
+    mr_tensor p[MR_MAX_LEVELS];
+    mr_tensor rpn_hidden, rpn_logits[MR_MAX_LEVELS], rpn_deltas[MR_MAX_LEVELS];
+    mr_tensor proposals, proposal_scores;
+    mr_tensor box_feats, fc6, fc7, class_logits, box_deltas;
+    mr_tensor detections, detection_scores, detection_labels;
+    mr_tensor mask_feats, mask_a, mask_b, mask_up, mask_logits, mask_probs;
+} mr_buffers;
+
+struct mr_model {
+    mr_config cfg;
+    mr_backend be;
+    int num_levels;        /* FPN levels min_level..max_level */
+    int num_anchors;       /* per position */
+    float cell_anchors[MR_MAX_LEVELS][MR_MAX_ANCHOR_RATIOS * MR_MAX_ANCHOR_SIZES * 4];
+
+    mr_layer *stem;
+    mr_stage stage[MR_STAGES];
+    mr_layer *fpn_lateral[MR_STAGES], *fpn_output[MR_STAGES];
+    mr_layer *rpn_conv, *rpn_logits, *rpn_deltas;
+    mr_layer *fc6, *fc7, *cls_score, *bbox_pred;
+    mr_layer *mask_fcn[MR_MAX_MASK_CONVS], *mask_deconv, *mask_logits;
+
+    mr_input_geometry geo; /* of the current image */
+    int max_h, max_w;      /* padded input size the buffers are planned for */
+    mr_buffers buf;
+    void *host_scratch;    /* post-processing scratch (top-k, NMS, paste) */
+    size_t host_scratch_size;
+};
+
+/* Loading helpers (model.c). */
+mr_status model_conv_layer(mr_model *m, mr_weights *w, const char *prefix, const char *norm, int cin, int cout,
+                           int k, int stride, int pad, int relu, mr_layer **out, mr_error *err);
+
+/* Per stage (resnet.c, fpn.c, rpn.c, roi_heads.c, mask_head.c). */
+mr_status resnet_load(mr_model *m, mr_weights *w, mr_error *err);
+mr_status resnet_forward(mr_model *m, mr_error *err);
+mr_status fpn_load(mr_model *m, mr_weights *w, mr_error *err);
+mr_status fpn_forward(mr_model *m, mr_error *err);
+mr_status rpn_load(mr_model *m, mr_weights *w, mr_error *err);
+mr_status rpn_forward(mr_model *m, mr_error *err);
+mr_status box_head_load(mr_model *m, mr_weights *w, mr_error *err);
+mr_status box_head_forward(mr_model *m, mr_error *err);
+mr_status mask_head_load(mr_model *m, mr_weights *w, mr_error *err);
+mr_status mask_head_forward(mr_model *m, mr_error *err);
+
+/* Grows the host scratch used by post-processing (grows only on a new
+ * largest shape, so steady-state passes allocate nothing). */
+mr_status model_reserve_host_scratch(mr_model *m, size_t bytes, mr_error *err);
+
+/* Multi-level RoIAlign of rois [N,4] (resized-image pixels) from P2..P5
+ * into out [N,R,R,F] (roi_heads.c; the mask head uses it too). */
+void model_level_map(const mr_model *m, const mr_pooler_config *pc, mr_level_map *map);
+mr_status model_roi_align(mr_model *m, const mr_pooler_config *pc, const mr_tensor *rois, mr_tensor *out,
+                          mr_error *err);
+
+/* Shapes a planned buffer for this image; fails if it would not fit. */
+mr_status tensor_shape(mr_tensor *t, int n, int h, int w, int c, mr_error *err);
+
+#endif

@@ -1,0 +1,44 @@
+/* Greedy non-maximum suppression on the CPU.
+ *
+ * Inputs: boxes [n,4] float [x1,y1,x2,y2] (any consistent pixel frame),
+ * scores [n], optional groups [n] (class id or FPN level; any int values).
+ * Output: keep[] receives the indices of the kept boxes, highest score
+ * first; the return value is how many (0 for n <= 0). keep must hold n ints.
+ *
+ * Semantics (torchvision 0.14 `csrc/ops/cpu/nms_kernel.cpp`,
+ * `ops/boxes.py: _batched_nms_vanilla`; Detectron `utils/cython_nms.pyx`
+ * with plus_one):
+ *  - boxes are visited by descending score; equal scores in ascending
+ *    index order (a stable sort). NaN scores sort first, as in torch.sort.
+ *    torch 1.13's CPU sort is not stable for more than ~16 equal scores,
+ *    so for exact ties torchvision's order is implementation-defined and
+ *    ours is the documented one.
+ *  - a visited box that is not suppressed is kept and suppresses every
+ *    later box j whose IoU with it (box_coder.h: box_iou_areas, plus_one
+ *    selects +1 widths) is > iou_thresh. The comparison is done in double,
+ *    as the kernels compare a float IoU with the Python (double)
+ *    threshold: with a float threshold, an IoU of exactly 0.3f would
+ *    compare differently against 0.3.
+ *  - batched_nms_cpu runs that independently per group; the kept indices
+ *    of all groups are returned sorted by descending score, ties by index.
+ *    torchvision's batched_nms uses this algorithm (_batched_nms_vanilla)
+ *    above 1000 boxes on the CPU and the coordinate-offset trick below;
+ *    the trick adds float rounding to the coordinates, so at exact IoU
+ *    ties it can differ from both.
+ *
+ * Cost O(n log n + kept * n). No allocation: scratch must hold
+ * nms_scratch_bytes(n) bytes (one size serves both functions). */
+#ifndef MR_NMS_H
+#define MR_NMS_H
+
+#include <stddef.h>
+
+size_t nms_scratch_bytes(int n);
+
+int nms_cpu(const float *boxes, const float *scores, int n, double iou_thresh, int plus_one, int *keep,
+            void *scratch);
+
+int batched_nms_cpu(const float *boxes, const float *scores, const int *groups, int n, double iou_thresh,
+                    int plus_one, int *keep, void *scratch);
+
+#endif

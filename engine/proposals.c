@@ -1,0 +1,112 @@
+#include "proposals.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "anchors.h"
+#include "nms.h"
+
+typedef struct {
+    float value;
+    int index;
+} scored_index;
+
+/* Descending value; ties by ascending index so the order is reproducible. */
+static int cmp_scored_desc(const void *a, const void *b)
+{
+    const scored_index *x = a, *y = b;
+    if (x->value != y->value) return x->value > y->value ? -1 : 1;
+    return (x->index > y->index) - (x->index < y->index);
+}
+
+static int level_count(const mr_proposal_params *p, int l)
+{
+    return p->grid_h[l] * p->grid_w[l] * p->num_anchors;
+}
+
+static int level_top_n(const mr_proposal_params *p, int l)
+{
+    int n = level_count(p, l);
+    return n < p->pre_nms_top_n ? n : p->pre_nms_top_n;
+}
+
+/* Layout of the scratch area, in order. */
+typedef struct {
+    scored_index *ranked; /* the largest level's anchors */
+    float *boxes;         /* candidates [total,4] */
+    float *scores;
+    int *groups;
+    int *keep;
+    void *nms;
+} proposal_scratch;
+
+static size_t layout(const mr_proposal_params *p, void *base, proposal_scratch *s)
+{
+    int largest = 0, total = 0;
+    for (int l = 0; l < p->num_levels; l++) {
+        if (level_count(p, l) > largest) largest = level_count(p, l);
+        total += level_top_n(p, l);
+    }
+    size_t at = 0;
+    char *b = base;
+#define TAKE(field, type, count)                                  \
+    do {                                                          \
+        if (s) s->field = (type *)(b + at);                       \
+        at += ((sizeof(type) * (size_t)(count)) + 63) & ~(size_t)63; \
+    } while (0)
+    TAKE(ranked, scored_index, largest);
+    TAKE(boxes, float, 4 * (size_t)total);
+    TAKE(scores, float, total);
+    TAKE(groups, int, total);
+    TAKE(keep, int, total);
+#undef TAKE
+    if (s) s->nms = b + at;
+    at += nms_scratch_bytes(total);
+    return at;
+}
+
+size_t proposals_scratch_bytes(const mr_proposal_params *p) { return layout(p, NULL, NULL); }
+
+int proposals_cpu(const mr_proposal_params *p, const float *const *logits, const float *const *deltas,
+                  float *out_boxes, float *out_scores, void *scratch)
+{
+    proposal_scratch s;
+    layout(p, scratch, &s);
+    int n = 0, A = p->num_anchors;
+    for (int l = 0; l < p->num_levels; l++) {
+        int count = level_count(p, l), top = level_top_n(p, l);
+        for (int i = 0; i < count; i++) {
+            s.ranked[i].value = logits[l][i];
+            s.ranked[i].index = i;
+        }
+        /* A full sort is a few ms here; a selection would do for large levels. */
+        qsort(s.ranked, (size_t)count, sizeof *s.ranked, cmp_scored_desc);
+        for (int r = 0; r < top; r++) {
+            int i = s.ranked[r].index, a = i % A, x = (i / A) % p->grid_w[l], y = i / (A * p->grid_w[l]);
+            float anchor[4], *box = s.boxes + 4 * (size_t)n;
+            anchor_at(p->cell_anchors[l], a, x, y, p->stride_w[l], p->stride_h[l], p->offset, anchor);
+            box_decode(&p->coder, anchor, deltas[l] + 4 * (size_t)i, box);
+            box_clip(box, p->img_h, p->img_w, p->coder.plus_one);
+            float w = box[2] - box[0], h = box[3] - box[1];
+            if (p->coder.plus_one) {
+                w += 1.0f;
+                h += 1.0f;
+            }
+            float score = 1.0f / (1.0f + expf(-s.ranked[r].value));
+            if (!(w >= p->min_size && h >= p->min_size) || !(score >= p->score_thresh)) continue;
+            s.scores[n] = score;
+            s.groups[n] = l;
+            n++;
+        }
+    }
+    int kept = batched_nms_cpu(s.boxes, s.scores, s.groups, n, p->nms_thresh, p->coder.plus_one, s.keep, s.nms);
+    int per_level[MR_PROPOSAL_MAX_LEVELS] = {0}, out = 0;
+    for (int k = 0; k < kept && out < p->post_nms_top_n; k++) {
+        int i = s.keep[k];
+        if (p->post_nms_per_level && per_level[s.groups[i]]++ >= p->post_nms_top_n) continue;
+        memcpy(out_boxes + 4 * (size_t)out, s.boxes + 4 * (size_t)i, 4 * sizeof(float));
+        out_scores[out++] = s.scores[i];
+    }
+    return out;
+}

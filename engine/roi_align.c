@@ -1,0 +1,71 @@
+/* CPU RoIAlign over NHWC features; see roi_align.h for the contract.
+ *
+ * The per-sample weights come from the shared MR_HD math. With NHWC the
+ * four taps of a sample are four contiguous C-vectors, so the inner loop is
+ * a straight multiply-add over channels that the compiler vectorises; per
+ * channel it performs exactly the reference's float operations in the
+ * reference's order. Nothing is precomputed per roi, so no scratch. */
+#include "roi_align.h"
+
+#include <math.h>
+#include <stddef.h>
+
+static void roi_align_one(const mr_roi_align_params *p, float spatial_scale, const mr_tensor *feat,
+                          const float *roi, float *out)
+{
+    const int H = feat->h, W = feat->w, C = feat->c;
+    const float *fd = feat->data;
+    mr_roi_geom g = roi_align_geom(p, roi, spatial_scale);
+
+    for (int ph = 0; ph < p->out_h; ph++) {
+        for (int pw = 0; pw < p->out_w; pw++) {
+            float *restrict o = out + ((size_t)ph * p->out_w + pw) * C;
+            for (int c = 0; c < C; c++) o[c] = 0.0f;
+
+            for (int iy = 0; iy < g.grid_h; iy++) {
+                int ylo = 0, yhi = 0;
+                float ly = 0.0f;
+                float y = roi_align_coord(g.start_h, ph, g.bin_h, iy, g.grid_h);
+                if (!roi_align_axis(y, H, &ylo, &yhi, &ly)) continue; /* the whole row adds 0 */
+                float hy = 1.0f - ly;
+                for (int ix = 0; ix < g.grid_w; ix++) {
+                    int xlo = 0, xhi = 0;
+                    float lx = 0.0f;
+                    float x = roi_align_coord(g.start_w, pw, g.bin_w, ix, g.grid_w);
+                    if (!roi_align_axis(x, W, &xlo, &xhi, &lx)) continue;
+                    float hx = 1.0f - lx;
+                    float w1 = hy * hx, w2 = hy * lx, w3 = ly * hx, w4 = ly * lx;
+                    const float *restrict f1 = fd + ((size_t)ylo * W + xlo) * C;
+                    const float *restrict f2 = fd + ((size_t)ylo * W + xhi) * C;
+                    const float *restrict f3 = fd + ((size_t)yhi * W + xlo) * C;
+                    const float *restrict f4 = fd + ((size_t)yhi * W + xhi) * C;
+                    for (int c = 0; c < C; c++) o[c] += w1 * f1[c] + w2 * f2[c] + w3 * f3[c] + w4 * f4[c];
+                }
+            }
+            for (int c = 0; c < C; c++) o[c] /= g.count;
+        }
+    }
+}
+
+void roi_align_cpu(const mr_roi_align_params *p, const mr_tensor *feat, const float *rois, int n, float *out)
+{
+    size_t per_roi = (size_t)p->out_h * p->out_w * feat->c;
+#pragma omp parallel for schedule(dynamic, 4)
+    for (int i = 0; i < n; i++)
+        roi_align_one(p, p->spatial_scale, feat, rois + 4 * (size_t)i, out + per_roi * i);
+}
+
+void roi_align_multilevel_cpu(const mr_roi_align_params *base, const mr_level_map *map,
+                              const mr_tensor *const *levels, const float *rois, int n, int *roi_levels_out,
+                              float *out)
+{
+    size_t per_roi = (size_t)base->out_h * base->out_w * levels[0]->c;
+#pragma omp parallel for schedule(dynamic, 4)
+    for (int i = 0; i < n; i++) {
+        const float *roi = rois + 4 * (size_t)i;
+        int lvl = roi_level(map, roi);
+        if (roi_levels_out) roi_levels_out[i] = lvl;
+        /* 2^-lvl exactly, as torchvision's inferred 2 ** -k */
+        roi_align_one(base, ldexpf(1.0f, -lvl), levels[lvl - map->min_level], roi, out + per_roi * i);
+    }
+}

@@ -1,0 +1,90 @@
+/* The region proposal network: a shared 3x3 conv + ReLU on every FPN level,
+ * 1x1 objectness and box-delta convs, then proposal selection
+ * (proposals.h). The head's NHWC outputs are already in the (y, x, anchor)
+ * order the selection walks, so nothing is permuted. */
+#include <stdlib.h>
+
+#include "anchors.h"
+#include "model_internal.h"
+#include "proposals.h"
+
+mr_status rpn_load(mr_model *m, mr_weights *w, mr_error *err)
+{
+    const mr_anchor_config *ac = &m->cfg.anchors;
+    int F = m->cfg.fpn.out_channels;
+    m->num_anchors = ac->num_ratios * ac->num_sizes_per_level;
+    for (int l = 0; l < m->num_levels; l++)
+        anchors_cell(ac->sizes[l], ac->num_sizes_per_level, ac->aspect_ratios, ac->num_ratios, ac->round_base,
+                     m->cell_anchors[l]);
+    MR_TRY(model_conv_layer(m, w, "rpn.conv", NULL, F, F, 3, 1, 1, 1, &m->rpn_conv, err));
+    MR_TRY(model_conv_layer(m, w, "rpn.objectness", NULL, F, m->num_anchors, 1, 1, 0, 0, &m->rpn_logits, err));
+    return model_conv_layer(m, w, "rpn.deltas", NULL, F, 4 * m->num_anchors, 1, 1, 0, 0, &m->rpn_deltas, err);
+}
+
+static void proposal_params(const mr_model *m, mr_proposal_params *p)
+{
+    const mr_config *c = &m->cfg;
+    p->num_levels = m->num_levels;
+    p->num_anchors = m->num_anchors;
+    for (int l = 0; l < m->num_levels; l++) {
+        const mr_tensor *f = &m->buf.p[l];
+        p->cell_anchors[l] = m->cell_anchors[l];
+        p->grid_h[l] = f->h;
+        p->grid_w[l] = f->w;
+        if (c->anchors.stride_rule == MR_ANCHOR_STRIDE_PADDED_DIV_GRID) {
+            /* torchvision: integer division of the padded size (P6 at 800x1216 gets 61 x 64). */
+            p->stride_h[l] = (float)(m->geo.padded_h / f->h);
+            p->stride_w[l] = (float)(m->geo.padded_w / f->w);
+        } else {
+            p->stride_h[l] = p->stride_w[l] = (float)(1 << (c->fpn.min_level + l));
+        }
+    }
+    p->offset = c->anchors.offset;
+    p->pre_nms_top_n = c->rpn.pre_nms_top_n;
+    p->post_nms_top_n = c->rpn.post_nms_top_n;
+    p->post_nms_per_level = c->rpn.post_nms_per_level;
+    p->nms_thresh = c->rpn.nms_thresh;
+    p->min_size = c->rpn.min_size;
+    p->score_thresh = c->rpn.score_thresh;
+    for (int k = 0; k < 4; k++) p->coder.weights[k] = c->rpn.box_weights[k];
+    p->coder.clip = c->box.bbox_xform_clip;
+    p->coder.plus_one = c->box.legacy_plus_one;
+    p->img_h = (float)m->geo.resized_h;
+    p->img_w = (float)m->geo.resized_w;
+}
+
+mr_status model_reserve_host_scratch(mr_model *m, size_t bytes, mr_error *err)
+{
+    if (bytes <= m->host_scratch_size) return MR_OK;
+    void *p = realloc(m->host_scratch, bytes);
+    if (!p) return mr_fail(err, MR_ERR_OOM, "out of memory (%zu bytes of scratch)", bytes);
+    m->host_scratch = p;
+    m->host_scratch_size = bytes;
+    return MR_OK;
+}
+
+mr_status rpn_forward(mr_model *m, mr_error *err)
+{
+    mr_buffers *b = &m->buf;
+    const mr_backend_i *be = m->be.i;
+    int A = m->num_anchors;
+    for (int l = 0; l < m->num_levels; l++) {
+        const mr_tensor *f = &b->p[l];
+        MR_TRY(tensor_shape(&b->rpn_hidden, 1, f->h, f->w, f->c, err));
+        MR_TRY(be->conv(m->be.ctx, m->rpn_conv, f, &b->rpn_hidden, 0, err));
+        MR_TRY(tensor_shape(&b->rpn_logits[l], 1, f->h, f->w, A, err));
+        MR_TRY(be->conv(m->be.ctx, m->rpn_logits, &b->rpn_hidden, &b->rpn_logits[l], 0, err));
+        MR_TRY(tensor_shape(&b->rpn_deltas[l], 1, f->h, f->w, 4 * A, err));
+        MR_TRY(be->conv(m->be.ctx, m->rpn_deltas, &b->rpn_hidden, &b->rpn_deltas[l], 0, err));
+    }
+    mr_proposal_params p;
+    proposal_params(m, &p);
+    MR_TRY(model_reserve_host_scratch(m, proposals_scratch_bytes(&p), err));
+    const float *logits[MR_MAX_LEVELS], *deltas[MR_MAX_LEVELS];
+    for (int l = 0; l < m->num_levels; l++) {
+        logits[l] = b->rpn_logits[l].data;
+        deltas[l] = b->rpn_deltas[l].data;
+    }
+    int n = proposals_cpu(&p, logits, deltas, b->proposals.data, b->proposal_scores.data, m->host_scratch);
+    return model_set_count(m, "proposals", n, err);
+}

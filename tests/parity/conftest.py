@@ -1,0 +1,104 @@
+"""Fixtures for the parity tests: seeded torchvision reference runs and our
+engine's stage dumps for the same weights and pixels.
+
+A case = (weight seed, image, input size). For each case, once per session:
+  1. tests/parity/oracle.py builds torchvision's Mask R-CNN R-101-FPN with
+     the seeded init of ../shared/reference/oracle.md, writes the weights
+     through models/convert.py's mapping, the image as PNG, and every stage
+     tensor of torchvision's forward;
+  2. build/stage_runner runs our engine end to end on the PNG ("e2e"), and
+     once more with every stage fed torchvision's previous stage
+     ("isolated").
+Seeds: DETECT_PARITY_SEED overrides every case's weight seed, so the
+properties can be checked for other seeds by hand."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+BUILD = os.environ.get("DETECT_BUILD", os.path.join(REPO, "build"))
+sys.path.insert(0, HERE)
+
+CONFIG_FULL = os.path.join(REPO, "configs", "mask_rcnn_R-101-FPN_torchvision.json")
+CONFIG_SMALL = os.path.join(REPO, "configs", "mask_rcnn_R-101-FPN_torchvision_small.json")
+
+CASES = {
+    # A real photograph at full size: 512x512 -> 800x800.
+    "astronaut-800": dict(seed=0, image="photo:astronaut", min_size=800, max_size=1333, config=CONFIG_FULL),
+    # Synthetic scene at the small size: 320x480, no resize.
+    "synthetic-320": dict(seed=1, image="synthetic:320x480", min_size=320, max_size=512, config=CONFIG_SMALL),
+    # Another photograph, downscaled and non-square: 400x600 -> 320x480.
+    "coffee-320": dict(seed=2, image="photo:coffee", min_size=320, max_size=512, config=CONFIG_SMALL),
+}
+
+
+class Case:
+    def __init__(self, name, root):
+        spec = dict(CASES[name])
+        if os.environ.get("DETECT_PARITY_SEED"):
+            spec["seed"] = int(os.environ["DETECT_PARITY_SEED"])
+        self.name, self.spec, self.root = name, spec, root
+        self.ref_dir = os.path.join(root, "ref")
+        self.e2e_dir = os.path.join(root, "e2e")
+        self.iso_dir = os.path.join(root, "isolated")
+        self.weights = os.path.join(root, "weights.safetensors")
+        self.png = os.path.join(root, "image.png")
+        self._cache = {}
+
+    def ref(self, name):
+        return self._load(self.ref_dir, name)
+
+    def e2e(self, name):
+        return self._load(self.e2e_dir, name)
+
+    def iso(self, name):
+        return self._load(self.iso_dir, name)
+
+    def _load(self, d, name):
+        key = (d, name)
+        if key not in self._cache:
+            self._cache[key] = np.load(os.path.join(d, name + ".npy"))
+        return self._cache[key]
+
+
+def run_reference(case):
+    import torch
+    import oracle
+    torch.set_num_threads(2)
+    s = case.spec
+    model = oracle.build_model(s["seed"], min_size=s["min_size"], max_size=s["max_size"])
+    img = oracle.load_image(s["image"], seed=s["seed"])
+    oracle.save_png(img, case.png)
+    oracle.export_weights(model, case.weights)
+    stages = oracle.run_staged(model, img)
+    os.makedirs(case.ref_dir, exist_ok=True)
+    for k, v in stages.items():
+        np.save(os.path.join(case.ref_dir, k + ".npy"), v)
+    print(f"\n[{case.name}] seed {s['seed']} image {s['image']} -> {stages['01_input_tensor'].shape}\n"
+          + oracle.summary(stages))
+
+
+def run_engine(case, out, feeds):
+    os.makedirs(out, exist_ok=True)
+    cmd = [os.path.join(BUILD, "stage_runner"), "--config", case.spec["config"], "--weights", case.weights,
+           "--image", case.png, "--out", out, "--threads", "2"] + feeds
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, f"{' '.join(cmd)}\n{r.stderr}"
+
+
+@pytest.fixture(scope="session", params=sorted(CASES))
+def case(request, tmp_path_factory):
+    c = Case(request.param, str(tmp_path_factory.mktemp(request.param)))
+    run_reference(c)
+    run_engine(c, c.e2e_dir, [])
+    np.save(os.path.join(c.root, "ref_proposals.npy"), c.ref("07_rpn_proposals"))
+    run_engine(c, c.iso_dir, ["--feed-input", os.path.join(c.ref_dir, "01_input_tensor.npy"),
+                              "--feed-fpn", c.ref_dir,
+                              "--feed-proposals", os.path.join(c.root, "ref_proposals.npy"),
+                              "--feed-detections", c.ref_dir])
+    return c

@@ -1,0 +1,275 @@
+"""models/convert.py and models/safetensors_io.py against real torch.save() files.
+
+Run with Debian's Python: /usr/bin/python3 -m pytest -q tests/parity/test_convert.py
+The name mapping below is written out independently of convert.py's rule table.
+"""
+
+import argparse
+import hashlib
+import os
+import pickle
+import re
+import struct
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torchvision")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+CONVERT = os.path.join(REPO, "models", "convert.py")
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(REPO, "models"))
+import oracle  # noqa: E402
+import safetensors_io  # noqa: E402
+
+
+def canonical_name(tv):
+    """torchvision 0.14 state_dict name -> canonical name (models/README.md table)."""
+    m = re.fullmatch(r"backbone\.body\.(.*)", tv)
+    if m:
+        s = m.group(1)
+        if s == "conv1.weight":
+            return "backbone.stem.conv.weight"
+        if s.startswith("bn1."):
+            return "backbone.stem.norm." + s[4:]
+        layer, block, rest = re.fullmatch(r"layer(\d)\.(\d+)\.(.*)", s).groups()
+        p = f"backbone.res{int(layer) + 1}.{block}."
+        if rest.startswith("downsample.0."):
+            return p + "shortcut." + rest[len("downsample.0."):]
+        if rest.startswith("downsample.1."):
+            return p + "shortcut.norm." + rest[len("downsample.1."):]
+        if rest.startswith("conv"):
+            return p + rest
+        k, param = re.fullmatch(r"bn(\d)\.(.*)", rest).groups()
+        return p + f"conv{k}.norm.{param}"
+    m = re.fullmatch(r"backbone\.fpn\.(inner|layer)_blocks\.(\d)\.0\.(weight|bias)", tv)
+    if m:
+        kind = "lateral" if m.group(1) == "inner" else "output"
+        return f"fpn.{kind}{int(m.group(2)) + 2}.{m.group(3)}"
+    m = re.fullmatch(r"roi_heads\.mask_head\.(\d)\.0\.(weight|bias)", tv)
+    if m:
+        return f"mask_head.fcn{int(m.group(1)) + 1}.{m.group(2)}"
+    fixed = {
+        "rpn.head.conv.0.0.": "rpn.conv.",
+        "rpn.head.cls_logits.": "rpn.objectness.",
+        "rpn.head.bbox_pred.": "rpn.deltas.",
+        "roi_heads.box_head.": "box_head.",
+        "roi_heads.box_predictor.": "box_predictor.",
+        "roi_heads.mask_predictor.conv5_mask.": "mask_head.deconv.",
+        "roi_heads.mask_predictor.mask_fcn_logits.": "mask_head.logits.",
+    }
+    for a, b in fixed.items():
+        if tv.startswith(a):
+            return b + tv[len(a):]
+    raise KeyError(tv)
+
+
+def legacy_name(tv):
+    """torchvision 0.14 name -> the pre-0.13 name of the same tensor (or itself)."""
+    tv = re.sub(r"^rpn\.head\.conv\.0\.0\.", "rpn.head.conv.", tv)
+    tv = re.sub(r"^roi_heads\.mask_head\.(\d)\.0\.",
+                lambda m: f"roi_heads.mask_head.mask_fcn{int(m.group(1)) + 1}.", tv)
+    tv = re.sub(r"^backbone\.fpn\.(inner|layer)_blocks\.(\d)\.0\.", r"backbone.fpn.\1_blocks.\2.", tv)
+    return tv
+
+
+def run_convert(src, dst, *extra):
+    return subprocess.run([sys.executable, CONVERT, str(src), str(dst), *extra],
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    torch.set_num_threads(2)
+    d = tmp_path_factory.mktemp("convert")
+    model = oracle.build_model(seed=3, num_classes=81)
+    sd = model.state_dict()
+    pth = d / "model.pth"
+    torch.save(sd, pth)
+    out = d / "model.safetensors"
+    r = run_convert(pth, out, "-q")
+    assert r.returncode == 0, r.stderr
+    return dict(dir=d, sd=sd, pth=pth, out=out)
+
+
+def assert_same_as_source(tensors, sd):
+    want = {canonical_name(k): v.numpy() for k, v in sd.items()}
+    assert sorted(tensors) == sorted(want)
+    for k, a in tensors.items():
+        assert a.dtype == np.float32 and a.shape == want[k].shape, k
+        assert np.array_equal(a, want[k]), k
+
+
+def test_convert_exact(work):
+    tensors, meta = safetensors_io.load(work["out"])
+    assert_same_as_source(tensors, work["sd"])
+    assert len(tensors) == 562
+    assert meta == {
+        "format": "detect-maskrcnn", "format_version": "1", "source_format": "torchvision",
+        "source_sha256": hashlib.sha256(work["pth"].read_bytes()).hexdigest(),
+        "num_classes": "81", "depth": "101",
+    }
+    # File layout: data section 8-aligned, tensors in canonical (stem -> mask head) order.
+    with open(work["out"], "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+    assert (8 + n) % 8 == 0
+    names = list(tensors)
+    assert names[0] == "backbone.stem.conv.weight" and names[-1] == "mask_head.logits.bias"
+    # The oracle's in-memory export goes through the same mapping: identical tensors.
+    direct = work["dir"] / "direct.safetensors"
+    model = oracle.build_model(seed=3)
+    oracle.export_weights(model, direct)
+    t2, m2 = safetensors_io.load(direct)
+    assert list(t2) == names and all(np.array_equal(t2[k], tensors[k]) for k in names)
+    assert m2["depth"] == "101" and m2["num_classes"] == "81"
+
+
+def test_pickle_globals_of_real_file(work):
+    """Documents what torch.save actually emits for a state dict (the reader's allow-list)."""
+    import pickletools
+    with zipfile.ZipFile(work["pth"]) as z:
+        pkl = [n for n in z.namelist() if n.endswith("/data.pkl")]
+        ops = list(pickletools.genops(z.read(pkl[0])))
+    globs = {arg for op, arg, _ in ops if op.name in ("GLOBAL", "STACK_GLOBAL")}
+    assert globs == {"collections OrderedDict", "torch._utils _rebuild_tensor_v2", "torch FloatStorage"}
+
+
+def test_legacy_names_and_wrappers(work):
+    d, sd = work["dir"], work["sd"]
+    legacy = {legacy_name(k): v for k, v in sd.items()}
+    assert sum(a != b for a, b in zip(legacy, sd)) == 2 + 8 + 16  # rpn conv, mask fcn, fpn
+    expected, _ = safetensors_io.load(work["out"])
+
+    # (1) legacy names, zip format, plain state dict
+    p1, o1 = d / "legacy_names.pth", d / "legacy_names.safetensors"
+    torch.save(legacy, p1)
+    r = run_convert(p1, o1)
+    assert r.returncode == 0, r.stderr
+    t1, _ = safetensors_io.load(o1)
+    assert list(t1) == list(expected) and all(np.array_equal(t1[k], expected[k]) for k in t1)
+
+    # (2) legacy names + {'model': ...} wrapper + DataParallel prefix + pre-1.6 serialization
+    wrapped = {"model": {"module." + k: v for k, v in legacy.items()}, "iteration": 90000}
+    p2, o2 = d / "legacy_format.pth", d / "legacy_format.safetensors"
+    torch.save(wrapped, p2, _use_new_zipfile_serialization=False)
+    assert not zipfile.is_zipfile(p2)
+    r = run_convert(p2, o2)
+    assert r.returncode == 0, r.stderr
+    t2, _ = safetensors_io.load(o2)
+    assert list(t2) == list(expected) and all(np.array_equal(t2[k], expected[k]) for k in t2)
+    os.unlink(o1)
+    os.unlink(o2)
+
+
+def assert_fails(src, dst, *patterns):
+    r = run_convert(src, dst)
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    err = r.stderr
+    assert err.endswith("\n") and err.count("\n") == 1, repr(err)
+    assert err.startswith(f"convert.py: {src}: "), err
+    for p in patterns:
+        assert re.search(p, err), (p, err)
+    assert not os.path.exists(dst)
+    leftovers = [n for n in os.listdir(os.path.dirname(dst)) if n.startswith(os.path.basename(dst))]
+    assert not leftovers, leftovers
+    return err
+
+
+def test_errors(work):
+    d, sd = work["dir"], work["sd"]
+    dst = str(d / "err.safetensors")
+
+    extra = dict(sd)
+    extra["roi_heads.box_head.fc8.weight"] = torch.zeros(3)
+    torch.save(extra, d / "extra.pth")
+    assert_fails(str(d / "extra.pth"), dst, r"unknown", re.escape("roi_heads.box_head.fc8.weight"))
+
+    missing = {k: v for k, v in sd.items() if k != "backbone.body.layer3.7.conv2.weight"}
+    torch.save(missing, d / "missing.pth")
+    assert_fails(str(d / "missing.pth"), dst, r"missing",
+                 re.escape("backbone.res4.7.conv2.weight"), re.escape("backbone.body.layer3.7.conv2.weight"))
+
+    bad_shape = dict(sd)
+    bad_shape["roi_heads.box_predictor.bbox_pred.bias"] = torch.zeros(320)
+    torch.save(bad_shape, d / "shape.pth")
+    assert_fails(str(d / "shape.pth"), dst, re.escape("box_predictor.bbox_pred.bias"), r"\[320\]", r"324")
+
+    data = work["pth"].read_bytes()
+    (d / "trunc.pth").write_bytes(data[: len(data) // 2])
+    assert_fails(str(d / "trunc.pth"), dst, r"truncated")
+    small = {k: v for k, v in list(sd.items())[:40]}
+    torch.save(small, d / "legacy.pth", _use_new_zipfile_serialization=False)
+    ldata = (d / "legacy.pth").read_bytes()
+    (d / "trunc_legacy.pth").write_bytes(ldata[: len(ldata) - 1000])
+    assert_fails(str(d / "trunc_legacy.pth"), dst, r"truncated")
+
+    (d / "garbage.pth").write_bytes(np.random.RandomState(0).bytes(4096))
+    assert_fails(str(d / "garbage.pth"), dst, r"not a torch\.save\(\) file")
+    assert_fails(str(d / "does_not_exist.pth"), dst, r"cannot read")
+
+
+def test_refuses_foreign_pickle_globals(work, tmp_path):
+    """A pickle that would call os.system is refused by find_class, never executed."""
+    marker = tmp_path / "pwned"
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    evil = tmp_path / "evil.pth"
+    with zipfile.ZipFile(evil, "w") as z:
+        z.writestr("archive/data.pkl", pickle.dumps({"x": Evil()}, protocol=2))
+    assert_fails(str(evil), str(tmp_path / "o.safetensors"), r"(posix|os|nt)\.system")
+    assert not marker.exists()
+
+    ns = tmp_path / "namespace.pth"
+    torch.save({"model": {"a": torch.zeros(1)}, "args": argparse.Namespace(lr=1)}, ns)
+    assert_fails(str(ns), str(tmp_path / "o.safetensors"), r"argparse\.Namespace")
+
+
+def test_f16(work):
+    out = work["dir"] / "model_f16.safetensors"
+    r = run_convert(work["pth"], out, "--dtype", "f16")
+    assert r.returncode == 0, r.stderr
+    hdr, _, _ = safetensors_io.read_header(out)
+    assert {e["dtype"] for e in hdr.values()} == {"F16"}
+    tensors, meta = safetensors_io.load(out)
+    assert meta["depth"] == "101"
+    for k, v in work["sd"].items():
+        a = tensors[canonical_name(k)]
+        assert a.dtype == np.float16 and np.array_equal(a, v.numpy().astype(np.float16)), k
+    os.unlink(out)
+
+
+def test_safetensors_roundtrip(tmp_path):
+    t = {
+        "f32": np.arange(6, dtype=np.float32).reshape(2, 3),
+        "f16": np.array([1.5, -2, 65504], np.float16),  # odd byte count before the rest
+        "i64": np.array([1, -2], np.int64),
+        "i32": np.array([[7]], np.int32),
+        "u8": np.arange(5, dtype=np.uint8),
+        "bool": np.array([True, False]),
+        "empty": np.zeros((0, 4), np.float32),
+        "f64": np.array([np.pi]),
+    }
+    p = tmp_path / "t.safetensors"
+    safetensors_io.save(t, p, {"k": "v"})
+    hdr, meta, start = safetensors_io.read_header(p)
+    assert start % 8 == 0 and meta == {"k": "v"}
+    for e in hdr.values():  # each tensor aligned to its element size
+        size = {"F64": 8, "I64": 8, "F32": 4, "I32": 4, "F16": 2}.get(e["dtype"], 1)
+        assert e["data_offsets"][0] % size == 0
+    r, m = safetensors_io.load(p)
+    assert m == {"k": "v"} and set(r) == set(t)
+    for k in t:
+        assert r[k].dtype == t[k].dtype and r[k].shape == t[k].shape and np.array_equal(r[k], t[k]), k
+    data = p.read_bytes()
+    (tmp_path / "short.safetensors").write_bytes(data[:-3])
+    with pytest.raises(safetensors_io.SafetensorsError, match="truncated|trailing|beyond"):
+        safetensors_io.load(tmp_path / "short.safetensors")
