@@ -39,9 +39,11 @@ static void roi_align_one(const mr_roi_align_params *p, float spatial_scale, con
                     const float *restrict f2 = fd + ((size_t)ylo * W + xhi) * C;
                     const float *restrict f3 = fd + ((size_t)yhi * W + xlo) * C;
                     const float *restrict f4 = fd + ((size_t)yhi * W + xhi) * C;
+#pragma omp simd
                     for (int c = 0; c < C; c++) o[c] += w1 * f1[c] + w2 * f2[c] + w3 * f3[c] + w4 * f4[c];
                 }
             }
+#pragma omp simd
             for (int c = 0; c < C; c++) o[c] /= g.count;
         }
     }

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Convert a Mask R-CNN checkpoint to the canonical `detect` safetensors file.
 
     convert.py SRC DST.safetensors [--from torchvision] [--dtype f32|f16]
@@ -30,7 +30,11 @@ import struct
 import sys
 import zipfile
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:  # e.g. a python3 without numpy earlier on PATH
+    print(f"convert.py: needs numpy, which {sys.executable} lacks (use /usr/bin/python3)", file=sys.stderr)
+    sys.exit(2)
 
 try:  # imported as part of a package
     from . import safetensors_io

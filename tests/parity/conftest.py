@@ -102,3 +102,14 @@ def case(request, tmp_path_factory):
                               "--feed-proposals", os.path.join(c.root, "ref_proposals.npy"),
                               "--feed-detections", c.ref_dir])
     return c
+
+
+@pytest.fixture(scope="session")
+def seeded_weights(tmp_path_factory):
+    """A valid R-101-FPN weights file (seed 3) for command-line tests."""
+    import torch
+    import oracle
+    torch.set_num_threads(2)
+    path = str(tmp_path_factory.mktemp("weights") / "seed3.safetensors")
+    oracle.export_weights(oracle.build_model(3, bg_bias=5.0), path)
+    return path
