@@ -24,7 +24,8 @@ typedef struct {
     int num_classes;  /* K, including background at 0 */
     mr_box_coder coder;
     float img_h, img_w;
-    float score_thresh, nms_thresh, min_size;
+    double nms_thresh;
+    float score_thresh, min_size;
     int max_dets;
     int keep_ties;
     int out_capacity; /* rows the outputs can hold (>= max_dets) */

@@ -236,6 +236,10 @@ static mr_status parse_key(parse_state *ps, const cfg_key *k, const cJSON *j, ch
         MR_TRY(parse_number(k, path, j, &v, err));
         *(float *)field = (float)v;
         return MR_OK;
+    case CFG_DOUBLE:
+        MR_TRY(parse_number(k, path, j, &v, err));
+        *(double *)field = v;
+        return MR_OK;
     case CFG_BOOL:
         if (!cJSON_IsBool(j)) return type_error(err, path, "true or false", j);
         *(int *)field = cJSON_IsTrue(j) ? 1 : 0;
@@ -305,6 +309,8 @@ static mr_status validate_key(const cfg_key *k, const char *base, const char *pa
         return check_number(k, path, *(const int *)field, err);
     case CFG_FLOAT:
         return check_number(k, path, *(const float *)field, err);
+    case CFG_DOUBLE:
+        return check_number(k, path, *(const double *)field, err);
     case CFG_BOOL: {
         int v = *(const int *)field;
         if (v != 0 && v != 1) return mr_fail(err, MR_ERR_CONFIG, "%s: expected 0 or 1 (false, true), got %d", path, v);

@@ -71,10 +71,10 @@ typedef struct {
 } mr_anchor_config;
 
 typedef struct {
+    double nms_thresh;          /* "nms_thresh": 0.7; double: IoU > thresh is compared as torchvision does */
     int pre_nms_top_n;          /* "pre_nms_top_n": 1000, per level              */
     int post_nms_top_n;         /* "post_nms_top_n": 1000                        */
     int post_nms_per_level;     /* "post_nms_per_level": false = per image       */
-    float nms_thresh;           /* "nms_thresh": 0.7                             */
     float min_size;             /* "min_size": 1e-3 px (resized image)           */
     float score_thresh;         /* "score_thresh": 0.0 (on sigmoid)              */
     float box_weights[4];       /* "box_weights": [1,1,1,1]                      */
@@ -94,7 +94,7 @@ typedef struct {
     int fc_dim;                 /* "fc_dim": 1024                                */
     float box_weights[4];       /* "box_weights": [10,10,5,5]                    */
     float score_thresh;         /* "score_thresh": 0.05                          */
-    float nms_thresh;           /* "nms_thresh": 0.5                             */
+    double nms_thresh;          /* "nms_thresh": 0.5                             */
     float min_size;             /* "min_size": 1e-2 px                           */
     int detections_per_image;   /* "detections_per_image": 100                   */
     int keep_ties;              /* "keep_ties": false; true keeps all scores equal to the last kept (Detectron) */

@@ -136,6 +136,7 @@ static const int depth_choices[] = {50, 101, 152, 0};
 #define K_INT(S, F, LO, HI) {FIELD(S, F), .type = CFG_INT, .min = (LO), .max = (HI)}
 #define K_BOOL(S, F) {FIELD(S, F), .type = CFG_BOOL}
 #define K_FLOAT(S, F, LO, HI) {FIELD(S, F), .type = CFG_FLOAT, .min = (LO), .max = (HI)}
+#define K_DOUBLE(S, F, LO, HI) {FIELD(S, F), .type = CFG_DOUBLE, .min = (LO), .max = (HI)}
 #define K_POS_FLOAT(S, F, HI) {FIELD(S, F), .type = CFG_FLOAT, .min = 0, .min_open = 1, .max = (HI)}
 #define K_FLOATS(S, F, LO, HI) {FIELD(S, F), .type = CFG_FLOATS, .min = (LO), .max = (HI)}
 #define K_POS_FLOATS(S, F, HI) {FIELD(S, F), .type = CFG_FLOATS, .min = 0, .min_open = 1, .max = (HI)}
@@ -187,7 +188,7 @@ static const cfg_key rpn_keys[] = {
     K_INT(mr_rpn_config, pre_nms_top_n, 1, 1000000),
     K_INT(mr_rpn_config, post_nms_top_n, 1, 1000000),
     K_BOOL(mr_rpn_config, post_nms_per_level),
-    K_FLOAT(mr_rpn_config, nms_thresh, 0, 1),
+    K_DOUBLE(mr_rpn_config, nms_thresh, 0, 1),
     K_FLOAT(mr_rpn_config, min_size, 0, 65536),
     K_FLOAT(mr_rpn_config, score_thresh, 0, 1),
     K_POS_FLOATS(mr_rpn_config, box_weights, 1000),
@@ -213,7 +214,7 @@ static const cfg_key box_head_keys[] = {
     K_INT(mr_box_head_config, fc_dim, 1, 65536),
     K_POS_FLOATS(mr_box_head_config, box_weights, 1000),
     K_FLOAT(mr_box_head_config, score_thresh, 0, 1),
-    K_FLOAT(mr_box_head_config, nms_thresh, 0, 1),
+    K_DOUBLE(mr_box_head_config, nms_thresh, 0, 1),
     K_FLOAT(mr_box_head_config, min_size, 0, 65536),
     K_INT(mr_box_head_config, detections_per_image, 1, 100000),
     K_BOOL(mr_box_head_config, keep_ties),

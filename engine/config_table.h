@@ -16,6 +16,7 @@ typedef enum {
     CFG_INT,          /* int: a JSON number without a fraction                 */
     CFG_BOOL,         /* int 0/1: JSON true | false                            */
     CFG_FLOAT,        /* float: a JSON number                                  */
+    CFG_DOUBLE,       /* double: a JSON number kept exact (NMS thresholds)     */
     CFG_FLOATS,       /* float[n]: an array of exactly n numbers               */
     CFG_FLOAT_LIST,   /* float[n] + int count at count_offset: 1..n numbers    */
     CFG_ENUM,         /* an int-sized enum: one of names[], value = index      */

@@ -29,7 +29,8 @@ typedef struct {
     float stride_h[MR_PROPOSAL_MAX_LEVELS], stride_w[MR_PROPOSAL_MAX_LEVELS];
     float offset;                                    /* anchor centre offset, in strides */
     int pre_nms_top_n, post_nms_top_n, post_nms_per_level;
-    float nms_thresh, min_size, score_thresh;
+    double nms_thresh;
+    float min_size, score_thresh;
     mr_box_coder coder;
     float img_h, img_w;                              /* clip window: the resized image */
 } mr_proposal_params;

@@ -16,6 +16,7 @@ static void roi_align_one(const mr_roi_align_params *p, float spatial_scale, con
     const int H = feat->h, W = feat->w, C = feat->c;
     const float *fd = feat->data;
     mr_roi_geom g = roi_align_geom(p, roi, spatial_scale);
+    if (H <= 0 || W <= 0) g.grid_h = g.grid_w = 0; /* an empty map has nothing to sample: zeros */
 
     for (int ph = 0; ph < p->out_h; ph++) {
         for (int pw = 0; pw < p->out_w; pw++) {

@@ -256,7 +256,12 @@ static void check_coverage(const cfg_section *sec)
             check_coverage(k->section);
         }
     }
-    for (size_t b = 0; b < sec->size; b++) {
+    /* Tail padding (a struct with a double is a multiple of 8) is no field. */
+    size_t last = 0;
+    for (size_t b = 0; b < sec->size; b++)
+        if (owned[b]) last = b + 1;
+    assert_true(sec->size - last < 8);
+    for (size_t b = 0; b < last; b++) {
         if (!owned[b]) print_error("%s: byte %zu has no key in config_table.c\n", sec->name, b);
         assert_int_equal(owned[b], 1);
     }
