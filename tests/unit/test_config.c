@@ -256,14 +256,16 @@ static void check_coverage(const cfg_section *sec)
             check_coverage(k->section);
         }
     }
-    /* Tail padding (a struct with a double is a multiple of 8) is no field. */
-    size_t last = 0;
-    for (size_t b = 0; b < sec->size; b++)
-        if (owned[b]) last = b + 1;
-    assert_true(sec->size - last < 8);
-    for (size_t b = 0; b < last; b++) {
-        if (!owned[b]) print_error("%s: byte %zu has no key in config_table.c\n", sec->name, b);
-        assert_int_equal(owned[b], 1);
+    /* Alignment padding is no field: fewer than 8 unowned bytes that end at
+     * an 8-byte boundary (before a double, or at the struct's end). */
+    for (size_t b = 0; b < sec->size; b++) {
+        if (owned[b]) continue;
+        size_t end = b;
+        while (end < sec->size && !owned[end]) end++;
+        int padding = end - b < 8 && end % 8 == 0;
+        if (!padding) print_error("%s: byte %zu has no key in config_table.c\n", sec->name, b);
+        assert_true(padding);
+        b = end;
     }
     free(owned);
 }
