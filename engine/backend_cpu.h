@@ -35,7 +35,11 @@ struct mr_layer {
     mr_conv_params conv;
     mr_linear_params linear;
     mr_deconv2x2_params deconv;
-    float *weights; /* conv: OIHW (kept to build new primitives); linear: [out,in]; deconv: [cin, 2*2*cout] */
+    /* conv: one master copy, OIHW until the first primitive reorders it into
+     * the layout it prefers (weights_md says which); linear: [out,in];
+     * deconv: [cin, 2*2*cout]. */
+    float *weights;
+    dnnl_memory_desc_t weights_md;
     float *bias;
     cpu_conv_entry cache[CPU_CONV_CACHE];
     int cache_count;

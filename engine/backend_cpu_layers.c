@@ -58,6 +58,18 @@ mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, co
     if (!l) return mr_fail(err, MR_ERR_OOM, "%s: out of memory", name);
     l->conv = *p;
     memcpy(l->weights, w_oihw, sizeof(float) * wcount);
+    dnnl_status_t ds;
+    if (p->groups == 1) {
+        dnnl_dims_t wd = {p->cout, p->cin, p->kh, p->kw};
+        ds = dnnl_memory_desc_init_by_tag(&l->weights_md, 4, wd, dnnl_f32, dnnl_oihw);
+    } else {
+        dnnl_dims_t wd = {p->groups, p->cout / p->groups, p->cin / p->groups, p->kh, p->kw};
+        ds = dnnl_memory_desc_init_by_tag(&l->weights_md, 5, wd, dnnl_f32, dnnl_goihw);
+    }
+    if (ds != dnnl_success) {
+        cpu_layer_free(ctx, l);
+        return mr_fail(err, MR_ERR_BACKEND, "%s: oneDNN weights descriptor failed", name);
+    }
     if (bias) memcpy(l->bias, bias, sizeof(float) * (size_t)p->cout);
     *out = l;
     return MR_OK;
@@ -112,8 +124,9 @@ void cpu_layer_free(void *ctx, mr_layer *l)
     free(l);
 }
 
-static mr_status reorder_weights(cpu_ctx *c, mr_layer *layer, const dnnl_memory_desc_t *plain,
-                                 const dnnl_memory_desc_t *want, float **out, mr_error *err)
+/* Reorders the master weights into layout `want` (a new buffer). */
+static mr_status reorder_weights(cpu_ctx *c, mr_layer *layer, const dnnl_memory_desc_t *want, float **out,
+                                 mr_error *err)
 {
     mr_status st = MR_OK;
     dnnl_primitive_desc_t rpd = NULL;
@@ -122,6 +135,7 @@ static mr_status reorder_weights(cpu_ctx *c, mr_layer *layer, const dnnl_memory_
     void *buf = NULL;
     size_t bytes = dnnl_memory_desc_get_size(want);
     if (posix_memalign(&buf, 64, bytes ? bytes : 64) != 0) return mr_fail(err, MR_ERR_OOM, "%s: out of memory", layer->name);
+    const dnnl_memory_desc_t *plain = &layer->weights_md;
     DNNL_TRY(dnnl_reorder_primitive_desc_create(&rpd, plain, c->engine, want, c->engine, NULL), "weight reorder");
     DNNL_TRY(dnnl_primitive_create(&rp, rpd), "weight reorder");
     DNNL_TRY(dnnl_memory_create(&from, plain, c->engine, layer->weights), "memory");
@@ -163,16 +177,14 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
     /* Right padding makes oneDNN's output size equal the one the caller planned. */
     dnnl_dims_t pad_r = {(y->h - 1) * p->stride + (p->kh - 1) * p->dilation + 1 - x->h - p->pad,
                          (y->w - 1) * p->stride + (p->kw - 1) * p->dilation + 1 - x->w - p->pad};
-    dnnl_memory_desc_t wei_any, wei_plain;
+    dnnl_memory_desc_t wei_any;
     int g = p->groups;
     if (g == 1) {
         dnnl_dims_t wd = {p->cout, p->cin, p->kh, p->kw};
         DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_any, 4, wd, dnnl_f32, dnnl_format_tag_any), "weights desc");
-        DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_plain, 4, wd, dnnl_f32, dnnl_oihw), "weights desc");
     } else {
         dnnl_dims_t wd = {g, p->cout / g, p->cin / g, p->kh, p->kw};
         DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_any, 5, wd, dnnl_f32, dnnl_format_tag_any), "weights desc");
-        DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_plain, 5, wd, dnnl_f32, dnnl_goihw), "weights desc");
     }
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.src_md, 4, src_dims, dnnl_f32, dnnl_nhwc), "src desc");
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.dst_md, 4, dst_dims, dnnl_f32, dnnl_nhwc), "dst desc");
@@ -194,11 +206,20 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
     DNNL_TRY(dnnl_primitive_create(&e.prim, pd), "convolution");
     /* A full cache is emptied: a run sees few shapes, so this is rare. */
     if (layer->cache_count == CPU_CONV_CACHE) cache_clear(layer);
-    /* Share reordered weights with an entry that chose the same layout. */
-    for (int i = 0; i < layer->cache_count && !e.weights; i++)
-        if (dnnl_memory_desc_equal(&layer->cache[i].wei_md, &e.wei_md)) e.weights = layer->cache[i].weights;
-    if (!e.weights) {
-        st = reorder_weights(c, layer, &wei_plain, &e.wei_md, &e.weights, err);
+    if (dnnl_memory_desc_equal(&layer->weights_md, &e.wei_md)) {
+        e.weights = layer->weights;
+    } else if (layer->cache_count == 0) {
+        /* The first primitive decides the master layout: reorder once and
+         * drop the plain copy, so the layer holds one copy of its weights. */
+        float *moved;
+        st = reorder_weights(c, layer, &e.wei_md, &moved, err);
+        if (st != MR_OK) goto done;
+        free(layer->weights);
+        layer->weights = moved;
+        layer->weights_md = e.wei_md;
+        e.weights = moved;
+    } else {
+        st = reorder_weights(c, layer, &e.wei_md, &e.weights, err);
         if (st != MR_OK) goto done;
         e.owns_weights = 1;
     }

@@ -56,13 +56,67 @@ mr_status model_conv_layer(mr_model *m, mr_weights *w, const char *prefix, const
 /* Output size of the stride-2 steps used everywhere in the network. */
 static int half_up(int x) { return (x + 1) / 2; }
 
-static mr_status plan_tensor(mr_model *m, mr_tensor *t, size_t elements, mr_error *err)
+/* The activation plan: every tensor with its size and the stages during
+ * which it is alive; tensors whose lives do not overlap share memory in one
+ * arena (C2..C5 are dead once the FPN has run, the backbone's temporaries
+ * once it has finished, and so on). */
+enum { ST_INPUT, ST_BACKBONE, ST_FPN, ST_RPN, ST_BOX, ST_MASK, ST_PASTE };
+
+typedef struct {
+    mr_tensor *t;
+    size_t bytes, offset;
+    int first, last; /* stages, inclusive */
+} plan_item;
+
+#define MAX_PLAN_ITEMS 64
+
+typedef struct {
+    plan_item item[MAX_PLAN_ITEMS];
+    int count;
+} plan;
+
+static void plan_add(plan *p, mr_tensor *t, size_t elements, int first, int last)
 {
-    void *p = NULL;
-    MR_TRY(m->be.i->buffer_alloc(m->be.ctx, sizeof(float) * (elements ? elements : 1), &p, err));
-    t->data = p;
-    t->cap = elements;
-    return MR_OK;
+    plan_item *it = &p->item[p->count++];
+    it->t = t;
+    it->t->cap = elements;
+    it->bytes = (sizeof(float) * (elements ? elements : 1) + 63) & ~(size_t)63;
+    it->first = first;
+    it->last = last;
+}
+
+/* Greedy placement, largest first, at the lowest offset that collides with
+ * no placed tensor alive at the same time. Returns the arena size. */
+static size_t plan_place(plan *p)
+{
+    int order[MAX_PLAN_ITEMS], placed[MAX_PLAN_ITEMS], np = 0;
+    for (int i = 0; i < p->count; i++) order[i] = i;
+    for (int i = 1; i < p->count; i++)
+        for (int j = i; j > 0 && p->item[order[j]].bytes > p->item[order[j - 1]].bytes; j--) {
+            int tmp = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = tmp;
+        }
+    size_t total = 0;
+    for (int i = 0; i < p->count; i++) {
+        plan_item *it = &p->item[order[i]];
+        size_t offset = 0;
+        for (int moved = 1; moved;) {
+            moved = 0;
+            for (int k = 0; k < np; k++) {
+                const plan_item *o = &p->item[placed[k]];
+                int alive = o->first <= it->last && it->first <= o->last;
+                if (alive && offset < o->offset + o->bytes && o->offset < offset + it->bytes) {
+                    offset = o->offset + o->bytes;
+                    moved = 1;
+                }
+            }
+        }
+        it->offset = offset;
+        placed[np++] = order[i];
+        if (offset + it->bytes > total) total = offset + it->bytes;
+    }
+    return total;
 }
 
 /* Area of the level at `stride` (a power of 2) for the padded max input,
@@ -91,48 +145,55 @@ static mr_status plan_buffers(mr_model *m, mr_error *err)
     int F = c->fpn.out_channels, K = c->classes.num_classes, A = m->num_anchors;
     size_t a2 = level_area(m, 2), a4 = level_area(m, 4);
     size_t rois = (size_t)c->rpn.post_nms_top_n * (c->rpn.post_nms_per_level ? (size_t)m->num_levels : 1);
-    size_t dets = (size_t)c->box_head.detections_per_image;
-    int R = c->box_head.pooler.resolution, MR = c->mask_head.pooler.resolution, MD = c->mask_head.conv_dim;
+    /* Detectron's tie rule may keep a few more than detections_per_image. */
+    size_t dets = (size_t)c->box_head.detections_per_image * (c->box_head.keep_ties ? 2 : 1);
+    size_t R2 = (size_t)c->box_head.pooler.resolution * (size_t)c->box_head.pooler.resolution;
+    size_t M2 = (size_t)c->mask_head.pooler.resolution * (size_t)c->mask_head.pooler.resolution;
+    size_t MD = (size_t)c->mask_head.conv_dim;
+    plan p = {0};
 
-    MR_TRY(plan_tensor(m, &b->input, level_area(m, 1) * 3, err));
-    MR_TRY(plan_tensor(m, &b->stem, a2 * (size_t)c->backbone.stem_out_channels, err));
-    MR_TRY(plan_tensor(m, &b->stem_pool, a4 * (size_t)c->backbone.stem_out_channels, err));
-    size_t t1 = 0, t2 = 0;
+    plan_add(&p, &b->input, level_area(m, 1) * 3, ST_INPUT, ST_BACKBONE);
+    plan_add(&p, &b->stem, a2 * (size_t)c->backbone.stem_out_channels, ST_BACKBONE, ST_BACKBONE);
+    plan_add(&p, &b->stem_pool, a4 * (size_t)c->backbone.stem_out_channels, ST_BACKBONE, ST_BACKBONE);
+    size_t t1 = 0;
     for (int s = 0; s < MR_STAGES; s++) {
         const mr_stage *st = &m->stage[s];
         size_t in_area = level_area(m, 4 << (s ? s - 1 : 0)), out_area = level_area(m, 4 << s);
-        MR_TRY(plan_tensor(m, &b->c[s], out_area * (size_t)st->out, err));
-        MR_TRY(plan_tensor(m, &b->inner[s], out_area * (size_t)F, err));
+        plan_add(&p, &b->c[s], out_area * (size_t)st->out, ST_BACKBONE, ST_FPN);
+        plan_add(&p, &b->inner[s], out_area * (size_t)F, ST_FPN, ST_FPN);
         if (in_area * (size_t)st->width > t1) t1 = in_area * (size_t)st->width;
-        if (in_area * (size_t)st->width > t2) t2 = in_area * (size_t)st->width;
     }
-    MR_TRY(plan_tensor(m, &b->t1, t1, err));
-    MR_TRY(plan_tensor(m, &b->t2, t2, err));
+    plan_add(&p, &b->t1, t1, ST_BACKBONE, ST_BACKBONE);
+    plan_add(&p, &b->t2, t1, ST_BACKBONE, ST_BACKBONE);
     for (int l = 0; l < m->num_levels; l++) {
         size_t area = level_area(m, 4 << l);
-        MR_TRY(plan_tensor(m, &b->p[l], area * (size_t)F, err));
-        MR_TRY(plan_tensor(m, &b->rpn_logits[l], area * (size_t)A, err));
-        MR_TRY(plan_tensor(m, &b->rpn_deltas[l], area * (size_t)A * 4, err));
+        plan_add(&p, &b->p[l], area * (size_t)F, ST_FPN, ST_MASK);
+        plan_add(&p, &b->rpn_logits[l], area * (size_t)A, ST_RPN, ST_RPN);
+        plan_add(&p, &b->rpn_deltas[l], area * (size_t)A * 4, ST_RPN, ST_RPN);
     }
-    MR_TRY(plan_tensor(m, &b->rpn_hidden, a4 * (size_t)F, err));
-    MR_TRY(plan_tensor(m, &b->proposals, rois * 4, err));
-    MR_TRY(plan_tensor(m, &b->proposal_scores, rois, err));
-    MR_TRY(plan_tensor(m, &b->box_feats, rois * (size_t)(R * R * F), err));
-    MR_TRY(plan_tensor(m, &b->fc6, rois * (size_t)c->box_head.fc_dim, err));
-    MR_TRY(plan_tensor(m, &b->fc7, rois * (size_t)c->box_head.fc_dim, err));
-    MR_TRY(plan_tensor(m, &b->class_logits, rois * (size_t)K, err));
-    MR_TRY(plan_tensor(m, &b->box_deltas, rois * (size_t)K * 4, err));
-    /* Detectron's tie rule may keep a few more than detections_per_image. */
-    size_t dcap = dets * 2 + 16;
-    MR_TRY(plan_tensor(m, &b->detections, dcap * 4, err));
-    MR_TRY(plan_tensor(m, &b->detection_scores, dcap, err));
-    MR_TRY(plan_tensor(m, &b->detection_labels, dcap, err));
-    MR_TRY(plan_tensor(m, &b->mask_feats, dcap * (size_t)(MR * MR * F), err));
-    MR_TRY(plan_tensor(m, &b->mask_a, dcap * (size_t)(MR * MR * MD), err));
-    MR_TRY(plan_tensor(m, &b->mask_b, dcap * (size_t)(MR * MR * MD), err));
-    MR_TRY(plan_tensor(m, &b->mask_up, dcap * (size_t)(4 * MR * MR * MD), err));
-    MR_TRY(plan_tensor(m, &b->mask_logits, dcap * (size_t)(4 * MR * MR * K), err));
-    MR_TRY(plan_tensor(m, &b->mask_probs, dcap * (size_t)(4 * MR * MR), err));
+    plan_add(&p, &b->rpn_hidden, a4 * (size_t)F, ST_RPN, ST_RPN);
+    plan_add(&p, &b->proposals, rois * 4, ST_RPN, ST_BOX);
+    plan_add(&p, &b->proposal_scores, rois, ST_RPN, ST_BOX);
+    plan_add(&p, &b->box_feats, rois * R2 * (size_t)F, ST_BOX, ST_BOX);
+    plan_add(&p, &b->fc6, rois * (size_t)c->box_head.fc_dim, ST_BOX, ST_BOX);
+    plan_add(&p, &b->fc7, rois * (size_t)c->box_head.fc_dim, ST_BOX, ST_BOX);
+    plan_add(&p, &b->class_logits, rois * (size_t)K, ST_BOX, ST_BOX);
+    plan_add(&p, &b->box_deltas, rois * (size_t)K * 4, ST_BOX, ST_BOX);
+    plan_add(&p, &b->detections, dets * 4, ST_BOX, ST_PASTE);
+    plan_add(&p, &b->detection_scores, dets, ST_BOX, ST_PASTE);
+    plan_add(&p, &b->detection_labels, dets, ST_BOX, ST_PASTE);
+    plan_add(&p, &b->mask_feats, dets * M2 * (size_t)F, ST_MASK, ST_MASK);
+    plan_add(&p, &b->mask_a, dets * M2 * MD, ST_MASK, ST_MASK);
+    plan_add(&p, &b->mask_b, dets * M2 * MD, ST_MASK, ST_MASK);
+    plan_add(&p, &b->mask_up, dets * 4 * M2 * MD, ST_MASK, ST_MASK);
+    plan_add(&p, &b->mask_logits, dets * 4 * M2 * (size_t)K, ST_MASK, ST_MASK);
+    plan_add(&p, &b->mask_probs, dets * 4 * M2, ST_MASK, ST_PASTE);
+
+    m->arena_size = plan_place(&p);
+    void *arena = NULL;
+    MR_TRY(m->be.i->buffer_alloc(m->be.ctx, m->arena_size, &arena, err));
+    m->arena = arena;
+    for (int i = 0; i < p.count; i++) p.item[i].t->data = (float *)((char *)arena + p.item[i].offset);
     return MR_OK;
 }
 
@@ -194,8 +255,7 @@ void model_free(mr_model *m)
                          m->mask_deconv, m->mask_logits};
     for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) be->layer_free(ctx, heads[i]);
     for (int i = 0; i < MR_MAX_MASK_CONVS; i++) be->layer_free(ctx, m->mask_fcn[i]);
-    mr_tensor *all = (mr_tensor *)&m->buf;
-    for (size_t i = 0; i < sizeof m->buf / sizeof(mr_tensor); i++) be->buffer_free(ctx, all[i].data);
+    if (m->arena) be->buffer_free(ctx, m->arena);
     free(m->host_scratch);
     free(m);
 }

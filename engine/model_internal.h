@@ -54,7 +54,9 @@ struct mr_model {
 
     mr_input_geometry geo; /* of the current image */
     int max_h, max_w;      /* padded input size the buffers are planned for */
-    mr_buffers buf;
+    mr_buffers buf;        /* views into one arena, planned by lifetime at load */
+    void *arena;
+    size_t arena_size;
     void *host_scratch;    /* post-processing scratch (top-k, NMS, paste) */
     size_t host_scratch_size;
 };
