@@ -6,12 +6,11 @@ Both run the same seeded R-101-FPN weights (tests/parity/oracle.py) on the
 same pixels (a 800x1216 synthetic scene, so the network input is the
 COCO-test size). Runs alternate (ours, torchvision, ours, ...) after a
 warm-up of each; the table gives medians. Threads: 2 for both (--threads).
-Peak RSS is our process's (getrusage of the child)."""
+Peak RSS is that of our detect process (wait4's rusage)."""
 
 import argparse
 import os
 import re
-import resource
 import statistics
 import subprocess
 import sys
@@ -21,6 +20,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "tests", "parity"))
+
+peak_rss_kb = 0  # of our detect processes (wait4), kilobytes
 
 STAGES = ["preprocess", "backbone", "fpn", "rpn", "box", "mask", "paste"]
 
@@ -64,11 +65,15 @@ def ours_stages(args, weights, png, runs):
     """One process, the image `runs` times; per-image stage times from --profile."""
     cmd = [os.path.join(REPO, "build", "detect"), "-q", "--profile", "--threads", str(args.threads),
            "--config", args.config, "--weights", weights] + [png] * runs
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"bench: detect failed:\n{r.stderr}")
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    stderr = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    if status != 0:
+        sys.exit(f"bench: detect failed:\n{stderr}")
+    global peak_rss_kb
+    peak_rss_kb = max(peak_rss_kb, usage.ru_maxrss)
     out = []
-    for line in r.stderr.splitlines():
+    for line in stderr.splitlines():
         vals = dict(re.findall(r"(\w+) ([0-9.]+)", line.split(":", 1)[1])) if ":" in line else {}
         if "backbone" in vals:
             out.append({k: float(vals[k]) for k in STAGES})
@@ -97,7 +102,6 @@ def main():
     for _ in range(args.rounds):
         ours += ours_stages(args, weights, png, 2)[1:]  # first image of each process is its warm-up
         theirs.append(torch_stages(model, img, torch))
-    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
 
     print(f"\nCPU, {args.threads} threads, 800x1216 input, median of {args.rounds} alternating rounds")
     print(f"{'stage':<12}{'ours s':>10}{'torchvision s':>15}{'ratio':>8}")
@@ -109,7 +113,7 @@ def main():
         tot_t += t
         print(f"{s:<12}{o:>10.3f}{t:>15.3f}{o / t if t else float('nan'):>8.2f}")
     print(f"{'total':<12}{tot_o:>10.3f}{tot_t:>15.3f}{tot_o / tot_t:>8.2f}")
-    print(f"peak RSS (ours): {peak_kb / 1024:.0f} MiB")
+    print(f"peak RSS (ours, whole process): {peak_rss_kb / 1024:.0f} MiB")
 
 
 if __name__ == "__main__":

@@ -10,14 +10,20 @@
  * load time from host weights in PyTorch layouts (OIHW, [out,in]); the
  * backend keeps them in whatever layout it runs fastest.
  *
- * The coarse post-processing ops (rpn_proposals, box_detections,
- * roi_align) take a params struct from their op header; each backend
- * implements them with the inline math in that header. */
+ * The detection ops (roi_align, rpn_proposals, box_detections, mask_probs,
+ * mask_paste) take the params struct of their op header; each backend
+ * implements them with the per-element math in that header, so both
+ * compute the same numbers. Their scratch belongs to the backend. */
 #ifndef MR_BACKEND_H
 #define MR_BACKEND_H
 
 #include <stddef.h>
+#include <stdint.h>
 
+#include "box_post.h"
+#include "mask_paste.h"
+#include "proposals.h"
+#include "roi_align.h"
 #include "status.h"
 #include "tensor.h"
 
@@ -51,10 +57,6 @@ typedef struct {
     int kernel, stride, pad;
 } mr_pool_params;
 
-struct mr_rpn_params;       /* rpn.h */
-struct mr_roi_align_params; /* roi_align.h */
-struct mr_box_post_params;  /* box_post.h */
-
 typedef struct {
     const char *name;
 
@@ -85,6 +87,28 @@ typedef struct {
     mr_status (*max_pool)(void *ctx, const mr_pool_params *p, const mr_tensor *x, mr_tensor *y, mr_error *err);
     /* y = nearest-neighbour resize of x to y's H, W (PyTorch's "nearest"). */
     mr_status (*upsample_nearest)(void *ctx, const mr_tensor *x, mr_tensor *y, mr_error *err);
+
+    /* Multi-level RoIAlign: rois [N,1,1,4] (resized-image pixels) sampled
+     * from levels[roi_level - map->min_level] into out [N,R,R,C]. */
+    mr_status (*roi_align)(void *ctx, const mr_roi_align_params *p, const mr_level_map *map,
+                           const mr_tensor *const *levels, const mr_tensor *rois, mr_tensor *out, mr_error *err);
+    /* Proposal selection (proposals.h) from the RPN head's per-level NHWC
+     * logits [1,H,W,A] and deltas [1,H,W,4A]; sets boxes->n and scores->n. */
+    mr_status (*rpn_proposals)(void *ctx, const mr_proposal_params *p, const mr_tensor *const *logits,
+                               const mr_tensor *const *deltas, mr_tensor *boxes, mr_tensor *scores, mr_error *err);
+    /* Box post-processing (box_post.h); sets the outputs' n. */
+    mr_status (*box_detections)(void *ctx, const mr_box_post_params *p, const mr_tensor *rois,
+                                const mr_tensor *logits, const mr_tensor *deltas, mr_tensor *boxes,
+                                mr_tensor *scores, mr_tensor *labels, mr_error *err);
+    /* probs[d] = sigmoid(logits[d, :, :, labels[d]]): logits [D,M,M,K], probs [D,M,M,1]. */
+    mr_status (*mask_probs)(void *ctx, const mr_tensor *logits, const mr_tensor *labels, mr_tensor *probs,
+                            mr_error *err);
+    /* Pastes probs [D,M,M,1] at boxes [D,1,1,4] (original-image pixels) into
+     * D host masks of img_h x img_w: binary into masks[d], and, when soft is
+     * not NULL, the probabilities into soft + d*img_h*img_w (tests). */
+    mr_status (*mask_paste)(void *ctx, const mr_mask_paste_params *p, const mr_tensor *probs,
+                            const mr_tensor *boxes, int img_h, int img_w, uint8_t *const *masks, float *soft,
+                            mr_error *err);
 } mr_backend_i;
 
 typedef struct {

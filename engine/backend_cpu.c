@@ -103,6 +103,7 @@ static void cpu_destroy(void *vctx)
     if (c->stream) dnnl_stream_destroy(c->stream);
     if (c->engine) dnnl_engine_destroy(c->engine);
     free(c->scratch);
+    free(c->post_scratch);
     free(c);
 }
 
@@ -123,6 +124,11 @@ static const mr_backend_i cpu_backend_i = {
     .deconv2x2 = cpu_deconv2x2,
     .max_pool = cpu_max_pool,
     .upsample_nearest = cpu_upsample_nearest,
+    .roi_align = cpu_roi_align,
+    .rpn_proposals = cpu_rpn_proposals,
+    .box_detections = cpu_box_detections,
+    .mask_probs = cpu_mask_probs,
+    .mask_paste = cpu_mask_paste,
 };
 
 mr_status backend_cpu_create(mr_backend *out, int threads, mr_error *err)

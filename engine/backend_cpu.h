@@ -16,6 +16,8 @@ typedef struct {
     int threads;
     void *scratch; /* oneDNN scratchpad and GEMM temporaries, grown per new shape */
     size_t scratch_size;
+    void *post_scratch; /* the detection ops' (top-k, NMS, paste) */
+    size_t post_scratch_size;
 } cpu_ctx;
 
 typedef enum { CPU_LAYER_CONV, CPU_LAYER_LINEAR, CPU_LAYER_DECONV2X2 } cpu_layer_kind;
@@ -57,5 +59,17 @@ void cpu_layer_free(void *ctx, mr_layer *layer);
 mr_status cpu_conv(void *ctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y, int accumulate, mr_error *err);
 mr_status cpu_linear(void *ctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y, mr_error *err);
 mr_status cpu_deconv2x2(void *ctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y, mr_error *err);
+
+mr_status cpu_roi_align(void *ctx, const mr_roi_align_params *p, const mr_level_map *map,
+                        const mr_tensor *const *levels, const mr_tensor *rois, mr_tensor *out, mr_error *err);
+mr_status cpu_rpn_proposals(void *ctx, const mr_proposal_params *p, const mr_tensor *const *logits,
+                            const mr_tensor *const *deltas, mr_tensor *boxes, mr_tensor *scores, mr_error *err);
+mr_status cpu_box_detections(void *ctx, const mr_box_post_params *p, const mr_tensor *rois, const mr_tensor *logits,
+                             const mr_tensor *deltas, mr_tensor *boxes, mr_tensor *scores, mr_tensor *labels,
+                             mr_error *err);
+mr_status cpu_mask_probs(void *ctx, const mr_tensor *logits, const mr_tensor *labels, mr_tensor *probs,
+                         mr_error *err);
+mr_status cpu_mask_paste(void *ctx, const mr_mask_paste_params *p, const mr_tensor *probs, const mr_tensor *boxes,
+                         int img_h, int img_w, uint8_t *const *masks, float *soft, mr_error *err);
 
 #endif

@@ -1,12 +1,10 @@
 /* The mask head: multi-level RoIAlign (14x14) of the final boxes, four
  * 3x3 conv + ReLU, a 2x2 stride-2 transposed conv + ReLU, 1x1 class
  * logits, and the sigmoid of the predicted class's channel (28x28). */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "mask_paste.h"
 #include "model_internal.h"
 
 mr_status mask_head_load(mr_model *m, mr_weights *w, mr_error *err)
@@ -56,15 +54,7 @@ mr_status mask_head_forward(mr_model *m, mr_error *err)
     MR_TRY(tensor_shape(&b->mask_logits, n, 2 * R, 2 * R, K, err));
     MR_TRY(be->conv(m->be.ctx, m->mask_logits, &b->mask_up, &b->mask_logits, 0, err));
     MR_TRY(tensor_shape(&b->mask_probs, n, 2 * R, 2 * R, 1, err));
-    int M2 = 4 * R * R;
-    for (int d = 0; d < n; d++) {
-        int label = (int)b->detection_labels.data[d];
-        if (label < 0 || label >= K) return mr_fail(err, MR_ERR_INTERNAL, "detection %d has label %d", d, label);
-        const float *logit = b->mask_logits.data + (size_t)d * M2 * K + label;
-        float *prob = b->mask_probs.data + (size_t)d * M2;
-        for (int i = 0; i < M2; i++) prob[i] = 1.0f / (1.0f + expf(-logit[(size_t)i * K]));
-    }
-    return MR_OK;
+    return be->mask_probs(m->be.ctx, &b->mask_logits, &b->detection_labels, &b->mask_probs, err);
 }
 
 /* Final results in original-image pixels: boxes scaled back per axis (as
@@ -72,42 +62,45 @@ mr_status mask_head_forward(mr_model *m, mr_error *err)
  * each 28x28 probability map pasted into the image and thresholded. */
 mr_status model_stage_paste(mr_model *m, mr_result *res, float *float_masks, mr_error *err)
 {
-    const mr_buffers *b = &m->buf;
+    mr_buffers *b = &m->buf;
+    const mr_backend_i *be = m->be.i;
     const mr_mask_head_config *mh = &m->cfg.mask_head;
     int n = b->detections.n, H = m->geo.in_h, W = m->geo.in_w, M = 2 * mh->pooler.resolution;
     memset(res, 0, sizeof *res);
     res->width = W;
     res->height = H;
     if (n == 0) return MR_OK;
+    /* Detections come back to the host once: boxes, scores, labels (6 floats each). */
+    float *host = malloc(sizeof(float) * 6 * (size_t)n);
+    uint8_t **masks = calloc((size_t)n, sizeof *masks);
     res->dets = calloc((size_t)n, sizeof *res->dets);
-    if (!res->dets) return mr_fail(err, MR_ERR_OOM, "out of memory for %d detections", n);
+    mr_status st = host && masks && res->dets ? MR_OK : mr_fail(err, MR_ERR_OOM, "out of memory for %d detections", n);
+    if (st == MR_OK) st = be->copy_to_host(m->be.ctx, host, b->detections.data, sizeof(float) * 4 * (size_t)n, err);
+    if (st == MR_OK)
+        st = be->copy_to_host(m->be.ctx, host + 4 * n, b->detection_scores.data, sizeof(float) * (size_t)n, err);
+    if (st == MR_OK)
+        st = be->copy_to_host(m->be.ctx, host + 5 * n, b->detection_labels.data, sizeof(float) * (size_t)n, err);
     float ratio_w = (float)W / (float)m->geo.resized_w, ratio_h = (float)H / (float)m->geo.resized_h;
+    for (int d = 0; st == MR_OK && d < n; d++) {
+        mr_detection *det = &res->dets[d];
+        det->box[0] = host[4 * d + 0] * ratio_w;
+        det->box[1] = host[4 * d + 1] * ratio_h;
+        det->box[2] = host[4 * d + 2] * ratio_w;
+        det->box[3] = host[4 * d + 3] * ratio_h;
+        memcpy(host + 4 * d, det->box, sizeof det->box);
+        det->score = host[4 * n + d];
+        det->class_id = (int)host[5 * n + d];
+        det->mask = masks[d] = malloc((size_t)H * (size_t)W);
+        res->count = d + 1;
+        if (!det->mask) st = mr_fail(err, MR_ERR_OOM, "out of memory for a %dx%d mask", W, H);
+    }
+    if (st == MR_OK) st = tensor_shape(&b->final_boxes, n, 1, 1, 4, err);
+    if (st == MR_OK) st = be->copy_to_device(m->be.ctx, b->final_boxes.data, host, sizeof(float) * 4 * (size_t)n, err);
     mr_mask_paste_params p = {M, mh->paste_padding, mh->threshold,
                               mh->threshold_rule == MR_MASK_THRESH_GE ? MR_MASK_GE : MR_MASK_GT, MR_PASTE_TORCHVISION};
-    MR_TRY(model_reserve_host_scratch(m, mask_paste_scratch_bytes(M, mh->paste_padding), err));
-    for (int d = 0; d < n; d++) {
-        mr_detection *det = &res->dets[d];
-        const float *box = b->detections.data + 4 * (size_t)d;
-        det->box[0] = box[0] * ratio_w;
-        det->box[1] = box[1] * ratio_h;
-        det->box[2] = box[2] * ratio_w;
-        det->box[3] = box[3] * ratio_h;
-        det->score = b->detection_scores.data[d];
-        det->class_id = (int)b->detection_labels.data[d];
-        det->mask = calloc((size_t)H * (size_t)W, 1);
-        res->count = d + 1;
-        if (!det->mask) {
-            result_free(res);
-            return mr_fail(err, MR_ERR_OOM, "out of memory for a %dx%d mask", W, H);
-        }
-        const float *prob = b->mask_probs.data + (size_t)d * M * M;
-        float *soft = float_masks ? float_masks + (size_t)d * H * W : NULL;
-        mr_status st = mask_paste_binary(&p, prob, det->box, H, W, det->mask, m->host_scratch, err);
-        if (st == MR_OK && soft) st = mask_paste_prob(&p, prob, det->box, H, W, soft, m->host_scratch, err);
-        if (st != MR_OK) {
-            result_free(res);
-            return st;
-        }
-    }
-    return MR_OK;
+    if (st == MR_OK) st = be->mask_paste(m->be.ctx, &p, &b->mask_probs, &b->final_boxes, H, W, masks, float_masks, err);
+    free(host);
+    free(masks);
+    if (st != MR_OK) result_free(res);
+    return st;
 }

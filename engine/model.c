@@ -188,6 +188,7 @@ static mr_status plan_buffers(mr_model *m, mr_error *err)
     plan_add(&p, &b->mask_up, dets * 4 * M2 * MD, ST_MASK, ST_MASK);
     plan_add(&p, &b->mask_logits, dets * 4 * M2 * (size_t)K, ST_MASK, ST_MASK);
     plan_add(&p, &b->mask_probs, dets * 4 * M2, ST_MASK, ST_PASTE);
+    plan_add(&p, &b->final_boxes, dets * 4, ST_PASTE, ST_PASTE);
 
     m->arena_size = plan_place(&p);
     void *arena = NULL;
@@ -262,14 +263,30 @@ void model_free(mr_model *m)
 
 const mr_config *model_config(const mr_model *m) { return &m->cfg; }
 
+mr_status model_reserve_host_scratch(mr_model *m, size_t bytes, mr_error *err)
+{
+    if (bytes <= m->host_scratch_size) return MR_OK;
+    void *p = realloc(m->host_scratch, bytes);
+    if (!p) return mr_fail(err, MR_ERR_OOM, "out of memory (%zu bytes of scratch)", bytes);
+    m->host_scratch = p;
+    m->host_scratch_size = bytes;
+    return MR_OK;
+}
+
 mr_status model_stage_input(mr_model *m, const mr_image *img, int in_h, int in_w, mr_error *err)
 {
     MR_TRY(image_geometry(&m->cfg.input, in_h, in_w, &m->geo, err));
     MR_TRY(tensor_shape(&m->buf.input, 1, m->geo.padded_h, m->geo.padded_w, 3, err));
     if (!img) return MR_OK;
-    MR_TRY(model_reserve_host_scratch(m, image_preprocess_scratch_bytes(&m->geo), err));
-    image_preprocess(&m->cfg.input, img, &m->geo, m->host_scratch, &m->buf.input);
-    return MR_OK;
+    /* Preprocess on the host into a staging tensor, then hand it to the
+     * backend (a copy on the GPU, a memcpy on the CPU). */
+    size_t input_bytes = sizeof(float) * mr_tensor_numel(&m->buf.input);
+    size_t work = (image_preprocess_scratch_bytes(&m->geo) + 63) & ~(size_t)63;
+    MR_TRY(model_reserve_host_scratch(m, work + input_bytes, err));
+    mr_tensor staged = m->buf.input;
+    staged.data = (float *)((char *)m->host_scratch + work);
+    image_preprocess(&m->cfg.input, img, &m->geo, m->host_scratch, &staged);
+    return m->be.i->copy_to_device(m->be.ctx, m->buf.input.data, staged.data, input_bytes, err);
 }
 
 mr_status model_stage_backbone(mr_model *m, mr_error *err) { return resnet_forward(m, err); }

@@ -36,6 +36,7 @@ typedef struct {
     mr_tensor box_feats, fc6, fc7, class_logits, box_deltas;
     mr_tensor detections, detection_scores, detection_labels;
     mr_tensor mask_feats, mask_a, mask_b, mask_up, mask_logits, mask_probs;
+    mr_tensor final_boxes; /* original-image pixels, for the paste */
 } mr_buffers;
 
 struct mr_model {
@@ -57,7 +58,7 @@ struct mr_model {
     mr_buffers buf;        /* views into one arena, planned by lifetime at load */
     void *arena;
     size_t arena_size;
-    void *host_scratch;    /* post-processing scratch (top-k, NMS, paste) */
+    void *host_scratch;    /* image preprocessing: its scratch and the staged input */
     size_t host_scratch_size;
 };
 
@@ -77,8 +78,8 @@ mr_status box_head_forward(mr_model *m, mr_error *err);
 mr_status mask_head_load(mr_model *m, mr_weights *w, mr_error *err);
 mr_status mask_head_forward(mr_model *m, mr_error *err);
 
-/* Grows the host scratch used by post-processing (grows only on a new
- * largest shape, so steady-state passes allocate nothing). */
+/* Grows the host scratch of image preprocessing (only for a new largest
+ * image, so steady-state passes allocate nothing). */
 mr_status model_reserve_host_scratch(mr_model *m, size_t bytes, mr_error *err);
 
 /* Multi-level RoIAlign of rois [N,4] (resized-image pixels) from P2..P5

@@ -73,8 +73,7 @@ mr_status model_roi_align(mr_model *m, const mr_pooler_config *pc, const mr_tens
     mr_level_map map;
     model_level_map(m, pc, &map);
     const mr_tensor *levels[4] = {&m->buf.p[0], &m->buf.p[1], &m->buf.p[2], &m->buf.p[3]};
-    roi_align_multilevel_cpu(&p, &map, levels, rois->data, n, NULL, out->data);
-    return MR_OK;
+    return m->be.i->roi_align(m->be.ctx, &p, &map, levels, rois, out, err);
 }
 
 mr_status box_head_forward(mr_model *m, mr_error *err)
@@ -109,8 +108,7 @@ mr_status box_head_forward(mr_model *m, mr_error *err)
     p.max_dets = c->box_head.detections_per_image;
     p.keep_ties = c->box_head.keep_ties;
     p.out_capacity = (int)b->detection_scores.cap;
-    MR_TRY(model_reserve_host_scratch(m, box_post_scratch_bytes(&p, n), err));
-    int d = box_post_cpu(&p, b->proposals.data, b->class_logits.data, b->box_deltas.data, n, b->detections.data,
-                         b->detection_scores.data, b->detection_labels.data, m->host_scratch);
-    return model_set_count(m, "detections", d, err);
+    MR_TRY(model_set_count(m, "detections", p.out_capacity, err));
+    return be->box_detections(m->be.ctx, &p, &b->proposals, &b->class_logits, &b->box_deltas, &b->detections,
+                              &b->detection_scores, &b->detection_labels, err);
 }

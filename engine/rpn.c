@@ -53,16 +53,6 @@ static void proposal_params(const mr_model *m, mr_proposal_params *p)
     p->img_w = (float)m->geo.resized_w;
 }
 
-mr_status model_reserve_host_scratch(mr_model *m, size_t bytes, mr_error *err)
-{
-    if (bytes <= m->host_scratch_size) return MR_OK;
-    void *p = realloc(m->host_scratch, bytes);
-    if (!p) return mr_fail(err, MR_ERR_OOM, "out of memory (%zu bytes of scratch)", bytes);
-    m->host_scratch = p;
-    m->host_scratch_size = bytes;
-    return MR_OK;
-}
-
 mr_status rpn_forward(mr_model *m, mr_error *err)
 {
     mr_buffers *b = &m->buf;
@@ -79,12 +69,12 @@ mr_status rpn_forward(mr_model *m, mr_error *err)
     }
     mr_proposal_params p;
     proposal_params(m, &p);
-    MR_TRY(model_reserve_host_scratch(m, proposals_scratch_bytes(&p), err));
-    const float *logits[MR_MAX_LEVELS], *deltas[MR_MAX_LEVELS];
+    const mr_tensor *logits[MR_MAX_LEVELS], *deltas[MR_MAX_LEVELS];
     for (int l = 0; l < m->num_levels; l++) {
-        logits[l] = b->rpn_logits[l].data;
-        deltas[l] = b->rpn_deltas[l].data;
+        logits[l] = &b->rpn_logits[l];
+        deltas[l] = &b->rpn_deltas[l];
     }
-    int n = proposals_cpu(&p, logits, deltas, b->proposals.data, b->proposal_scores.data, m->host_scratch);
-    return model_set_count(m, "proposals", n, err);
+    MR_TRY(tensor_shape(&b->proposals, (int)(b->proposals.cap / 4), 1, 1, 4, err));
+    MR_TRY(tensor_shape(&b->proposal_scores, (int)b->proposal_scores.cap, 1, 1, 1, err));
+    return be->rpn_proposals(m->be.ctx, &p, logits, deltas, &b->proposals, &b->proposal_scores, err);
 }

@@ -1,0 +1,86 @@
+/* The CPU backend's detection ops: thin wrappers over the CPU versions in
+ * roi_align.c, proposals.c, box_post.c and mask_paste.c, with their scratch
+ * kept in the backend context (grown only for a new largest shape). */
+#include <math.h>
+#include <stdlib.h>
+
+#include "backend_cpu.h"
+
+static mr_status post_scratch(cpu_ctx *c, size_t bytes, void **out, mr_error *err)
+{
+    if (bytes > c->post_scratch_size) {
+        void *p = realloc(c->post_scratch, bytes);
+        if (!p) return mr_fail(err, MR_ERR_OOM, "out of memory (%zu bytes of scratch)", bytes);
+        c->post_scratch = p;
+        c->post_scratch_size = bytes;
+    }
+    *out = c->post_scratch;
+    return MR_OK;
+}
+
+mr_status cpu_roi_align(void *ctx, const mr_roi_align_params *p, const mr_level_map *map,
+                        const mr_tensor *const *levels, const mr_tensor *rois, mr_tensor *out, mr_error *err)
+{
+    (void)ctx;
+    if (out->n != rois->n || out->h != p->out_h || out->w != p->out_w || out->c != levels[0]->c)
+        return mr_fail(err, MR_ERR_SHAPE, "roi_align: output must be [%d,%d,%d,%d]", rois->n, p->out_h, p->out_w,
+                       levels[0]->c);
+    roi_align_multilevel_cpu(p, map, levels, rois->data, rois->n, NULL, out->data);
+    return MR_OK;
+}
+
+mr_status cpu_rpn_proposals(void *ctx, const mr_proposal_params *p, const mr_tensor *const *logits,
+                            const mr_tensor *const *deltas, mr_tensor *boxes, mr_tensor *scores, mr_error *err)
+{
+    const float *lg[MR_PROPOSAL_MAX_LEVELS], *dl[MR_PROPOSAL_MAX_LEVELS];
+    for (int l = 0; l < p->num_levels; l++) {
+        lg[l] = logits[l]->data;
+        dl[l] = deltas[l]->data;
+    }
+    void *scratch = NULL;
+    MR_TRY(post_scratch(ctx, proposals_scratch_bytes(p), &scratch, err));
+    int n = proposals_cpu(p, lg, dl, boxes->data, scores->data, scratch);
+    boxes->n = scores->n = n;
+    return MR_OK;
+}
+
+mr_status cpu_box_detections(void *ctx, const mr_box_post_params *p, const mr_tensor *rois, const mr_tensor *logits,
+                             const mr_tensor *deltas, mr_tensor *boxes, mr_tensor *scores, mr_tensor *labels,
+                             mr_error *err)
+{
+    void *scratch = NULL;
+    MR_TRY(post_scratch(ctx, box_post_scratch_bytes(p, rois->n), &scratch, err));
+    int d = box_post_cpu(p, rois->data, logits->data, deltas->data, rois->n, boxes->data, scores->data,
+                         labels->data, scratch);
+    boxes->n = scores->n = labels->n = d;
+    return MR_OK;
+}
+
+mr_status cpu_mask_probs(void *ctx, const mr_tensor *logits, const mr_tensor *labels, mr_tensor *probs,
+                         mr_error *err)
+{
+    (void)ctx;
+    int K = logits->c, plane = logits->h * logits->w;
+    for (int d = 0; d < logits->n; d++) {
+        int label = (int)labels->data[d];
+        if (label < 0 || label >= K) return mr_fail(err, MR_ERR_INTERNAL, "mask_probs: detection %d has label %d", d, label);
+        const float *logit = logits->data + (size_t)d * plane * K + label;
+        float *prob = probs->data + (size_t)d * plane;
+        for (int i = 0; i < plane; i++) prob[i] = 1.0f / (1.0f + expf(-logit[(size_t)i * K]));
+    }
+    return MR_OK;
+}
+
+mr_status cpu_mask_paste(void *ctx, const mr_mask_paste_params *p, const mr_tensor *probs, const mr_tensor *boxes,
+                         int img_h, int img_w, uint8_t *const *masks, float *soft, mr_error *err)
+{
+    void *scratch = NULL;
+    MR_TRY(post_scratch(ctx, mask_paste_scratch_bytes(p->mask_size, p->padding), &scratch, err));
+    size_t plane = (size_t)img_h * (size_t)img_w, mplane = (size_t)p->mask_size * (size_t)p->mask_size;
+    for (int d = 0; d < probs->n; d++) {
+        const float *prob = probs->data + (size_t)d * mplane, *box = boxes->data + 4 * (size_t)d;
+        MR_TRY(mask_paste_binary(p, prob, box, img_h, img_w, masks[d], scratch, err));
+        if (soft) MR_TRY(mask_paste_prob(p, prob, box, img_h, img_w, soft + (size_t)d * plane, scratch, err));
+    }
+    return MR_OK;
+}
