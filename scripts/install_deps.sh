@@ -13,18 +13,29 @@ packages=(
   python3-numpy python3-pytest
   python3-torch python3-torchvision python3-pil python3-skimage  # the reference (tests, demo weights)
   libopenblas0-openmp  # fast BLAS for the reference's linear layers
+  python3-pip          # for pycocotools below (Debian 12 does not package it)
 )
+
+# pycocotools: the independent reference for COCO RLE masks in the tests.
+# Only it comes from PyPI (a prebuilt wheel); numpy stays Debian's (--no-deps).
+install_pycocotools() {
+  /usr/bin/python3 -c "import pycocotools.mask" 2>/dev/null && return 0
+  echo "install_deps: installing pycocotools from PyPI for /usr/bin/python3"
+  $sudo_cmd /usr/bin/python3 -m pip install -q --break-system-packages --no-deps "pycocotools==2.0.11"
+}
+
+sudo_cmd=""
+[ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "install_deps: all ${#packages[@]} packages present"
-  exit 0
+  echo "install_deps: all ${#packages[@]} Debian packages present"
+else
+  echo "install_deps: installing ${missing[*]}"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-echo "install_deps: installing ${missing[*]}"
-sudo_cmd=""
-[ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-$sudo_cmd apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+install_pycocotools

@@ -113,3 +113,11 @@ def seeded_weights(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("weights") / "seed3.safetensors")
     oracle.export_weights(oracle.build_model(3, bg_bias=5.0), path)
     return path
+
+
+def engine_library_path():
+    """build/libdetect.so (make builds it before the parity tests), or $DETECT_LIB."""
+    path = os.environ.get("DETECT_LIB") or os.path.join(BUILD, "libdetect.so")
+    if not os.path.exists(path):
+        pytest.fail(f"{path} is missing: run `make` first (or set DETECT_LIB)")
+    return path

@@ -128,6 +128,7 @@ def rle_decode(counts_str, h, w):
 
 
 def test_json_output(tmp_path, seeded_weights):
+    coco_mask = pytest.importorskip("pycocotools.mask", reason="pycocotools missing (scripts/install_deps.sh installs it)")
     out = tmp_path / "out.json"
     r = run("--config", CONFIG_SMALL, "--weights", seeded_weights, "--json", str(out), EXAMPLE)
     assert r.returncode == 0, r.stderr
@@ -143,6 +144,9 @@ def test_json_output(tmp_path, seeded_weights):
         assert 0 <= x1 <= x2 <= 512 and 0 <= y1 <= y2 <= 512
         mask = rle_decode(d["mask"]["counts"], *d["mask"]["size"])
         assert d["mask"]["size"] == [512, 512]
+        # pycocotools encodes the same mask to the very same string
+        ref = coco_mask.encode(np.asfortranarray(mask))
+        assert ref["counts"].decode() == d["mask"]["counts"] and list(ref["size"]) == [512, 512]
         ys, xs = np.nonzero(mask)
         if len(xs):  # the pasted mask lies within the box expanded by the paste padding (30/28)
             pad = 2 + (x2 - x1) / 28

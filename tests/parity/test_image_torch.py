@@ -27,6 +27,8 @@ from PIL import Image
 from torchvision.models.detection.transform import GeneralizedRCNNTransform
 from torchvision.transforms.functional import to_tensor
 
+from conftest import engine_library_path
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MEAN = [0.485, 0.456, 0.406]
 STD = [0.229, 0.224, 0.225]
@@ -60,15 +62,7 @@ class Error(C.Structure):  # engine/status.h: mr_error
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    path = os.environ.get("DETECT_LIB")
-    if not path and os.path.exists(os.path.join(REPO, "build", "libdetect.so")):
-        path = os.path.join(REPO, "build", "libdetect.so")
-    if not path:
-        path = str(tmp_path_factory.mktemp("lib") / "libimage.so")
-        subprocess.run(["gcc", "-std=c11", "-shared", "-fPIC", "-O2", "-fopenmp", "-Iengine",
-                        "engine/image.c", "engine/status.c", "-lpng", "-ljpeg", "-lm", "-o", path],
-                       cwd=REPO, check=True)
-    L = C.CDLL(path)
+    L = C.CDLL(engine_library_path())
     L.image_load.argtypes = [C.c_char_p, C.c_int, C.POINTER(Image_), C.POINTER(Error)]
     L.image_free.argtypes = [C.POINTER(Image_)]
     L.image_geometry.argtypes = [C.POINTER(InputConfig), C.c_int, C.c_int, C.POINTER(Geometry),

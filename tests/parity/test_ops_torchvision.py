@@ -40,8 +40,9 @@ from torchvision.models.detection.image_list import ImageList
 from torchvision.models.detection.roi_heads import paste_masks_in_image
 from torchvision.ops.boxes import _batched_nms_vanilla
 
+from conftest import engine_library_path
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-OP_SOURCES = ["nms", "roi_align", "mask_paste", "rle", "anchors", "status"]
 FP = C.POINTER(C.c_float)
 IP = C.POINTER(C.c_int)
 U8P = C.POINTER(C.c_uint8)
@@ -97,14 +98,7 @@ def seeded(seed):
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    path = os.environ.get("DETECT_LIB")
-    if not path and os.path.exists(os.path.join(REPO, "build", "libdetect.so")):
-        path = os.path.join(REPO, "build", "libdetect.so")
-    if not path:
-        path = str(tmp_path_factory.mktemp("ops") / "libops.so")
-        subprocess.run(["gcc", "-std=c11", "-shared", "-fPIC", "-O2", "-fopenmp", "-Iengine"]
-                       + [f"engine/{s}.c" for s in OP_SOURCES] + ["-lm", "-o", path], cwd=REPO, check=True)
-    L = C.CDLL(path)
+    L = C.CDLL(engine_library_path())
     L.nms_scratch_bytes.restype = C.c_size_t
     L.nms_scratch_bytes.argtypes = [C.c_int]
     L.nms_cpu.restype = C.c_int
