@@ -12,7 +12,11 @@
  *   "input" [1,Hp,Wp,3]; "c2".."c5"; "p2".."p6" (NHWC);
  *   "proposals" [N,4] + "proposal_scores" [N];
  *   "detections" [D,4] (resized-image coords) + "detection_scores" [D]
- *   + "detection_labels" [D] (float class ids); "mask_probs" [D,28,28]. */
+ *   + "detection_labels" [D] (float class ids); "mask_probs" [D,28,28].
+ * Stage tensors share one arena by lifetime (model.c), so a tensor is valid
+ * from the stage that writes it until the last stage that reads it: the
+ * input until the backbone has run, C2..C5 until the FPN has, P2..P6 until
+ * the mask head, proposals until the box head, detections until the paste. */
 #ifndef MR_MODEL_H
 #define MR_MODEL_H
 
