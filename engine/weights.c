@@ -13,6 +13,8 @@
 
 /* A header larger than this is not a model we wrote (R-101-FPN's is 60 KB). */
 #define MAX_HEADER_BYTES (64u << 20)
+/* No tensor of a detection model has more elements than this. */
+#define MAX_ELEMENTS ((uint64_t)1 << 40)
 
 static size_t dtype_size(mr_dtype d)
 {
@@ -90,9 +92,10 @@ static mr_status parse_entry(const cJSON *item, const unsigned char *data_base, 
         if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 1e12 || v->valuedouble != floor(v->valuedouble))
             return mr_fail(err, MR_ERR_FORMAT, "tensor \"%s\": shape[%d] is not a non-negative integer", name, d);
         e->shape[d] = (int64_t)v->valuedouble;
-        numel *= (uint64_t)e->shape[d];
-        if (numel > ((uint64_t)1 << 40))
+        /* Checked before multiplying, so the count cannot wrap. */
+        if (e->shape[d] && numel > (MAX_ELEMENTS / (uint64_t)e->shape[d]))
             return mr_fail(err, MR_ERR_FORMAT, "tensor \"%s\": shape too large", name);
+        numel *= (uint64_t)e->shape[d];
     }
     if (cJSON_GetArraySize(offs) != 2)
         return mr_fail(err, MR_ERR_FORMAT, "tensor \"%s\": data_offsets must be [begin, end]", name);
@@ -132,6 +135,10 @@ static mr_status parse_header(mr_weights *w, const char *json, size_t len, const
     mr_status st = MR_OK;
     cJSON_ArrayForEach(item, root) {
         if (strcmp(item->string, "__metadata__") == 0) {
+            if (!cJSON_IsObject(item)) {
+                st = mr_fail(err, MR_ERR_FORMAT, "__metadata__ must be an object of strings");
+                break;
+            }
             free(w->metadata_json);
             w->metadata_json = cJSON_PrintUnformatted(item);
             continue;
@@ -148,17 +155,23 @@ static mr_status parse_header(mr_weights *w, const char *json, size_t len, const
         if (strcmp(w->entries[i - 1].name, w->entries[i].name) == 0)
             return mr_fail(err, MR_ERR_FORMAT, "tensor \"%s\" appears twice in the header", w->entries[i].name);
 
-    /* Overlapping tensors would let one name alias another's data. */
+    /* Overlapping tensors would let one name alias another's data: sorted by
+     * offset, each non-empty tensor must start at or after the furthest end
+     * seen so far (empty tensors occupy nothing and are skipped). */
     mr_weight_entry **by_off = malloc(sizeof *by_off * (size_t)(w->count ? w->count : 1));
     if (!by_off) return mr_fail(err, MR_ERR_OOM, "out of memory");
     for (int i = 0; i < w->count; i++) by_off[i] = &w->entries[i];
     qsort(by_off, (size_t)w->count, sizeof *by_off, cmp_entry_offset);
-    for (int i = 1; i < w->count; i++) {
-        if (by_off[i]->nbytes && by_off[i - 1]->data + by_off[i - 1]->nbytes > by_off[i]->data) {
-            st = mr_fail(err, MR_ERR_FORMAT, "tensors \"%s\" and \"%s\" overlap in the data area",
-                         by_off[i - 1]->name, by_off[i]->name);
+    const mr_weight_entry *furthest = NULL;
+    for (int i = 0; i < w->count; i++) {
+        const mr_weight_entry *e = by_off[i];
+        if (!e->nbytes) continue;
+        if (furthest && furthest->data + furthest->nbytes > e->data) {
+            st = mr_fail(err, MR_ERR_FORMAT, "tensors \"%s\" and \"%s\" overlap in the data area", furthest->name,
+                         e->name);
             break;
         }
+        if (!furthest || e->data + e->nbytes > furthest->data + furthest->nbytes) furthest = e;
     }
     free(by_off);
     return st;
@@ -191,7 +204,10 @@ mr_status weights_open(mr_weights *w, const char *path, mr_error *err)
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | base[i];
     mr_status st;
-    if (hlen == 0 || hlen > MAX_HEADER_BYTES || hlen > w->map_size - 8) {
+    if (hlen > MAX_HEADER_BYTES) {
+        st = mr_fail(err, MR_ERR_FORMAT, "header length %llu exceeds the %u-byte limit; not a safetensors file",
+                     (unsigned long long)hlen, MAX_HEADER_BYTES);
+    } else if (hlen == 0 || hlen > w->map_size - 8) {
         st = mr_fail(err, MR_ERR_FORMAT, "header length %llu does not fit in the file (%zu bytes); "
                      "not a safetensors file, or truncated", (unsigned long long)hlen, w->map_size);
     } else {
@@ -283,10 +299,18 @@ mr_status weights_read_affine(mr_weights *w, const char *prefix, int channels, f
         snprintf(name, sizeof name, "%s.shift", prefix);
         return weights_read_f32(w, name, 1, shape, shift, err);
     }
+    static const char *const parts[4] = {"weight", "bias", "running_mean", "running_var"};
+    int any = 0;
+    for (int i = 0; i < 4 && !any; i++) {
+        snprintf(name, sizeof name, "%s.%s", prefix, parts[i]);
+        any = weights_find(w, name) != NULL;
+    }
+    if (!any)
+        return mr_fail(err, MR_ERR_SHAPE, "%s: normalisation \"%s\" is missing (neither %s.weight/bias/"
+                       "running_mean/running_var nor %s.scale/shift)", w->path, prefix, prefix, prefix);
     float *mean = malloc(sizeof(float) * 2 * (size_t)channels);
     if (!mean) return mr_fail(err, MR_ERR_OOM, "out of memory");
     float *var = mean + channels;
-    static const char *const parts[4] = {"weight", "bias", "running_mean", "running_var"};
     float *dst[4] = {scale, shift, mean, var};
     mr_status st = MR_OK;
     for (int i = 0; i < 4 && st == MR_OK; i++) {
@@ -295,6 +319,12 @@ mr_status weights_read_affine(mr_weights *w, const char *prefix, int channels, f
     }
     if (st == MR_OK) {
         /* The same float32 operations as FrozenBatchNorm2d: scale = w * rsqrt(var + eps). */
+        for (int c = 0; c < channels && st == MR_OK; c++)
+            if (!(var[c] + eps > 0.0f) || !isfinite(var[c]))
+                st = mr_fail(err, MR_ERR_FORMAT, "%s: tensor \"%s.running_var\"[%d] = %g: a variance must be "
+                             "positive and finite", w->path, prefix, c, (double)var[c]);
+    }
+    if (st == MR_OK) {
         for (int c = 0; c < channels; c++) {
             float s = scale[c] * (1.0f / sqrtf(var[c] + eps));
             scale[c] = s;

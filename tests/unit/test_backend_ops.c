@@ -1,0 +1,1280 @@
+/* Every op of the backend interface (backend.h, mr_backend_i), run through
+ * the backend table on every backend of this build from one table of cases
+ * per op, after ggml's test-backend-ops.
+ *
+ * The dense ops (conv, linear, deconv2x2, max_pool, upsample_nearest) are
+ * compared with naive references written here (direct loops over NHWC
+ * activations and PyTorch weight layouts, double accumulation) by
+ * normalised error ||got - ref|| / ||ref|| against a per-op tolerance. The
+ * detection ops have their own parity tests against torchvision
+ * (tests/parity/test_ops_torchvision.py); here each runs on an empty and a
+ * small non-empty case and is checked for shapes, counts, ranges and NaN.
+ *
+ * Any NaN fails. Outputs are pre-filled with garbage (ops must not rely on
+ * buffer_alloc's zeroing) and followed by guard values that must survive.
+ * Inputs come from a small xorshift generator with a fixed seed, printed at
+ * the start (MR_TEST_SEED=<n> to try another). A backend or op that is not
+ * available prints a SKIP line and is reported by cmocka as skipped. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "anchors.h"
+#include "backend.h"
+
+#define DEFAULT_SEED 0x6d61736b52434e4eull
+
+/* Tolerances, by normalised error. Max pooling and nearest upsampling copy
+ * values, so they must match exactly. */
+#define TOL_CONV 1e-5
+#define TOL_LINEAR 1e-5
+#define TOL_DECONV 1e-5
+#define TOL_EXACT 0.0
+#define TOL_SIGMOID 1e-6
+#define TOL_ROI_CONST 1e-6
+
+#define GUARD 16
+#define GUARD_VALUE -7777.25f
+
+/* ------------------------------------------------------------------ random */
+
+static uint64_t g_seed = DEFAULT_SEED, g_rng;
+
+static void rng_reset(void) { g_rng = g_seed ? g_seed : 1; }
+
+static uint64_t rng_next(void)
+{
+    /* xorshift64* */
+    g_rng ^= g_rng >> 12;
+    g_rng ^= g_rng << 25;
+    g_rng ^= g_rng >> 27;
+    return g_rng * 0x2545F4914F6CDD1Dull;
+}
+
+static float rng_uniform(float lo, float hi)
+{
+    return lo + (hi - lo) * (float)((double)(rng_next() >> 40) / 16777216.0);
+}
+
+static void fill_uniform(float *x, size_t n, float lo, float hi)
+{
+    for (size_t i = 0; i < n; i++) x[i] = rng_uniform(lo, hi);
+}
+
+static void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    assert_non_null(p);
+    return p;
+}
+
+static float *fmalloc(size_t count) { return xmalloc(count * sizeof(float)); }
+
+/* ---------------------------------------------------------------- backends */
+
+typedef struct {
+    const char *name;
+    /* Fills `why` and returns non-zero when the backend cannot be made. */
+    int (*create)(mr_backend *be, char *why, size_t why_len);
+} backend_desc;
+
+static int create_cpu(mr_backend *be, char *why, size_t why_len)
+{
+    mr_error err = {0};
+    if (backend_cpu_create(be, 2, &err) == MR_OK) return 0;
+    snprintf(why, why_len, "backend_cpu_create failed: %s", err.msg);
+    return 1;
+}
+
+#ifdef MR_HAVE_CUDA
+/* Weak: a CUDA build may not have the CUDA backend yet. A weak reference
+ * does not pull an object out of libdetect.a by itself; the backend's object
+ * is linked when something else in the test needs it. */
+mr_status backend_cuda_create(mr_backend *out, int device, mr_error *err) __attribute__((weak));
+#endif
+
+static int create_cuda(mr_backend *be, char *why, size_t why_len)
+{
+#ifdef MR_HAVE_CUDA
+    if (backend_cuda_create) {
+        mr_error err = {0};
+        if (backend_cuda_create(be, 0, &err) == MR_OK) return 0;
+        snprintf(why, why_len, "no GPU (%s)", err.msg);
+        return 1;
+    }
+#endif
+    (void)be;
+    snprintf(why, why_len, "no CUDA backend in this build");
+    return 1;
+}
+
+static const backend_desc g_backends[] = {
+    {"cpu", create_cpu},
+    {"cuda", create_cuda},
+};
+
+/* ------------------------------------------------------- fixture and tally */
+
+typedef struct fixture fixture;
+
+typedef struct {
+    int cases, fails, skips;
+} tally;
+
+typedef struct {
+    const char *name;
+    void (*run)(fixture *f, tally *t);
+} op_desc;
+
+struct fixture {
+    const backend_desc *bd;
+    const op_desc *op;
+    mr_backend be;
+    int created;
+    char why[MR_ERROR_MSG_LEN + 64];
+    char test_name[64];
+};
+
+/* An op missing from the backend's table is skipped, visibly. */
+#define NEED(f, fn)                                                                              \
+    do {                                                                                         \
+        if (!(f)->be.i->fn) {                                                                    \
+            printf("SKIP %s: %s: the backend has no " #fn "\n", (f)->bd->name, (f)->op->name);   \
+            skip();                                                                              \
+        }                                                                                        \
+    } while (0)
+
+static void label_case(const fixture *f, char *out, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void label_case(const fixture *f, char *out, size_t len, const char *fmt, ...)
+{
+    int k = snprintf(out, len, "[%s] %s ", f->bd->name, f->op->name);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out + k, len - (size_t)k, fmt, ap);
+    va_end(ap);
+}
+
+/* Counts a case whose op returned s; prints SKIP for MR_ERR_UNSUPPORTED
+ * and FAIL for any other error. Returns 1 when the results can be checked. */
+static int status_ok(tally *t, const char *label, mr_status s, const mr_error *err)
+{
+    if (s == MR_OK) return 1;
+    t->cases++;
+    if (s == MR_ERR_UNSUPPORTED) {
+        printf("  %-72s SKIP (%s)\n", label, err->msg);
+        t->skips++;
+    } else {
+        printf("  %-72s FAIL: %s: %s\n", label, mr_status_name(s), err->msg);
+        t->fails++;
+    }
+    return 0;
+}
+
+static void report(tally *t, const char *label, int ok, const char *detail)
+{
+    t->cases++;
+    if (!ok) t->fails++;
+    printf("  %-72s %s%s%s\n", label, ok ? "OK" : "FAIL", detail[0] ? "  " : "", detail);
+}
+
+/* ||got - ref|| / ||ref|| in double, or ||got - ref|| when ref is all zero;
+ * NaN when either side holds a NaN or an infinity. */
+static double norm_err(const float *got, const float *ref, size_t n)
+{
+    double d2 = 0.0, r2 = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(got[i]) || !isfinite(ref[i])) return NAN;
+        double d = (double)got[i] - (double)ref[i];
+        d2 += d * d;
+        r2 += (double)ref[i] * (double)ref[i];
+    }
+    return r2 > 0.0 ? sqrt(d2 / r2) : sqrt(d2);
+}
+
+static void check_close(tally *t, const char *label, const float *got, const float *ref, size_t n, double tol,
+                        int guard_ok)
+{
+    double e = norm_err(got, ref, n);
+    char detail[96];
+    snprintf(detail, sizeof detail, "err %.2e (tol %.0e)%s", e, tol, guard_ok ? "" : ", output guard overwritten");
+    report(t, label, e <= tol && guard_ok, detail);
+}
+
+static int all_finite(const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return 0;
+    return 1;
+}
+
+/* ----------------------------------------------------- device buffer helpers */
+
+static float *dev_alloc(fixture *f, size_t count)
+{
+    void *p = NULL;
+    mr_error err = {0};
+    mr_status s = f->be.i->buffer_alloc(f->be.ctx, count * sizeof(float), &p, &err);
+    if (s != MR_OK) fail_msg("buffer_alloc(%zu floats): %s", count, err.msg);
+    return p;
+}
+
+static void dev_put(fixture *f, float *d, const float *h, size_t count)
+{
+    mr_error err = {0};
+    if (count && f->be.i->copy_to_device(f->be.ctx, d, h, count * sizeof(float), &err) != MR_OK)
+        fail_msg("copy_to_device: %s", err.msg);
+}
+
+static void dev_get(fixture *f, float *h, const float *d, size_t count)
+{
+    mr_error err = {0};
+    if (f->be.i->sync(f->be.ctx, &err) != MR_OK) fail_msg("sync: %s", err.msg);
+    if (count && f->be.i->copy_to_host(f->be.ctx, h, d, count * sizeof(float), &err) != MR_OK)
+        fail_msg("copy_to_host: %s", err.msg);
+}
+
+static float *dev_upload(fixture *f, const float *h, size_t count)
+{
+    float *d = dev_alloc(f, count);
+    dev_put(f, d, h, count);
+    return d;
+}
+
+/* An output of `count` floats, pre-filled from init (garbage values when
+ * init is NULL) and followed by GUARD sentinels. */
+static float *dev_output(fixture *f, const float *init, size_t count)
+{
+    float *h = fmalloc(count + GUARD);
+    if (init)
+        memcpy(h, init, count * sizeof(float));
+    else
+        fill_uniform(h, count, -100.0f, 100.0f);
+    for (int i = 0; i < GUARD; i++) h[count + (size_t)i] = GUARD_VALUE;
+    float *d = dev_upload(f, h, count + GUARD);
+    free(h);
+    return d;
+}
+
+static int guard_intact(fixture *f, const float *d, size_t count)
+{
+    float g[GUARD];
+    dev_get(f, g, d + count, GUARD);
+    for (int i = 0; i < GUARD; i++)
+        if (g[i] != GUARD_VALUE) return 0;
+    return 1;
+}
+
+static void dev_free(fixture *f, void *d) { f->be.i->buffer_free(f->be.ctx, d); }
+
+/* -------------------------------------------------------------------- conv */
+
+typedef struct {
+    int n, h, w, cin, cout;
+    int k, stride, pad, dilation, groups;
+    int relu, accumulate;
+} conv_case;
+
+/* PyTorch's output size (floor mode). */
+static int conv_out(int in, int k, int stride, int pad, int dilation)
+{
+    return (in + 2 * pad - dilation * (k - 1) - 1) / stride + 1;
+}
+
+/* y = act(conv(x, w) + b + (accumulate ? y_before : 0)): x NHWC, w OIHW
+ * ([cout, cin/groups, k, k]), y NHWC, double accumulation. */
+static void ref_conv(const mr_conv_params *p, int n, int h, int w, int oh, int ow, const float *x, const float *wt,
+                     const float *b, int accumulate, const float *y_before, float *y)
+{
+    int cpg = p->cin / p->groups, opg = p->cout / p->groups;
+    for (int in = 0; in < n; in++)
+        for (int oy = 0; oy < oh; oy++)
+            for (int ox = 0; ox < ow; ox++)
+                for (int co = 0; co < p->cout; co++) {
+                    int g = co / opg;
+                    double acc = b[co];
+                    for (int ky = 0; ky < p->kh; ky++) {
+                        int iy = oy * p->stride - p->pad + ky * p->dilation;
+                        if (iy < 0 || iy >= h) continue;
+                        for (int kx = 0; kx < p->kw; kx++) {
+                            int ix = ox * p->stride - p->pad + kx * p->dilation;
+                            if (ix < 0 || ix >= w) continue;
+                            for (int ci = 0; ci < cpg; ci++) {
+                                double xv = x[(((size_t)in * h + iy) * w + ix) * p->cin + (size_t)(g * cpg + ci)];
+                                double wv = wt[(((size_t)co * cpg + ci) * p->kh + ky) * p->kw + kx];
+                                acc += xv * wv;
+                            }
+                        }
+                    }
+                    size_t o = (((size_t)in * oh + oy) * ow + ox) * p->cout + co;
+                    if (accumulate) acc += y_before[o];
+                    if (p->relu && acc < 0.0) acc = 0.0;
+                    y[o] = (float)acc;
+                }
+}
+
+static mr_conv_params conv_params(const conv_case *c)
+{
+    mr_conv_params p = {c->cin, c->cout, c->k, c->k, c->stride, c->pad, c->dilation, c->groups, c->relu};
+    return p;
+}
+
+/* Random weights (scaled by 1/sqrt(fan-in)) and bias for p. */
+static void conv_weights(const mr_conv_params *p, float **w, float **b)
+{
+    size_t fan_in = (size_t)(p->cin / p->groups) * (size_t)p->kh * (size_t)p->kw;
+    size_t count = (size_t)p->cout * fan_in;
+    float s = 1.0f / sqrtf((float)fan_in);
+    *w = fmalloc(count);
+    *b = fmalloc((size_t)p->cout);
+    fill_uniform(*w, count, -s, s);
+    fill_uniform(*b, (size_t)p->cout, -0.5f, 0.5f);
+}
+
+/* Runs layer (prepared from p, w, b) on a random [n,h,w,cin] input. y is
+ * pre-filled with random values: the residual when accumulating, garbage
+ * the op must overwrite otherwise. */
+static void conv_check(fixture *f, tally *t, mr_layer *layer, const mr_conv_params *p, const float *w,
+                       const float *b, int n, int h, int wd, int accumulate)
+{
+    int oh = conv_out(h, p->kh, p->stride, p->pad, p->dilation);
+    int ow = conv_out(wd, p->kw, p->stride, p->pad, p->dilation);
+    size_t xs = (size_t)n * h * wd * p->cin, ys = (size_t)n * oh * ow * p->cout;
+    float *hx = fmalloc(xs), *hy0 = fmalloc(ys), *hy = fmalloc(ys), *ref = fmalloc(ys);
+    fill_uniform(hx, xs, -1.0f, 1.0f);
+    fill_uniform(hy0, ys, -1.0f, 1.0f);
+    float *dx = dev_upload(f, hx, xs), *dy = dev_output(f, hy0, ys);
+    mr_tensor tx = mr_tensor_make(dx, n, h, wd, p->cin), ty = mr_tensor_make(dy, n, oh, ow, p->cout);
+    char label[200];
+    label_case(f, label, sizeof label, "k%d s%d p%d d%d g%d %s%s N=%d %dx%dx%d->%dx%dx%d", p->kh, p->stride, p->pad,
+               p->dilation, p->groups, p->relu ? "relu " : "", accumulate ? "acc " : "", n, h, wd, p->cin, oh, ow,
+               p->cout);
+    mr_error err = {0};
+    mr_status s = f->be.i->conv(f->be.ctx, layer, &tx, &ty, accumulate, &err);
+    if (status_ok(t, label, s, &err)) {
+        dev_get(f, hy, dy, ys);
+        ref_conv(p, n, h, wd, oh, ow, hx, w, b, accumulate, hy0, ref);
+        check_close(t, label, hy, ref, ys, TOL_CONV, guard_intact(f, dy, ys));
+    }
+    dev_free(f, dx);
+    dev_free(f, dy);
+    free(hx);
+    free(hy0);
+    free(hy);
+    free(ref);
+}
+
+static const conv_case g_conv_cases[] = {
+    /*  n   h   w  cin cout  k  s  p  d  g relu acc */
+    {1, 13, 19, 16, 32, 1, 1, 0, 1, 1, 0, 0},  /* 1x1 */
+    {3, 13, 19, 64, 16, 1, 2, 0, 1, 1, 0, 0},  /* 1x1 stride 2 (ResNet downsample) */
+    {1, 13, 19, 64, 16, 1, 1, 0, 1, 1, 1, 0},
+    {1, 7, 5, 3, 8, 3, 1, 1, 1, 1, 1, 0},      /* 3x3 */
+    {3, 13, 19, 16, 32, 3, 2, 1, 1, 1, 1, 0},  /* 3x3 stride 2 */
+    {1, 7, 5, 16, 32, 3, 2, 1, 1, 1, 0, 0},
+    {1, 7, 5, 16, 32, 3, 1, 0, 1, 1, 0, 0},    /* pad 0 */
+    {1, 13, 19, 3, 8, 7, 2, 3, 1, 1, 1, 0},    /* 7x7 stride 2 pad 3 (ResNet stem) */
+    {3, 7, 5, 16, 32, 7, 1, 3, 1, 1, 0, 0},
+    {1, 1, 1, 16, 32, 3, 1, 1, 1, 1, 1, 0},    /* 1x1 spatial */
+    {3, 1, 1, 3, 8, 7, 2, 3, 1, 1, 0, 0},
+    {1, 13, 19, 16, 32, 3, 1, 2, 2, 1, 1, 0},  /* dilation 2 */
+    {3, 13, 19, 16, 16, 3, 2, 2, 2, 1, 0, 0},
+    {1, 13, 19, 16, 32, 3, 1, 1, 1, 2, 1, 0},  /* groups 2 */
+    {3, 13, 19, 64, 16, 1, 1, 0, 1, 1, 1, 1},  /* residual sum + relu (bottleneck conv3) */
+    {1, 13, 19, 16, 32, 3, 1, 1, 1, 1, 0, 1},  /* residual sum, no relu */
+    {3, 7, 5, 3, 8, 3, 2, 1, 1, 1, 1, 1},
+    {0, 13, 19, 16, 32, 3, 1, 1, 1, 1, 1, 0},  /* N = 0: a no-op */
+    {0, 13, 19, 64, 16, 1, 1, 0, 1, 1, 1, 1},
+};
+
+static void op_conv(fixture *f, tally *t)
+{
+    NEED(f, conv_init);
+    NEED(f, conv);
+    for (size_t i = 0; i < sizeof g_conv_cases / sizeof g_conv_cases[0]; i++) {
+        const conv_case *c = &g_conv_cases[i];
+        mr_conv_params p = conv_params(c);
+        float *w, *b;
+        conv_weights(&p, &w, &b);
+        mr_layer *layer = NULL;
+        mr_error err = {0};
+        char label[96];
+        label_case(f, label, sizeof label, "init case %zu", i);
+        if (status_ok(t, label, f->be.i->conv_init(f->be.ctx, "test.conv", &p, w, b, &layer, &err), &err)) {
+            conv_check(f, t, layer, &p, w, b, c->n, c->h, c->w, c->accumulate);
+            f->be.i->layer_free(f->be.ctx, layer);
+        }
+        free(w);
+        free(b);
+    }
+}
+
+/* One layer run on a sequence of input shapes: a backend that caches
+ * per-shape primitives (or reorders weights on first use) must give the same
+ * results when the shape changes, changes back, and after more shapes than
+ * a small cache holds. */
+static void op_conv_shapes(fixture *f, tally *t)
+{
+    NEED(f, conv_init);
+    NEED(f, conv);
+    static const conv_case layers[] = {
+        {0, 0, 0, 16, 32, 3, 1, 1, 1, 1, 1, 0},
+        {0, 0, 0, 64, 16, 1, 2, 0, 1, 1, 0, 0},
+    };
+    /* n, h, w, accumulate */
+    static const int seq[][4] = {
+        {1, 13, 19, 0}, {1, 7, 5, 0}, {1, 13, 19, 0}, {1, 13, 19, 1}, {3, 13, 19, 0}, {1, 7, 5, 1},
+        {1, 5, 4, 0},   {1, 6, 5, 0}, {1, 7, 6, 0},   {1, 8, 7, 0},   {1, 9, 8, 0},   {1, 10, 9, 0},
+        {1, 11, 10, 0}, {1, 12, 11, 0}, {1, 13, 19, 0}, {1, 7, 5, 1}, {0, 7, 5, 0},   {1, 13, 19, 1},
+    };
+    for (size_t l = 0; l < sizeof layers / sizeof layers[0]; l++) {
+        mr_conv_params p = conv_params(&layers[l]);
+        float *w, *b;
+        conv_weights(&p, &w, &b);
+        mr_layer *layer = NULL;
+        mr_error err = {0};
+        char label[96];
+        label_case(f, label, sizeof label, "init layer %zu", l);
+        if (status_ok(t, label, f->be.i->conv_init(f->be.ctx, "test.conv_shapes", &p, w, b, &layer, &err), &err)) {
+            for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++)
+                conv_check(f, t, layer, &p, w, b, seq[i][0], seq[i][1], seq[i][2], seq[i][3]);
+            f->be.i->layer_free(f->be.ctx, layer);
+        }
+        free(w);
+        free(b);
+    }
+}
+
+/* ------------------------------------------------------------------ linear */
+
+typedef struct {
+    int n, h, w, c; /* input [n,h,w,c], in = h*w*c */
+    int out, relu;
+} linear_case;
+
+static const linear_case g_linear_cases[] = {
+    {0, 7, 7, 4, 33, 1},   /* n = 0 */
+    {1, 1, 1, 64, 10, 0},  /* n = 1 */
+    {1, 7, 7, 4, 33, 1},
+    {37, 7, 7, 4, 33, 0},  /* input [n,h,w,c] flattened (the box head's fc6) */
+    {37, 7, 7, 4, 33, 1},
+    {37, 1, 1, 256, 91, 1},
+    {37, 3, 5, 7, 12, 0},
+};
+
+static void op_linear(fixture *f, tally *t)
+{
+    NEED(f, linear_init);
+    NEED(f, linear);
+    for (size_t i = 0; i < sizeof g_linear_cases / sizeof g_linear_cases[0]; i++) {
+        const linear_case *c = &g_linear_cases[i];
+        int in = c->h * c->w * c->c;
+        mr_linear_params p = {in, c->out, c->relu};
+        size_t xs = (size_t)c->n * in, ys = (size_t)c->n * c->out, ws = (size_t)c->out * in;
+        float *w = fmalloc(ws), *b = fmalloc((size_t)c->out), *hx = fmalloc(xs), *hy = fmalloc(ys), *ref = fmalloc(ys);
+        float s = 1.0f / sqrtf((float)in);
+        fill_uniform(w, ws, -s, s);
+        fill_uniform(b, (size_t)c->out, -0.5f, 0.5f);
+        fill_uniform(hx, xs, -1.0f, 1.0f);
+        char label[160];
+        label_case(f, label, sizeof label, "%s[%d,%d,%d,%d] x [%d,%d]^T", c->relu ? "relu " : "", c->n, c->h, c->w,
+                   c->c, c->out, in);
+        mr_layer *layer = NULL;
+        mr_error err = {0};
+        if (status_ok(t, label, f->be.i->linear_init(f->be.ctx, "test.linear", &p, w, b, &layer, &err), &err)) {
+            float *dx = dev_upload(f, hx, xs), *dy = dev_output(f, NULL, ys);
+            mr_tensor tx = mr_tensor_make(dx, c->n, c->h, c->w, c->c), ty = mr_tensor_make(dy, c->n, 1, 1, c->out);
+            if (status_ok(t, label, f->be.i->linear(f->be.ctx, layer, &tx, &ty, &err), &err)) {
+                dev_get(f, hy, dy, ys);
+                for (int r = 0; r < c->n; r++)
+                    for (int o = 0; o < c->out; o++) {
+                        double acc = b[o];
+                        for (int k = 0; k < in; k++)
+                            acc += (double)hx[(size_t)r * in + k] * (double)w[(size_t)o * in + k];
+                        if (c->relu && acc < 0.0) acc = 0.0;
+                        ref[(size_t)r * c->out + o] = (float)acc;
+                    }
+                check_close(t, label, hy, ref, ys, TOL_LINEAR, guard_intact(f, dy, ys));
+            }
+            dev_free(f, dx);
+            dev_free(f, dy);
+            f->be.i->layer_free(f->be.ctx, layer);
+        }
+        free(w);
+        free(b);
+        free(hx);
+        free(hy);
+        free(ref);
+    }
+}
+
+/* --------------------------------------------------------------- deconv2x2 */
+
+typedef struct {
+    int n, h, w, cin, cout, relu;
+} deconv_case;
+
+static const deconv_case g_deconv_cases[] = {
+    {0, 7, 5, 16, 8, 1},   /* N = 0 */
+    {2, 7, 5, 16, 8, 1},   /* odd sizes */
+    {1, 14, 14, 32, 16, 1}, /* the mask head's shape, scaled down */
+    {2, 13, 19, 3, 5, 1},
+    {2, 1, 1, 8, 4, 0},
+};
+
+/* ConvTranspose2d(kernel 2, stride 2), w [cin, cout, 2, 2]: input pixel
+ * (i, j) writes output pixels (2i + ki, 2j + kj). */
+static void ref_deconv2x2(const deconv_case *c, const float *x, const float *w, const float *b, float *y)
+{
+    int oh = 2 * c->h, ow = 2 * c->w;
+    for (int n = 0; n < c->n; n++)
+        for (int oy = 0; oy < oh; oy++)
+            for (int ox = 0; ox < ow; ox++)
+                for (int co = 0; co < c->cout; co++) {
+                    int i = oy / 2, j = ox / 2, ki = oy % 2, kj = ox % 2;
+                    double acc = b[co];
+                    for (int ci = 0; ci < c->cin; ci++)
+                        acc += (double)x[(((size_t)n * c->h + i) * c->w + j) * c->cin + ci] *
+                               (double)w[(((size_t)ci * c->cout + co) * 2 + ki) * 2 + kj];
+                    if (c->relu && acc < 0.0) acc = 0.0;
+                    y[(((size_t)n * oh + oy) * ow + ox) * c->cout + co] = (float)acc;
+                }
+}
+
+static void op_deconv2x2(fixture *f, tally *t)
+{
+    NEED(f, deconv2x2_init);
+    NEED(f, deconv2x2);
+    for (size_t i = 0; i < sizeof g_deconv_cases / sizeof g_deconv_cases[0]; i++) {
+        const deconv_case *c = &g_deconv_cases[i];
+        mr_deconv2x2_params p = {c->cin, c->cout, c->relu};
+        size_t ws = (size_t)c->cin * c->cout * 4, xs = (size_t)c->n * c->h * c->w * c->cin;
+        size_t ys = (size_t)c->n * 4 * c->h * c->w * c->cout;
+        float *w = fmalloc(ws), *b = fmalloc((size_t)c->cout), *hx = fmalloc(xs), *hy = fmalloc(ys), *ref = fmalloc(ys);
+        float s = 1.0f / sqrtf((float)c->cin);
+        fill_uniform(w, ws, -s, s);
+        fill_uniform(b, (size_t)c->cout, -0.5f, 0.5f);
+        fill_uniform(hx, xs, -1.0f, 1.0f);
+        char label[160];
+        label_case(f, label, sizeof label, "%sN=%d %dx%dx%d->%dx%dx%d", c->relu ? "relu " : "", c->n, c->h, c->w,
+                   c->cin, 2 * c->h, 2 * c->w, c->cout);
+        mr_layer *layer = NULL;
+        mr_error err = {0};
+        if (status_ok(t, label, f->be.i->deconv2x2_init(f->be.ctx, "test.deconv", &p, w, b, &layer, &err), &err)) {
+            float *dx = dev_upload(f, hx, xs), *dy = dev_output(f, NULL, ys);
+            mr_tensor tx = mr_tensor_make(dx, c->n, c->h, c->w, c->cin);
+            mr_tensor ty = mr_tensor_make(dy, c->n, 2 * c->h, 2 * c->w, c->cout);
+            if (status_ok(t, label, f->be.i->deconv2x2(f->be.ctx, layer, &tx, &ty, &err), &err)) {
+                dev_get(f, hy, dy, ys);
+                ref_deconv2x2(c, hx, w, b, ref);
+                check_close(t, label, hy, ref, ys, TOL_DECONV, guard_intact(f, dy, ys));
+            }
+            dev_free(f, dx);
+            dev_free(f, dy);
+            f->be.i->layer_free(f->be.ctx, layer);
+        }
+        free(w);
+        free(b);
+        free(hx);
+        free(hy);
+        free(ref);
+    }
+}
+
+/* ---------------------------------------------------------------- max_pool */
+
+typedef struct {
+    int n, h, w, c;
+    int kernel, stride, pad;
+    int negative; /* all inputs < 0: a padded tap taken as 0 would win */
+} pool_case;
+
+static const pool_case g_pool_cases[] = {
+    {2, 13, 19, 8, 3, 2, 1, 0}, /* ResNet stem */
+    {2, 13, 19, 8, 3, 2, 1, 1},
+    {1, 7, 5, 3, 3, 2, 1, 1},
+    {1, 2, 2, 4, 3, 2, 1, 1},
+    {1, 1, 1, 4, 3, 2, 1, 1},
+    {2, 13, 19, 8, 1, 2, 0, 0}, /* FPN P6 */
+    {1, 7, 5, 3, 1, 2, 0, 1},
+    {1, 1, 1, 4, 1, 2, 0, 1},
+    {0, 13, 19, 8, 3, 2, 1, 0}, /* N = 0 */
+};
+
+static void op_max_pool(fixture *f, tally *t)
+{
+    NEED(f, max_pool);
+    for (size_t i = 0; i < sizeof g_pool_cases / sizeof g_pool_cases[0]; i++) {
+        const pool_case *c = &g_pool_cases[i];
+        mr_pool_params p = {c->kernel, c->stride, c->pad};
+        int oh = (c->h + 2 * c->pad - c->kernel) / c->stride + 1, ow = (c->w + 2 * c->pad - c->kernel) / c->stride + 1;
+        size_t xs = (size_t)c->n * c->h * c->w * c->c, ys = (size_t)c->n * oh * ow * c->c;
+        float *hx = fmalloc(xs), *hy = fmalloc(ys), *ref = fmalloc(ys);
+        fill_uniform(hx, xs, c->negative ? -2.0f : -1.0f, c->negative ? -1.0f : 1.0f);
+        for (int n = 0; n < c->n; n++)
+            for (int oy = 0; oy < oh; oy++)
+                for (int ox = 0; ox < ow; ox++)
+                    for (int ch = 0; ch < c->c; ch++) {
+                        float m = -INFINITY;
+                        for (int ky = 0; ky < c->kernel; ky++)
+                            for (int kx = 0; kx < c->kernel; kx++) {
+                                int iy = oy * c->stride - c->pad + ky, ix = ox * c->stride - c->pad + kx;
+                                if (iy < 0 || iy >= c->h || ix < 0 || ix >= c->w) continue;
+                                float v = hx[(((size_t)n * c->h + iy) * c->w + ix) * c->c + ch];
+                                if (v > m) m = v;
+                            }
+                        ref[(((size_t)n * oh + oy) * ow + ox) * c->c + ch] = m;
+                    }
+        float *dx = dev_upload(f, hx, xs), *dy = dev_output(f, NULL, ys);
+        mr_tensor tx = mr_tensor_make(dx, c->n, c->h, c->w, c->c), ty = mr_tensor_make(dy, c->n, oh, ow, c->c);
+        char label[160];
+        label_case(f, label, sizeof label, "k%d s%d p%d %sN=%d %dx%dx%d->%dx%d", c->kernel, c->stride, c->pad,
+                   c->negative ? "all<0 " : "", c->n, c->h, c->w, c->c, oh, ow);
+        mr_error err = {0};
+        if (status_ok(t, label, f->be.i->max_pool(f->be.ctx, &p, &tx, &ty, &err), &err)) {
+            dev_get(f, hy, dy, ys);
+            check_close(t, label, hy, ref, ys, TOL_EXACT, guard_intact(f, dy, ys));
+        }
+        dev_free(f, dx);
+        dev_free(f, dy);
+        free(hx);
+        free(hy);
+        free(ref);
+    }
+}
+
+/* -------------------------------------------------------- upsample_nearest */
+
+typedef struct {
+    int n, ih, iw, oh, ow, c;
+} upsample_case;
+
+static const upsample_case g_upsample_cases[] = {
+    {2, 5, 7, 10, 14, 4},  /* exact 2x (FPN top-down) */
+    {2, 13, 19, 26, 38, 8},
+    {1, 1, 1, 2, 2, 3},
+    {1, 5, 7, 13, 19, 3},  /* non-integer ratio */
+    {1, 1, 1, 3, 5, 2},
+    {1, 13, 19, 5, 7, 3},  /* downsizing: the same rule */
+    {1, 5, 7, 5, 7, 2},    /* identity */
+    {0, 5, 7, 10, 14, 4},  /* N = 0 */
+};
+
+/* PyTorch's "nearest": src = min(floor(dst * (float)in / out), in - 1), in
+ * float; exact 2x is dst >> 1. */
+static int ref_nearest(int dst, int in, int out)
+{
+    if (out == 2 * in) return dst >> 1;
+    float scale = (float)in / (float)out;
+    int i = (int)floorf((float)dst * scale);
+    return i < in - 1 ? i : in - 1;
+}
+
+static void op_upsample_nearest(fixture *f, tally *t)
+{
+    NEED(f, upsample_nearest);
+    for (size_t i = 0; i < sizeof g_upsample_cases / sizeof g_upsample_cases[0]; i++) {
+        const upsample_case *c = &g_upsample_cases[i];
+        size_t xs = (size_t)c->n * c->ih * c->iw * c->c, ys = (size_t)c->n * c->oh * c->ow * c->c;
+        float *hx = fmalloc(xs), *hy = fmalloc(ys), *ref = fmalloc(ys);
+        fill_uniform(hx, xs, -1.0f, 1.0f);
+        for (int n = 0; n < c->n; n++)
+            for (int oy = 0; oy < c->oh; oy++)
+                for (int ox = 0; ox < c->ow; ox++)
+                    for (int ch = 0; ch < c->c; ch++) {
+                        int iy = ref_nearest(oy, c->ih, c->oh), ix = ref_nearest(ox, c->iw, c->ow);
+                        ref[(((size_t)n * c->oh + oy) * c->ow + ox) * c->c + ch] =
+                            hx[(((size_t)n * c->ih + iy) * c->iw + ix) * c->c + ch];
+                    }
+        float *dx = dev_upload(f, hx, xs), *dy = dev_output(f, NULL, ys);
+        mr_tensor tx = mr_tensor_make(dx, c->n, c->ih, c->iw, c->c), ty = mr_tensor_make(dy, c->n, c->oh, c->ow, c->c);
+        char label[160];
+        label_case(f, label, sizeof label, "N=%d %dx%dx%d->%dx%d", c->n, c->ih, c->iw, c->c, c->oh, c->ow);
+        mr_error err = {0};
+        if (status_ok(t, label, f->be.i->upsample_nearest(f->be.ctx, &tx, &ty, &err), &err)) {
+            dev_get(f, hy, dy, ys);
+            check_close(t, label, hy, ref, ys, TOL_EXACT, guard_intact(f, dy, ys));
+        }
+        dev_free(f, dx);
+        dev_free(f, dy);
+        free(hx);
+        free(hy);
+        free(ref);
+    }
+}
+
+/* --------------------------------------------------------------- roi_align */
+
+#define ROI_LEVELS 4 /* P2..P5 */
+#define ROI_C 4
+#define ROI_IMG 128
+
+static void op_roi_align(fixture *f, tally *t)
+{
+    NEED(f, roi_align);
+    static const float rois[] = {
+        10, 12, 50, 40,         /* inside (P2) */
+        0, 0, 128, 128,         /* the whole image (P3) */
+        30.5f, 20.25f, 31.5f, 21.25f, /* sub-pixel */
+        40, 40, 40, 60,         /* zero width */
+        60, 50, 20, 10,         /* x2 < x1, y2 < y1 */
+        -300, -300, 500, 500,   /* larger than the image (P5), mostly outside */
+        900, 900, 1000, 1000,   /* wholly outside the image: all zero */
+    };
+    const int n_rois = (int)(sizeof rois / sizeof rois[0] / 4), n_inside = 3, outside = 6;
+    static const mr_roi_align_params variants[] = {
+        {7, 7, 2, 0, 1.0f},   /* torchvision, Detectron */
+        {14, 14, 0, 1, 1.0f}, /* detectron2: aligned, adaptive sampling */
+    };
+    const mr_level_map map = {2, 5, 224, 4, 1e-6f, 0, 0};
+
+    float *d_levels[ROI_LEVELS], *h_levels[ROI_LEVELS];
+    mr_tensor levels[ROI_LEVELS];
+    const mr_tensor *lv[ROI_LEVELS];
+    size_t lcount[ROI_LEVELS];
+    for (int l = 0; l < ROI_LEVELS; l++) {
+        int s = ROI_IMG >> (l + 2);
+        lcount[l] = (size_t)s * s * ROI_C;
+        h_levels[l] = fmalloc(lcount[l]);
+        d_levels[l] = dev_alloc(f, lcount[l]);
+        levels[l] = mr_tensor_make(d_levels[l], 1, s, s, ROI_C);
+        lv[l] = &levels[l];
+    }
+    float *d_rois = dev_upload(f, rois, 4 * (size_t)n_rois);
+
+    for (int constant = 0; constant < 2; constant++) {
+        /* random maps: shapes and finiteness; constant maps: every in-image
+         * sample of a bilinear interpolation is that constant */
+        for (int l = 0; l < ROI_LEVELS; l++) {
+            if (constant)
+                for (size_t k = 0; k < lcount[l]; k++) h_levels[l][k] = 0.75f;
+            else
+                fill_uniform(h_levels[l], lcount[l], -1.0f, 1.0f);
+            dev_put(f, d_levels[l], h_levels[l], lcount[l]);
+        }
+        for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+            const mr_roi_align_params *p = &variants[v];
+            int counts[2] = {0, constant ? n_inside : n_rois};
+            for (int ci = 0; ci < 2; ci++) {
+                int n = counts[ci];
+                size_t per = (size_t)p->out_h * p->out_w * ROI_C, ys = (size_t)n * per;
+                float *dy = dev_output(f, NULL, ys), *hy = fmalloc(ys);
+                mr_tensor tr = mr_tensor_make(d_rois, n, 1, 1, 4), ty = mr_tensor_make(dy, n, p->out_h, p->out_w, ROI_C);
+                char label[160];
+                label_case(f, label, sizeof label, "%dx%d sr%d aligned%d %s maps, %d rois", p->out_h, p->out_w,
+                           p->sampling_ratio, p->aligned, constant ? "constant" : "random", n);
+                mr_error err = {0};
+                if (status_ok(t, label, f->be.i->roi_align(f->be.ctx, p, &map, lv, &tr, &ty, &err), &err)) {
+                    dev_get(f, hy, dy, ys);
+                    int shape_ok = ty.n == n && ty.h == p->out_h && ty.w == p->out_w && ty.c == ROI_C;
+                    if (constant) {
+                        float *ref = fmalloc(ys);
+                        for (size_t k = 0; k < ys; k++) ref[k] = 0.75f;
+                        check_close(t, label, hy, ref, ys, TOL_ROI_CONST, shape_ok && guard_intact(f, dy, ys));
+                        free(ref);
+                    } else {
+                        int zero_outside = 1;
+                        if (n > outside)
+                            for (size_t k = 0; k < per; k++) zero_outside &= hy[(size_t)outside * per + k] == 0.0f;
+                        char detail[96];
+                        snprintf(detail, sizeof detail, "%s%s%s", all_finite(hy, ys) ? "finite" : "NaN/inf in output",
+                                 zero_outside ? "" : ", roi outside the image not zero",
+                                 guard_intact(f, dy, ys) ? "" : ", output guard overwritten");
+                        report(t, label, shape_ok && all_finite(hy, ys) && zero_outside && guard_intact(f, dy, ys),
+                               detail);
+                    }
+                }
+                dev_free(f, dy);
+                free(hy);
+            }
+        }
+    }
+
+    /* an output of the wrong shape is refused */
+    {
+        float *dy = dev_alloc(f, (size_t)n_rois * 7 * 7 * (ROI_C + 1));
+        mr_tensor tr = mr_tensor_make(d_rois, n_rois, 1, 1, 4), ty = mr_tensor_make(dy, n_rois, 7, 7, ROI_C + 1);
+        mr_error err = {0};
+        mr_status s = f->be.i->roi_align(f->be.ctx, &variants[0], &map, lv, &tr, &ty, &err);
+        char label[160];
+        label_case(f, label, sizeof label, "output with the wrong C -> %s", mr_status_name(s));
+        report(t, label, s == MR_ERR_SHAPE, s == MR_ERR_SHAPE ? err.msg : "expected a shape error");
+        dev_free(f, dy);
+    }
+
+    dev_free(f, d_rois);
+    for (int l = 0; l < ROI_LEVELS; l++) {
+        dev_free(f, d_levels[l]);
+        free(h_levels[l]);
+    }
+}
+
+/* ----------------------------------------------------------- rpn_proposals */
+
+/* Checks n boxes [n,4] and scores [n] (descending, in [lo, 1]) in the image. */
+static int boxes_scores_ok(const float *boxes, const float *scores, int n, float img_h, float img_w, float lo)
+{
+    for (int i = 0; i < n; i++) {
+        const float *b = boxes + 4 * (size_t)i;
+        if (!all_finite(b, 4) || !isfinite(scores[i])) return 0;
+        if (!(b[0] >= 0 && b[0] <= b[2] && b[2] <= img_w && b[1] >= 0 && b[1] <= b[3] && b[3] <= img_h)) return 0;
+        if (!(scores[i] >= lo && scores[i] <= 1.0f)) return 0;
+        if (i > 0 && scores[i] > scores[i - 1]) return 0;
+    }
+    return 1;
+}
+
+#define RPN_LEVELS 2
+#define RPN_A 3
+#define RPN_CAP 20
+
+static void op_rpn_proposals(fixture *f, tally *t)
+{
+    NEED(f, rpn_proposals);
+    static const float ratios[3] = {0.5f, 1.0f, 2.0f};
+    float cell[RPN_LEVELS][RPN_A * 4];
+    mr_proposal_params p;
+    memset(&p, 0, sizeof p);
+    p.num_levels = RPN_LEVELS;
+    p.num_anchors = RPN_A;
+    for (int l = 0; l < RPN_LEVELS; l++) {
+        float size = (float)(32 << l);
+        assert_int_equal(anchors_cell(&size, 1, ratios, 3, 1, cell[l]), RPN_A);
+        p.cell_anchors[l] = cell[l];
+        p.stride_h[l] = p.stride_w[l] = (float)(8 << l);
+    }
+    p.offset = 0.0f;
+    p.pre_nms_top_n = 50;
+    p.post_nms_top_n = RPN_CAP;
+    p.post_nms_per_level = 0;
+    p.nms_thresh = 0.7;
+    p.min_size = 1e-3f;
+    p.coder = (mr_box_coder){{1, 1, 1, 1}, 4.135166556742356f, 0};
+    p.img_h = p.img_w = 64.0f;
+
+    /* grid (per level), score threshold, expect proposals */
+    static const struct {
+        int grid[RPN_LEVELS];
+        float score_thresh;
+        int expect_some;
+        const char *what;
+    } cases[] = {
+        {{8, 4}, 0.0f, 1, "8x8 + 4x4 grids"},
+        {{8, 4}, 1.01f, 0, "every score under the threshold"},
+        {{0, 0}, 0.0f, 0, "empty grids"},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        float *dlog[RPN_LEVELS], *ddel[RPN_LEVELS];
+        mr_tensor tlog[RPN_LEVELS], tdel[RPN_LEVELS];
+        const mr_tensor *plog[RPN_LEVELS], *pdel[RPN_LEVELS];
+        for (int l = 0; l < RPN_LEVELS; l++) {
+            int g = cases[ci].grid[l];
+            size_t cnt = (size_t)g * g * RPN_A;
+            p.grid_h[l] = p.grid_w[l] = g;
+            float *hl = fmalloc(cnt), *hd = fmalloc(4 * cnt);
+            fill_uniform(hl, cnt, -4.0f, 4.0f);
+            fill_uniform(hd, 4 * cnt, -0.5f, 0.5f);
+            dlog[l] = dev_upload(f, hl, cnt);
+            ddel[l] = dev_upload(f, hd, 4 * cnt);
+            tlog[l] = mr_tensor_make(dlog[l], 1, g, g, RPN_A);
+            tdel[l] = mr_tensor_make(ddel[l], 1, g, g, 4 * RPN_A);
+            plog[l] = &tlog[l];
+            pdel[l] = &tdel[l];
+            free(hl);
+            free(hd);
+        }
+        p.score_thresh = cases[ci].score_thresh;
+        float *db = dev_output(f, NULL, 4 * RPN_CAP), *ds = dev_output(f, NULL, RPN_CAP);
+        mr_tensor tb = mr_tensor_make(db, RPN_CAP, 1, 1, 4), ts = mr_tensor_make(ds, RPN_CAP, 1, 1, 1);
+        char label[160];
+        label_case(f, label, sizeof label, "%s", cases[ci].what);
+        mr_error err = {0};
+        if (status_ok(t, label, f->be.i->rpn_proposals(f->be.ctx, &p, plog, pdel, &tb, &ts, &err), &err)) {
+            float hb[4 * RPN_CAP], hs[RPN_CAP];
+            int n = tb.n;
+            int count_ok = n == ts.n && n >= 0 && n <= RPN_CAP && (cases[ci].expect_some ? n > 0 : n == 0);
+            if (count_ok) {
+                dev_get(f, hb, db, 4 * (size_t)n);
+                dev_get(f, hs, ds, (size_t)n);
+            }
+            int values_ok = count_ok && boxes_scores_ok(hb, hs, n, p.img_h, p.img_w, p.score_thresh);
+            int guards = guard_intact(f, db, 4 * RPN_CAP) && guard_intact(f, ds, RPN_CAP);
+            char detail[128];
+            snprintf(detail, sizeof detail, "%d proposals (boxes n %d, scores n %d)%s%s", n, tb.n, ts.n,
+                     count_ok && !values_ok ? ", bad box/score/order" : "", guards ? "" : ", output guard overwritten");
+            report(t, label, count_ok && values_ok && guards, detail);
+        }
+        dev_free(f, db);
+        dev_free(f, ds);
+        for (int l = 0; l < RPN_LEVELS; l++) {
+            dev_free(f, dlog[l]);
+            dev_free(f, ddel[l]);
+        }
+    }
+}
+
+/* ---------------------------------------------------------- box_detections */
+
+#define BOX_K 5
+#define BOX_CAP 10
+
+static void op_box_detections(fixture *f, tally *t)
+{
+    NEED(f, box_detections);
+    mr_box_post_params p;
+    memset(&p, 0, sizeof p);
+    p.num_classes = BOX_K;
+    p.coder = (mr_box_coder){{10, 10, 5, 5}, 4.135166556742356f, 0};
+    p.img_h = p.img_w = 64.0f;
+    p.nms_thresh = 0.5;
+    p.min_size = 1e-2f;
+    p.max_dets = BOX_CAP;
+    p.keep_ties = 0;
+    p.out_capacity = BOX_CAP;
+
+    static const struct {
+        int n;
+        float score_thresh;
+        int expect_some;
+        const char *what;
+    } cases[] = {
+        {24, 0.05f, 1, "24 rois"},
+        {0, 0.05f, 0, "0 rois"},
+        {24, 1.0f, 0, "every score under the threshold"},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        int n = cases[ci].n;
+        float *hr = fmalloc(4 * (size_t)n), *hl = fmalloc((size_t)n * BOX_K), *hd = fmalloc((size_t)n * 4 * BOX_K);
+        for (int r = 0; r < n; r++) {
+            float x = rng_uniform(0, 50), y = rng_uniform(0, 50);
+            hr[4 * r + 0] = x;
+            hr[4 * r + 1] = y;
+            hr[4 * r + 2] = x + rng_uniform(2, 30);
+            hr[4 * r + 3] = y + rng_uniform(2, 30);
+        }
+        fill_uniform(hl, (size_t)n * BOX_K, -3.0f, 3.0f);
+        fill_uniform(hd, (size_t)n * 4 * BOX_K, -1.0f, 1.0f);
+        float *dr = dev_upload(f, hr, 4 * (size_t)n), *dl = dev_upload(f, hl, (size_t)n * BOX_K);
+        float *dd = dev_upload(f, hd, (size_t)n * 4 * BOX_K);
+        float *db = dev_output(f, NULL, 4 * BOX_CAP), *ds = dev_output(f, NULL, BOX_CAP);
+        float *dlab = dev_output(f, NULL, BOX_CAP);
+        mr_tensor tr = mr_tensor_make(dr, n, 1, 1, 4), tl = mr_tensor_make(dl, n, 1, 1, BOX_K);
+        mr_tensor td = mr_tensor_make(dd, n, 1, 1, 4 * BOX_K);
+        mr_tensor tb = mr_tensor_make(db, BOX_CAP, 1, 1, 4), ts = mr_tensor_make(ds, BOX_CAP, 1, 1, 1);
+        mr_tensor tlab = mr_tensor_make(dlab, BOX_CAP, 1, 1, 1);
+        p.score_thresh = cases[ci].score_thresh;
+        char label[160];
+        label_case(f, label, sizeof label, "%s, %d classes", cases[ci].what, BOX_K);
+        mr_error err = {0};
+        if (status_ok(t, label, f->be.i->box_detections(f->be.ctx, &p, &tr, &tl, &td, &tb, &ts, &tlab, &err), &err)) {
+            int d = tb.n;
+            int count_ok = d == ts.n && d == tlab.n && d >= 0 && d <= p.max_dets &&
+                           (cases[ci].expect_some ? d > 0 : d == 0);
+            float hb[4 * BOX_CAP], hs[BOX_CAP], hlab[BOX_CAP];
+            int values_ok = count_ok;
+            if (count_ok) {
+                dev_get(f, hb, db, 4 * (size_t)d);
+                dev_get(f, hs, ds, (size_t)d);
+                dev_get(f, hlab, dlab, (size_t)d);
+                values_ok = boxes_scores_ok(hb, hs, d, p.img_h, p.img_w, p.score_thresh);
+                for (int i = 0; i < d; i++)
+                    values_ok &= hs[i] > p.score_thresh && hlab[i] >= 1.0f && hlab[i] <= (float)(BOX_K - 1) &&
+                                 hlab[i] == floorf(hlab[i]);
+            }
+            int guards = guard_intact(f, db, 4 * BOX_CAP) && guard_intact(f, ds, BOX_CAP) &&
+                         guard_intact(f, dlab, BOX_CAP);
+            char detail[128];
+            snprintf(detail, sizeof detail, "%d detections (n %d/%d/%d)%s%s", d, tb.n, ts.n, tlab.n,
+                     count_ok && !values_ok ? ", bad box/score/label/order" : "",
+                     guards ? "" : ", output guard overwritten");
+            report(t, label, count_ok && values_ok && guards, detail);
+        }
+        dev_free(f, dr);
+        dev_free(f, dl);
+        dev_free(f, dd);
+        dev_free(f, db);
+        dev_free(f, ds);
+        dev_free(f, dlab);
+        free(hr);
+        free(hl);
+        free(hd);
+    }
+}
+
+/* -------------------------------------------------------------- mask_probs */
+
+static void op_mask_probs(fixture *f, tally *t)
+{
+    NEED(f, mask_probs);
+    enum { M = 5, K = 4 };
+    static const float labels[3] = {1, 3, 0};
+    for (int d = 0; d <= 3; d += 3) {
+        size_t ls = (size_t)d * M * M * K, ps = (size_t)d * M * M;
+        float *hl = fmalloc(ls), *hp = fmalloc(ps), *ref = fmalloc(ps);
+        fill_uniform(hl, ls, -6.0f, 6.0f);
+        for (int i = 0; i < d; i++)
+            for (int k = 0; k < M * M; k++)
+                ref[(size_t)i * M * M + k] = (float)(1.0 / (1.0 + exp(-(double)hl[((size_t)i * M * M + k) * K +
+                                                                                  (size_t)labels[i]])));
+        float *dl = dev_upload(f, hl, ls), *dlab = dev_upload(f, labels, (size_t)d), *dp = dev_output(f, NULL, ps);
+        mr_tensor tl = mr_tensor_make(dl, d, M, M, K), tlab = mr_tensor_make(dlab, d, 1, 1, 1);
+        mr_tensor tp = mr_tensor_make(dp, d, M, M, 1);
+        char label[160];
+        label_case(f, label, sizeof label, "%d detections, %dx%d masks, %d classes", d, M, M, K);
+        mr_error err = {0};
+        if (status_ok(t, label, f->be.i->mask_probs(f->be.ctx, &tl, &tlab, &tp, &err), &err)) {
+            dev_get(f, hp, dp, ps);
+            check_close(t, label, hp, ref, ps, TOL_SIGMOID, guard_intact(f, dp, ps));
+        }
+        dev_free(f, dl);
+        dev_free(f, dlab);
+        dev_free(f, dp);
+        free(hl);
+        free(hp);
+        free(ref);
+    }
+}
+
+/* -------------------------------------------------------------- mask_paste */
+
+#define PASTE_M 5
+#define PASTE_H 30
+#define PASTE_W 40
+
+static void op_mask_paste(fixture *f, tally *t)
+{
+    NEED(f, mask_paste);
+    static const float boxes[] = {
+        5, 4, 25, 20,       /* inside */
+        -10, -5, 15, 12,    /* across the top-left corner */
+        30, 20, 45, 35,     /* across the bottom-right corner */
+        20, 10, 20, 10,     /* a point */
+        100, 100, 120, 120, /* wholly outside: nothing pasted */
+    };
+    const int nb = (int)(sizeof boxes / sizeof boxes[0] / 4), outside = 4;
+    const mr_mask_paste_params p = {PASTE_M, 1, 0.5f, MR_MASK_GT, MR_PASTE_TORCHVISION};
+    const size_t plane = (size_t)PASTE_H * PASTE_W, mplane = (size_t)PASTE_M * PASTE_M;
+    for (int d = 0; d <= nb; d += nb) {
+        float *hp = fmalloc((size_t)d * mplane);
+        fill_uniform(hp, (size_t)d * mplane, 0.0f, 1.0f);
+        float *dp = dev_upload(f, hp, (size_t)d * mplane), *db = dev_upload(f, boxes, 4 * (size_t)d);
+        mr_tensor tp = mr_tensor_make(dp, d, PASTE_M, PASTE_M, 1), tb = mr_tensor_make(db, d, 1, 1, 4);
+        uint8_t *bin = xmalloc((size_t)(d ? d : 1) * plane), *bin2 = xmalloc((size_t)(d ? d : 1) * plane);
+        uint8_t *masks[8], *masks2[8];
+        float *soft = fmalloc((size_t)d * plane);
+        memset(bin, 0xAB, (size_t)(d ? d : 1) * plane);
+        memset(bin2, 0xAB, (size_t)(d ? d : 1) * plane);
+        for (size_t k = 0; k < (size_t)d * plane; k++) soft[k] = NAN;
+        for (int i = 0; i < 8; i++) {
+            masks[i] = bin + (size_t)(i < d ? i : 0) * plane;
+            masks2[i] = bin2 + (size_t)(i < d ? i : 0) * plane;
+        }
+        char label[160];
+        label_case(f, label, sizeof label, "%d detections, %dx%d masks into %dx%d", d, PASTE_M, PASTE_M, PASTE_H,
+                   PASTE_W);
+        mr_error err = {0};
+        mr_status s = f->be.i->mask_paste(f->be.ctx, &p, &tp, &tb, PASTE_H, PASTE_W, masks, soft, &err);
+        if (status_ok(t, label, s, &err) &&
+            status_ok(t, label, f->be.i->mask_paste(f->be.ctx, &p, &tp, &tb, PASTE_H, PASTE_W, masks2, NULL, &err),
+                      &err)) {
+            int finite = all_finite(soft, (size_t)d * plane), binary = 1, agree = 1, window = 1, any = 0;
+            float scale = (float)(PASTE_M + 2) / (float)PASTE_M;
+            for (int i = 0; i < d; i++) {
+                const float *b = boxes + 4 * i;
+                float xc = (b[0] + b[2]) * 0.5f, yc = (b[1] + b[3]) * 0.5f;
+                float wh = (b[2] - b[0]) * 0.5f * scale, hh = (b[3] - b[1]) * 0.5f * scale;
+                for (int y = 0; y < PASTE_H; y++)
+                    for (int x = 0; x < PASTE_W; x++) {
+                        size_t o = (size_t)i * plane + (size_t)y * PASTE_W + x;
+                        float v = soft[o];
+                        binary &= bin[o] <= 1;
+                        agree &= bin[o] == (v > p.threshold) && bin2[o] == bin[o];
+                        finite &= v >= 0.0f && v <= 1.0f;
+                        /* nothing outside the expanded box (a pixel of slack) */
+                        int far = x < xc - wh - 1.0f || x > xc + wh + 1.0f || y < yc - hh - 1.0f || y > yc + hh + 1.0f;
+                        if (far || i == outside) window &= v == 0.0f && bin[o] == 0;
+                        any |= bin[o];
+                    }
+            }
+            int ok = finite && binary && agree && window && (d == 0 || any);
+            char detail[160];
+            snprintf(detail, sizeof detail, "%s%s%s%s%s", finite ? "finite, in [0,1]" : "NaN or out of [0,1]",
+                     binary ? "" : ", binary mask not 0/1", agree ? "" : ", binary != (prob > threshold)",
+                     window ? "" : ", pixels set outside the box", d == 0 || any ? "" : ", nothing pasted");
+            report(t, label, ok, detail);
+        }
+        dev_free(f, dp);
+        dev_free(f, db);
+        free(hp);
+        free(bin);
+        free(bin2);
+        free(soft);
+    }
+}
+
+/* ------------------------------------------------------------- error paths */
+
+/* A call that must fail with MR_ERR_SHAPE and name the layer. */
+static void expect_shape_error(fixture *f, tally *t, const char *what, mr_status s, const mr_error *err,
+                               const char *name)
+{
+    char label[160];
+    label_case(f, label, sizeof label, "%s", what);
+    int ok = s == MR_ERR_SHAPE && strstr(err->msg, name) != NULL;
+    char detail[MR_ERROR_MSG_LEN + 64];
+    snprintf(detail, sizeof detail, "%s: \"%s\"", mr_status_name(s), s == MR_OK ? "" : err->msg);
+    report(t, label, ok, detail);
+}
+
+static void op_errors(fixture *f, tally *t)
+{
+    NEED(f, conv_init);
+    NEED(f, conv);
+    const char *name = "backbone.res3.0.conv2";
+    mr_conv_params p = {16, 32, 3, 3, 1, 1, 1, 1, 1};
+    float *w, *b;
+    conv_weights(&p, &w, &b);
+    mr_layer *layer = NULL;
+    mr_error err = {0};
+    mr_status s = f->be.i->conv_init(f->be.ctx, name, &p, w, b, &layer, &err);
+    if (!status_ok(t, "[errors] conv_init", s, &err)) {
+        free(w);
+        free(b);
+        return;
+    }
+    float *dx = dev_alloc(f, 2 * 7 * 5 * 32), *dy = dev_alloc(f, 2 * 7 * 5 * 64);
+    mr_tensor x = mr_tensor_make(dx, 1, 7, 5, 16), y = mr_tensor_make(dy, 1, 7, 5, 32);
+    mr_tensor bad_x = mr_tensor_make(dx, 1, 7, 5, 8), bad_y = mr_tensor_make(dy, 1, 7, 5, 64);
+    mr_tensor bad_n = mr_tensor_make(dy, 2, 7, 5, 32);
+
+    memset(&err, 0, sizeof err);
+    s = f->be.i->conv(f->be.ctx, layer, &bad_x, &y, 0, &err);
+    expect_shape_error(f, t, "conv 16->32 given 8 input channels", s, &err, name);
+    memset(&err, 0, sizeof err);
+    s = f->be.i->conv(f->be.ctx, layer, &x, &bad_y, 0, &err);
+    expect_shape_error(f, t, "conv 16->32 given 64 output channels", s, &err, name);
+    memset(&err, 0, sizeof err);
+    s = f->be.i->conv(f->be.ctx, layer, &x, &bad_n, 1, &err);
+    expect_shape_error(f, t, "conv with input N=1, output N=2", s, &err, name);
+    f->be.i->layer_free(f->be.ctx, layer);
+
+    mr_conv_params pg = p;
+    pg.groups = 3;
+    layer = NULL;
+    memset(&err, 0, sizeof err);
+    s = f->be.i->conv_init(f->be.ctx, name, &pg, w, b, &layer, &err);
+    expect_shape_error(f, t, "conv_init 16->32 in 3 groups", s, &err, name);
+    if (s == MR_OK) f->be.i->layer_free(f->be.ctx, layer);
+
+    if (f->be.i->linear_init && f->be.i->linear) {
+        const char *lname = "roi_heads.box_head.fc6";
+        mr_linear_params lp = {16, 8, 1};
+        layer = NULL;
+        memset(&err, 0, sizeof err);
+        if (status_ok(t, "[errors] linear_init", f->be.i->linear_init(f->be.ctx, lname, &lp, w, b, &layer, &err),
+                      &err)) {
+            mr_tensor lx = mr_tensor_make(dx, 2, 1, 3, 5), ly = mr_tensor_make(dy, 2, 1, 1, 8);
+            memset(&err, 0, sizeof err);
+            s = f->be.i->linear(f->be.ctx, layer, &lx, &ly, &err);
+            expect_shape_error(f, t, "linear 16->8 given [2,1,3,5]", s, &err, lname);
+            f->be.i->layer_free(f->be.ctx, layer);
+        }
+    }
+    if (f->be.i->deconv2x2_init && f->be.i->deconv2x2) {
+        const char *dname = "roi_heads.mask_predictor.conv5_mask";
+        mr_deconv2x2_params dp = {16, 8, 1};
+        layer = NULL;
+        memset(&err, 0, sizeof err);
+        if (status_ok(t, "[errors] deconv2x2_init",
+                      f->be.i->deconv2x2_init(f->be.ctx, dname, &dp, w, b, &layer, &err), &err)) {
+            mr_tensor dx4 = mr_tensor_make(dx, 1, 3, 3, 16), dy4 = mr_tensor_make(dy, 1, 6, 5, 8);
+            memset(&err, 0, sizeof err);
+            s = f->be.i->deconv2x2(f->be.ctx, layer, &dx4, &dy4, &err);
+            expect_shape_error(f, t, "deconv2x2 3x3 -> 6x5", s, &err, dname);
+            f->be.i->layer_free(f->be.ctx, layer);
+        }
+    }
+    dev_free(f, dx);
+    dev_free(f, dy);
+    free(w);
+    free(b);
+}
+
+/* ------------------------------------------------------------------ driver */
+
+static const op_desc g_ops[] = {
+    {"conv", op_conv},
+    {"conv_shapes", op_conv_shapes},
+    {"linear", op_linear},
+    {"deconv2x2", op_deconv2x2},
+    {"max_pool", op_max_pool},
+    {"upsample_nearest", op_upsample_nearest},
+    {"roi_align", op_roi_align},
+    {"rpn_proposals", op_rpn_proposals},
+    {"box_detections", op_box_detections},
+    {"mask_probs", op_mask_probs},
+    {"mask_paste", op_mask_paste},
+    {"errors", op_errors},
+};
+
+#define N_BACKENDS (sizeof g_backends / sizeof g_backends[0])
+#define N_OPS (sizeof g_ops / sizeof g_ops[0])
+
+static int setup(void **state)
+{
+    fixture *f = *state;
+    memset(&f->be, 0, sizeof f->be);
+    f->created = f->bd->create(&f->be, f->why, sizeof f->why) == 0;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    if (f->created) f->be.i->destroy(f->be.ctx);
+    f->created = 0;
+    return 0;
+}
+
+static void run_op(void **state)
+{
+    fixture *f = *state;
+    if (!f->created) {
+        printf("SKIP %s: %s (%s)\n", f->bd->name, f->why, f->op->name);
+        skip();
+    }
+    rng_reset();
+    tally t = {0, 0, 0};
+    f->op->run(f, &t);
+    printf("  %s %s: %d cases, %d failed, %d skipped\n", f->bd->name, f->op->name, t.cases, t.fails, t.skips);
+    if (t.fails) fail_msg("%s %s: %d of %d cases failed", f->bd->name, f->op->name, t.fails, t.cases);
+    if (t.skips == t.cases) skip();
+}
+
+int main(void)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0); /* keep our lines in order with cmocka's */
+    const char *env = getenv("MR_TEST_SEED");
+    if (env && *env) g_seed = strtoull(env, NULL, 0);
+    printf("test_backend_ops: seed 0x%016llx (set MR_TEST_SEED to change)\n", (unsigned long long)g_seed);
+
+    static fixture fx[N_BACKENDS * N_OPS];
+    static struct CMUnitTest tests[N_BACKENDS * N_OPS];
+    for (size_t b = 0; b < N_BACKENDS; b++)
+        for (size_t o = 0; o < N_OPS; o++) {
+            fixture *f = &fx[b * N_OPS + o];
+            f->bd = &g_backends[b];
+            f->op = &g_ops[o];
+            snprintf(f->test_name, sizeof f->test_name, "%s/%s", f->bd->name, f->op->name);
+            tests[b * N_OPS + o] = (struct CMUnitTest){f->test_name, run_op, setup, teardown, f};
+        }
+    return cmocka_run_group_tests_name("backend_ops", tests, NULL, NULL);
+}
