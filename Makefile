@@ -19,6 +19,8 @@ CUDA    ?= $(if $(NVCC),1,0)
 
 ENGINE_SRC := $(wildcard engine/*.c)
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
+CMD_SRC    := $(wildcard cmd/*.c)
+CMD_OBJ    := $(CMD_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC   := $(wildcard tests/unit/test_*.c)
 TEST_BIN   := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
@@ -41,6 +43,10 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+$(BUILD)/cmd/%.o: cmd/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Icmd -c $< -o $@
+
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
@@ -52,7 +58,7 @@ $(BUILD)/libdetect.a: $(ENGINE_OBJ)
 $(BUILD)/libdetect.so: $(ENGINE_OBJ)
 	$(CC) -shared $(LDFLAGS) $^ $(LDLIBS) -o $@
 
-$(BUILD)/detect: $(BUILD)/cmd/detect.o $(BUILD)/libdetect.a
+$(BUILD)/detect: $(CMD_OBJ) $(BUILD)/libdetect.a
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/stage_runner: $(BUILD)/tests/stage_runner.o $(BUILD)/libdetect.a
@@ -87,4 +93,4 @@ demo: deps
 clean:
 	rm -rf $(BUILD)
 
--include $(ENGINE_OBJ:.o=.d) $(BUILD)/cmd/detect.d $(BUILD)/tests/stage_runner.d
+-include $(ENGINE_OBJ:.o=.d) $(CMD_OBJ:.o=.d) $(BUILD)/tests/stage_runner.d

@@ -1,142 +1,297 @@
 /* detect: Mask R-CNN instance segmentation from the command line.
  *
- *   detect --config C.json --weights W.safetensors [--json out.json] img.png...
- *
- * Prints one line per detection on stdout and, with --json, writes every
- * image's detections (boxes, scores, classes, COCO RLE masks) to one file.
- * Exit status: 0 all images done, 1 some images failed (each named on
- * stderr), 2 usage, config or weights error. */
-#include <getopt.h>
+ * Loads the config and weights once, then works through every input image:
+ * decode, detect, filter, write the outputs the options ask for. A bad image
+ * is named on stderr and the run goes on; outputs are written through
+ * temporary files and renamed, so nothing finished is lost or half-written,
+ * also when the run is interrupted (Ctrl-C stops after the current image). */
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend.h"
+#include "coco_results.h"
 #include "config.h"
 #include "image.h"
 #include "model.h"
+#include "options.h"
 #include "output.h"
+#include "profile.h"
+#include "progress.h"
+#include "visualize.h"
 
-#define DETECT_VERSION "0.1.0"
+/* Set by SIGINT/SIGTERM: a signal handler can only talk through a global. */
+static volatile sig_atomic_t stop_requested;
 
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Everything a run holds. */
 typedef struct {
-    const char *config_path, *weights_path, *json_path, *device;
-    int threads, quiet, profile;
-} options;
+    options opt;
+    mr_config cfg;
+    mr_backend be;
+    mr_model *model;
+    unsigned char *keep_class; /* --classes filter, per class id; NULL = all */
+    output_json json;
+    int json_open;
+    coco_results *coco;
+    profile_log prof;
+    progress prog;
+} run_state;
 
-static void usage(FILE *f)
+static mr_status create_backend(run_state *r, mr_error *err)
 {
-    fprintf(f,
-            "usage: detect [options] IMAGE...\n"
-            "Mask R-CNN R-101-FPN instance segmentation.\n\n"
-            "  --config FILE     model config JSON (default configs/mask_rcnn_R-101-FPN_torchvision.json)\n"
-            "  --weights FILE    converted weights, .safetensors (default model.safetensors)\n"
-            "  --device DEV      cpu | cuda (default cpu)\n"
-            "  --json FILE       write all detections, with COCO RLE masks, to FILE\n"
-            "  --threads N       CPU threads (default: all cores)\n"
-            "  --profile         print seconds per stage for each image on stderr\n"
-            "  -q, --quiet       no per-detection lines on stdout\n"
-            "  -h, --help        this text\n"
-            "  --version         print the version\n");
+    const char *dev = r->opt.device;
+    if (strcmp(dev, "cpu") == 0) return backend_cpu_create(&r->be, r->opt.threads, err);
+    if (strncmp(dev, "cuda", 4) == 0 && (dev[4] == '\0' || dev[4] == ':')) {
+        fprintf(stderr, "detect: notice: --device %s: this build has no CUDA backend; running on the CPU\n", dev);
+        return backend_cpu_create(&r->be, r->opt.threads, err);
+    }
+    return mr_fail(err, MR_ERR_CONFIG, "--device %s: expected cpu, cuda or cuda:N", dev);
 }
 
-static int parse_options(int argc, char **argv, options *o)
+/* Applies --score-thresh, --max-dets and --classes to the config. */
+static mr_status apply_overrides(run_state *r, mr_error *err)
 {
-    static const struct option longs[] = {
-        {"config", required_argument, 0, 'c'}, {"weights", required_argument, 0, 'w'},
-        {"device", required_argument, 0, 'd'}, {"json", required_argument, 0, 'j'},
-        {"threads", required_argument, 0, 't'}, {"profile", no_argument, 0, 'p'},
-        {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, 'V'},
-        {0, 0, 0, 0},
-    };
-    *o = (options){"configs/mask_rcnn_R-101-FPN_torchvision.json", "model.safetensors", NULL, "cpu", 0, 0, 0};
-    int c;
-    while ((c = getopt_long(argc, argv, "qh", longs, NULL)) != -1) {
-        switch (c) {
-        case 'c': o->config_path = optarg; break;
-        case 'w': o->weights_path = optarg; break;
-        case 'd': o->device = optarg; break;
-        case 'j': o->json_path = optarg; break;
-        case 't': {
-            char *end;
-            long v = strtol(optarg, &end, 10);
-            if (*end || v < 1 || v > 1024) {
-                fprintf(stderr, "detect: --threads: expected a number from 1 to 1024, got \"%s\"\n", optarg);
-                return 2;
-            }
-            o->threads = (int)v;
-            break;
-        }
-        case 'p': o->profile = 1; break;
-        case 'q': o->quiet = 1; break;
-        case 'h': usage(stdout); exit(0);
-        case 'V': printf("detect %s\n", DETECT_VERSION); exit(0);
-        default: usage(stderr); return 2;
-        }
+    if (r->opt.score_thresh >= 0) r->cfg.box_head.score_thresh = (float)r->opt.score_thresh;
+    if (r->opt.max_dets > 0) r->cfg.box_head.detections_per_image = r->opt.max_dets;
+    MR_TRY(config_validate(&r->cfg, "command line", err));
+    if (!r->opt.classes) return MR_OK;
+    r->keep_class = calloc((size_t)r->cfg.classes.num_classes, 1);
+    if (!r->keep_class) return mr_fail(err, MR_ERR_OOM, "out of memory");
+    const char *s = r->opt.classes;
+    while (*s) {
+        size_t len = strcspn(s, ",");
+        int found = 0;
+        for (int k = 1; k < r->cfg.classes.num_classes; k++)
+            if (strlen(r->cfg.classes.class_names[k]) == len && strncmp(r->cfg.classes.class_names[k], s, len) == 0)
+                r->keep_class[k] = found = 1;
+        if (!found)
+            return mr_fail(err, MR_ERR_CONFIG, "--classes: no class named \"%.*s\" in %s", (int)len, s,
+                           r->opt.config_path);
+        s += len + (s[len] == ',');
     }
-    if (optind >= argc) {
-        fprintf(stderr, "detect: no input images (see --help)\n");
-        return 2;
-    }
-    return 0;
+    return MR_OK;
 }
 
-static mr_status create_backend(const options *o, mr_backend *be, mr_error *err)
+static void filter_classes(const run_state *r, mr_result *res)
 {
-    if (strcmp(o->device, "cpu") == 0) return backend_cpu_create(be, o->threads, err);
-    if (strncmp(o->device, "cuda", 4) == 0) {
-        fprintf(stderr, "detect: notice: --device %s: this build has no CUDA backend yet; using the CPU\n", o->device);
-        return backend_cpu_create(be, o->threads, err);
+    if (!r->keep_class) return;
+    int kept = 0;
+    for (int i = 0; i < res->count; i++) {
+        if (r->keep_class[res->dets[i].class_id]) res->dets[kept++] = res->dets[i];
+        else free(res->dets[i].mask);
     }
-    return mr_fail(err, MR_ERR_CONFIG, "--device %s: expected cpu or cuda", o->device);
+    res->count = kept;
+}
+
+static char *output_path(const run_state *r, const char *name, const char *ext)
+{
+    size_t n = strlen(r->opt.output_dir) + strlen(name) + strlen(ext) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s%s", r->opt.output_dir, name, ext);
+    return p;
+}
+
+static int file_exists(const char *p)
+{
+    struct stat sb;
+    return p && stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+/* The per-image files of --output: NAME.png and NAME.json. */
+static mr_status write_image_outputs(run_state *r, const input_item *in, const mr_image *img, const mr_result *res,
+                                     mr_error *err)
+{
+    char *png = output_path(r, in->name, ".png"), *json = output_path(r, in->name, ".json");
+    mr_status st = png && json ? MR_OK : mr_fail(err, MR_ERR_OOM, "out of memory");
+    mr_image vis = {0};
+    if (st == MR_OK) st = visualize_render(img, res, &r->cfg, &vis, err);
+    if (st == MR_OK) st = visualize_write_png(png, &vis, err);
+    output_json one;
+    if (st == MR_OK && (st = output_json_open(&one, json, err)) == MR_OK) {
+        st = output_json_add(&one, in->path, res, &r->cfg, err);
+        if (st == MR_OK) st = output_json_close(&one, err);
+        else output_json_abort(&one);
+    }
+    image_free(&vis);
+    free(png);
+    free(json);
+    return st;
+}
+
+/* One image, start to finish. Returns the number of detections, or -1 when
+ * skipped; a failure is reported in err. */
+static mr_status process(run_state *r, int index, int *detections, mr_error *err)
+{
+    const input_item *in = &r->opt.inputs.items[index];
+    *detections = -1;
+    if (r->opt.skip_existing) {
+        char *png = output_path(r, in->name, ".png"), *json = output_path(r, in->name, ".json");
+        int exists = file_exists(png) && file_exists(json);
+        free(png);
+        free(json);
+        if (exists) return MR_OK;
+    }
+    profile_run run = {0};
+    double t0 = now();
+    mr_image img = {0};
+    mr_result res = {0};
+    mr_stage_times times;
+    mr_status st = image_load(in->path, r->cfg.input.max_image_side, &img, err);
+    run.stage[PROF_DECODE] = now() - t0;
+    /* --profile-runs N: one warm-up run, then N measured runs of the model;
+     * outputs come from the last. Each measured run's total is its decode +
+     * model + output time, measured by its own clock. */
+    int profiling = r->opt.profile || r->opt.profile_json, runs = r->opt.profile_runs > 1 ? r->opt.profile_runs + 1 : 1;
+    double model_total = 0;
+    for (int k = 0; st == MR_OK && k < runs; k++) {
+        result_free(&res);
+        double m0 = now();
+        st = model_detect(r->model, &img, &res, &times, err);
+        model_total = now() - m0;
+        if (st != MR_OK || k == 0 || k + 1 == runs) continue; /* warm-up, or the last (recorded below) */
+        profile_set_model(&run, &times);
+        run.total = run.stage[PROF_DECODE] + model_total;
+        if (profiling) st = profile_add(&r->prof, in->path, &run, err);
+    }
+    double o0 = now();
+    if (st == MR_OK) {
+        filter_classes(r, &res);
+        if (!r->opt.quiet) output_print_text(stdout, in->path, &res, &r->cfg);
+        if (r->opt.output_dir) st = write_image_outputs(r, in, &img, &res, err);
+        if (st == MR_OK && r->json_open) st = output_json_add(&r->json, in->path, &res, &r->cfg, err);
+        if (st == MR_OK && r->coco)
+            st = coco_results_add(r->coco, coco_image_id(in->path, index), &res, &r->cfg, err);
+    }
+    if (st == MR_OK) {
+        double t1 = now();
+        *detections = res.count;
+        profile_set_model(&run, &times);
+        run.stage[PROF_OUTPUT] = t1 - o0;
+        run.total = runs == 1 ? t1 - t0 : run.stage[PROF_DECODE] + model_total + run.stage[PROF_OUTPUT];
+        if (profiling) st = profile_add(&r->prof, in->path, &run, err);
+        if (st == MR_OK && r->opt.profile) profile_print_run(stderr, in->path, &run);
+    }
+    result_free(&res);
+    image_free(&img);
+    return st;
+}
+
+/* Loads everything; on failure the message is in err and the exit code is 2. */
+static mr_status setup(run_state *r, mr_error *err)
+{
+    MR_TRY(config_load(&r->cfg, r->opt.config_path, err));
+    MR_TRY(apply_overrides(r, err));
+    if (r->opt.output_dir) {
+        struct stat sb;
+        if (stat(r->opt.output_dir, &sb) != 0 && mkdir(r->opt.output_dir, 0777) != 0)
+            return mr_fail(err, MR_ERR_IO, "%s: cannot create output folder: %s", r->opt.output_dir, strerror(errno));
+        if (stat(r->opt.output_dir, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(r->opt.output_dir, W_OK) != 0)
+            return mr_fail(err, MR_ERR_IO, "%s: not a writable folder", r->opt.output_dir);
+    }
+    MR_TRY(create_backend(r, err));
+    MR_TRY(model_load(&r->model, &r->cfg, r->opt.weights_path, r->be, err));
+    if (r->opt.json_path) {
+        MR_TRY(output_json_open(&r->json, r->opt.json_path, err));
+        r->json_open = 1;
+    }
+    if (r->opt.coco_path) MR_TRY(coco_results_create(&r->coco, err));
+    if (r->opt.verbose)
+        fprintf(stderr, "detect: %s (%d classes), weights %s, device %s, %d inputs\n", r->cfg.name,
+                r->cfg.classes.num_classes, r->opt.weights_path, r->be.i->name, r->opt.inputs.count);
+    return MR_OK;
+}
+
+/* Closes the documents that span the run; failures count as failed outputs. */
+static int finish(run_state *r, double wall)
+{
+    mr_error err = {0};
+    int failed = 0;
+    if (r->json_open && output_json_close(&r->json, &err) != MR_OK) {
+        progress_error(&r->prog, err.msg);
+        failed++;
+    }
+    r->json_open = 0;
+    if (r->coco && coco_results_write(r->coco, r->opt.coco_path, &err) != MR_OK) {
+        progress_error(&r->prog, err.msg);
+        failed++;
+    }
+    if (r->opt.profile) profile_print_summary(stderr, &r->prof, wall);
+    if (r->opt.profile_json && profile_write_json(&r->prof, wall, r->opt.profile_json, &err) != MR_OK) {
+        progress_error(&r->prog, err.msg);
+        failed++;
+    }
+    return failed;
+}
+
+static void teardown(run_state *r)
+{
+    if (r->json_open) output_json_abort(&r->json);
+    coco_results_free(r->coco);
+    profile_free(&r->prof);
+    free(r->keep_class);
+    model_free(r->model);
+    if (r->be.i) r->be.i->destroy(r->be.ctx);
+    options_free(&r->opt);
 }
 
 int main(int argc, char **argv)
 {
-    options o;
-    int rc = parse_options(argc, argv, &o);
-    if (rc) return rc;
-
-    static mr_config cfg; /* large (class names): keep it off the stack */
+    static run_state r; /* large (class names): keep it off the stack */
+    int rc = options_parse(argc, argv, &r.opt);
+    if (rc) {
+        options_free(&r.opt);
+        return rc < 0 ? 0 : rc;
+    }
     mr_error err = {0};
-    mr_backend be = {0};
-    mr_model *model = NULL;
-    output_doc *doc = NULL;
-    if (config_load(&cfg, o.config_path, &err) != MR_OK || create_backend(&o, &be, &err) != MR_OK ||
-        model_load(&model, &cfg, o.weights_path, be, &err) != MR_OK ||
-        (o.json_path && output_doc_create(&doc, &err) != MR_OK)) {
+    double start = now();
+    if (setup(&r, &err) != MR_OK) {
         fprintf(stderr, "detect: %s\n", err.msg);
-        if (be.i) be.i->destroy(be.ctx);
+        teardown(&r);
         return 2;
     }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
 
-    int failed = 0;
-    for (int i = optind; i < argc; i++) {
-        const char *path = argv[i];
-        mr_image img = {0};
-        mr_result res = {0};
-        mr_stage_times t;
-        if (image_load(path, cfg.input.max_image_side, &img, &err) != MR_OK ||
-            model_detect(model, &img, &res, &t, &err) != MR_OK ||
-            (doc && output_doc_add(doc, path, &res, &cfg, &err) != MR_OK)) {
-            fprintf(stderr, "detect: %s\n", err.msg);
+    int total = r.opt.inputs.count, failed = 0;
+    progress_init(&r.prog, total, !r.opt.quiet && total > 1);
+    int i = 0;
+    for (; i < total && !stop_requested; i++) {
+        double t0 = now();
+        int dets;
+        if (process(&r, i, &dets, &err) != MR_OK) {
+            progress_error(&r.prog, err.msg);
             failed++;
+            progress_step(&r.prog, r.opt.inputs.items[i].path, 0, now() - t0, 0);
         } else {
-            if (!o.quiet) output_print_text(stdout, path, &res, &cfg);
-            if (o.profile)
-                fprintf(stderr, "%s: preprocess %.3f backbone %.3f fpn %.3f rpn %.3f box %.3f mask %.3f paste %.3f s\n",
-                        path, t.preprocess, t.backbone, t.fpn, t.rpn, t.box_head, t.mask_head, t.paste);
+            progress_step(&r.prog, r.opt.inputs.items[i].path, dets, now() - t0, 1);
         }
-        result_free(&res);
-        image_free(&img);
     }
-    if (doc && output_doc_write(doc, o.json_path, &err) != MR_OK) {
-        fprintf(stderr, "detect: %s\n", err.msg);
-        failed++;
-    }
-    output_doc_free(doc);
-    model_free(model);
-    be.i->destroy(be.ctx);
-    return failed ? 1 : 0;
+    failed += finish(&r, now() - start);
+    progress_finish(&r.prog);
+    if (stop_requested)
+        fprintf(stderr, "detect: interrupted: %d of %d images done (%d failed); finished outputs are complete\n", i,
+                total, failed);
+    teardown(&r);
+    return stop_requested ? 130 : failed ? 1 : 0;
 }

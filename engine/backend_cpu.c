@@ -45,6 +45,9 @@ static mr_status cpu_max_pool(void *ctx, const mr_pool_params *p, const mr_tenso
 {
     (void)ctx;
     if (x->c != y->c || x->n != y->n) return mr_fail(err, MR_ERR_SHAPE, "max_pool: channel/batch mismatch");
+    if (y->h != (x->h + 2 * p->pad - p->kernel) / p->stride + 1 || y->w != (x->w + 2 * p->pad - p->kernel) / p->stride + 1)
+        return mr_fail(err, MR_ERR_SHAPE, "max_pool: a %dx%d input does not give a %dx%d output", x->h, x->w, y->h,
+                       y->w);
     int C = x->c;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int n = 0; n < y->n; n++) {
@@ -59,7 +62,8 @@ static mr_status cpu_max_pool(void *ctx, const mr_pool_params *p, const mr_tenso
                         int ix = ox * p->stride - p->pad + kx;
                         if (ix < 0 || ix >= x->w) continue;
                         const float *src = x->data + (((size_t)n * x->h + iy) * x->w + ix) * C;
-                        for (int c = 0; c < C; c++) dst[c] = src[c] > dst[c] ? src[c] : dst[c];
+                        /* NaN propagates, as in PyTorch. */
+                        for (int c = 0; c < C; c++) dst[c] = src[c] > dst[c] || src[c] != src[c] ? src[c] : dst[c];
                     }
                 }
             }
@@ -135,6 +139,7 @@ mr_status backend_cpu_create(mr_backend *out, int threads, mr_error *err)
 {
     cpu_ctx *c = calloc(1, sizeof *c);
     if (!c) return mr_fail(err, MR_ERR_OOM, "out of memory");
+    /* OpenMP's thread count is per process: oneDNN and our loops share it. */
     if (threads > 0) omp_set_num_threads(threads);
     c->threads = threads > 0 ? threads : omp_get_max_threads();
     if (dnnl_engine_create(&c->engine, dnnl_cpu, 0) != dnnl_success ||

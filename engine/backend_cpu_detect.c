@@ -37,6 +37,10 @@ mr_status cpu_rpn_proposals(void *ctx, const mr_proposal_params *p, const mr_ten
         lg[l] = logits[l]->data;
         dl[l] = deltas[l]->data;
     }
+    size_t cap = (size_t)p->post_nms_top_n;
+    if (boxes->cap < 4 * cap || scores->cap < cap)
+        return mr_fail(err, MR_ERR_SHAPE, "rpn_proposals: outputs hold fewer than post_nms_top_n = %d rows",
+                       p->post_nms_top_n);
     void *scratch = NULL;
     MR_TRY(post_scratch(ctx, proposals_scratch_bytes(p), &scratch, err));
     int n = proposals_cpu(p, lg, dl, boxes->data, scores->data, scratch);
@@ -48,6 +52,12 @@ mr_status cpu_box_detections(void *ctx, const mr_box_post_params *p, const mr_te
                              const mr_tensor *deltas, mr_tensor *boxes, mr_tensor *scores, mr_tensor *labels,
                              mr_error *err)
 {
+    size_t cap = (size_t)p->out_capacity;
+    if (p->max_dets > p->out_capacity || boxes->cap < 4 * cap || scores->cap < cap || labels->cap < cap)
+        return mr_fail(err, MR_ERR_SHAPE, "box_detections: outputs hold fewer than %d rows", p->out_capacity);
+    if (logits->n != rois->n || deltas->n != rois->n || logits->c != p->num_classes || deltas->c != 4 * p->num_classes)
+        return mr_fail(err, MR_ERR_SHAPE, "box_detections: logits/deltas do not match %d rois of %d classes", rois->n,
+                       p->num_classes);
     void *scratch = NULL;
     MR_TRY(post_scratch(ctx, box_post_scratch_bytes(p, rois->n), &scratch, err));
     int d = box_post_cpu(p, rois->data, logits->data, deltas->data, rois->n, boxes->data, scores->data,
@@ -61,9 +71,13 @@ mr_status cpu_mask_probs(void *ctx, const mr_tensor *logits, const mr_tensor *la
 {
     (void)ctx;
     int K = logits->c, plane = logits->h * logits->w;
+    if (labels->n != logits->n || probs->n != logits->n || probs->h * probs->w * probs->c != plane)
+        return mr_fail(err, MR_ERR_SHAPE, "mask_probs: %d logits, %d labels, probs [%d,%d,%d,%d] do not match",
+                       logits->n, labels->n, probs->n, probs->h, probs->w, probs->c);
     for (int d = 0; d < logits->n; d++) {
         int label = (int)labels->data[d];
-        if (label < 0 || label >= K) return mr_fail(err, MR_ERR_INTERNAL, "mask_probs: detection %d has label %d", d, label);
+        if (label < 0 || label >= K)
+            return mr_fail(err, MR_ERR_RANGE, "mask_probs: detection %d has label %d, outside 0..%d", d, label, K - 1);
         const float *logit = logits->data + (size_t)d * plane * K + label;
         float *prob = probs->data + (size_t)d * plane;
         for (int i = 0; i < plane; i++) prob[i] = 1.0f / (1.0f + expf(-logit[(size_t)i * K]));

@@ -246,7 +246,12 @@ mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y
     if (x->c != p->cin || y->c != p->cout || x->n != y->n)
         return mr_fail(err, MR_ERR_SHAPE, "%s: input [%d,%d,%d,%d] / output [%d,%d,%d,%d] do not match %d->%d",
                        layer->name, x->n, x->h, x->w, x->c, y->n, y->h, y->w, y->c, p->cin, p->cout);
-    if (x->n == 0 || y->h == 0 || y->w == 0) return MR_OK;
+    int oh = (x->h + 2 * p->pad - p->dilation * (p->kh - 1) - 1) / p->stride + 1;
+    int ow = (x->w + 2 * p->pad - p->dilation * (p->kw - 1) - 1) / p->stride + 1;
+    if (y->h != oh || y->w != ow)
+        return mr_fail(err, MR_ERR_SHAPE, "%s: a %dx%d input gives a %dx%d output, not %dx%d", layer->name, x->h,
+                       x->w, oh, ow, y->h, y->w);
+    if (x->n == 0) return MR_OK;
     cpu_conv_entry *e;
     MR_TRY(conv_entry_get(c, layer, x, y, accumulate, &e, err));
     mr_status st = MR_OK;

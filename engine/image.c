@@ -213,6 +213,179 @@ mr_status image_load_png(const char *path, int max_side, mr_image *out, mr_error
     return mr_fail(err, MR_ERR_FORMAT, "%s: corrupt PNG (%s)", path, job.msg);
 }
 
+/* ---- EXIF orientation -------------------------------------------------- */
+
+static uint32_t tiff_u16(const uint8_t *p, int big_endian)
+{
+    return big_endian ? (uint32_t)p[0] << 8 | p[1] : (uint32_t)p[1] << 8 | p[0];
+}
+
+static uint32_t tiff_u32(const uint8_t *p, int big_endian)
+{
+    return big_endian ? be32(p)
+                      : (uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0];
+}
+
+/* Bytes per value of a TIFF field type, 0 for a type TIFF does not define
+ * (Pillow skips those entries). */
+static uint32_t tiff_type_size(uint32_t type)
+{
+    switch (type) {
+    case 1: case 2: case 6: case 7: return 1;    /* BYTE ASCII SBYTE UNDEFINED */
+    case 3: case 8: return 2;                    /* SHORT SSHORT */
+    case 4: case 9: case 11: case 13: return 4;  /* LONG SLONG FLOAT IFD */
+    case 5: case 10: case 12: case 16: return 8; /* RATIONAL SRATIONAL DOUBLE LONG8 */
+    default: return 0;
+    }
+}
+
+static uint64_t tiff_u64(const uint8_t *p, int big_endian)
+{
+    const uint64_t a = tiff_u32(p, big_endian), b = tiff_u32(p + 4, big_endian);
+    return big_endian ? a << 32 | b : b << 32 | a;
+}
+
+/* The first value of a field as Pillow compares it with the orientations
+ * 1..8 (a Python int, float or Fraction equal to one of them counts), or
+ * NaN where it cannot equal one (BYTE and UNDEFINED load as bytes, ASCII
+ * as str; a zero denominator as NaN). v holds at least one value. */
+static double tiff_first_value(const uint8_t *v, uint32_t type, int be)
+{
+    switch (type) {
+    case 3: return tiff_u16(v, be);
+    case 4: case 13: return tiff_u32(v, be);
+    case 16: return (double)tiff_u64(v, be);
+    case 6: return (int8_t)v[0];
+    case 8: return (int16_t)tiff_u16(v, be);
+    case 9: return (int32_t)tiff_u32(v, be);
+    case 11: {
+        const uint32_t bits = tiff_u32(v, be);
+        float f;
+        memcpy(&f, &bits, sizeof f);
+        return f;
+    }
+    case 12: {
+        const uint64_t bits = tiff_u64(v, be);
+        double d;
+        memcpy(&d, &bits, sizeof d);
+        return d;
+    }
+    case 5: case 10: {
+        /* num/den, exact: 1..8 only when den divides num. */
+        const uint32_t n = tiff_u32(v, be), d = tiff_u32(v + 4, be);
+        const int64_t num = type == 5 ? (int64_t)n : (int64_t)(int32_t)n;
+        const int64_t den = type == 5 ? (int64_t)d : (int64_t)(int32_t)d;
+        if (den == 0 || num % den != 0) return NAN;
+        return (double)(num / den);
+    }
+    default: return NAN;
+    }
+}
+
+int image_exif_orientation(const uint8_t *app1, size_t n)
+{
+    static const uint8_t sig[6] = {'E', 'x', 'i', 'f', 0, 0};
+    if (!app1 || n < sizeof sig || memcmp(app1, sig, sizeof sig) != 0) return 1;
+    const uint8_t *t = app1 + sizeof sig; /* the TIFF block; offsets count from here */
+    n -= sizeof sig;
+    if (n < 8) return 1;
+    int be;
+    if (t[0] == 'I' && t[1] == 'I')
+        be = 0;
+    else if (t[0] == 'M' && t[1] == 'M')
+        be = 1;
+    else
+        return 1;
+    /* 42, in either byte order: Pillow accepts the swapped one too. */
+    if (!((t[2] == 0x2A && t[3] == 0) || (t[2] == 0 && t[3] == 0x2A))) return 1;
+    const uint32_t ifd = tiff_u32(t + 4, be);
+    if (ifd > n || n - ifd < 2) return 1;
+    const uint32_t count = tiff_u16(t + ifd, be);
+    int orientation = 1;
+    for (uint32_t i = 0; i < count; i++) {
+        const size_t e = (size_t)ifd + 2 + (size_t)i * 12;
+        if (e > n || n - e < 12) break; /* IFD cut off: keep what was read */
+        const uint8_t *p = t + e;
+        const uint32_t tag = tiff_u16(p, be), type = tiff_u16(p + 2, be);
+        const uint64_t cnt = tiff_u32(p + 4, be), unit = tiff_type_size(type);
+        if (unit == 0 || cnt == 0) continue;
+        const uint8_t *v = p + 8;
+        if (cnt * unit > 4) {
+            /* Out-of-line data; data past the end ends the scan, as Pillow's
+             * "Truncated File Read" ends its IFD. */
+            const uint64_t off = tiff_u32(p + 8, be);
+            if (off > n || n - off < cnt * unit) break;
+            v = t + off;
+        }
+        if (tag != 0x0112) continue;
+        /* A later entry overrides an earlier one. */
+        const double val = tiff_first_value(v, type, be);
+        orientation = val >= 1.0 && val <= 8.0 && val == floor(val) ? (int)val : 1;
+    }
+    return orientation;
+}
+
+/* The first APP1 segment that starts "Exif\0" decides, as in Pillow (a
+ * later one is not looked at, even when the first is unusable). */
+static int jpeg_orientation(j_decompress_ptr ci)
+{
+    for (jpeg_saved_marker_ptr m = ci->marker_list; m; m = m->next) {
+        if (m->marker != JPEG_APP0 + 1 || m->data_length < 5 || memcmp(m->data, "Exif\0", 5) != 0)
+            continue;
+        return image_exif_orientation(m->data, m->data_length);
+    }
+    return 1;
+}
+
+mr_status image_apply_orientation(mr_image *img, int orientation, mr_error *err)
+{
+    if (orientation < 1 || orientation > 8)
+        return mr_fail(err, MR_ERR_RANGE, "EXIF orientation %d is outside 1..8", orientation);
+    if (orientation == 1) return MR_OK;
+    const int swap = orientation >= 5;
+    const ptrdiff_t h = img->h, w = img->w;
+    const int oh = swap ? img->w : img->h, ow = swap ? img->h : img->w;
+    if (h <= 0 || w <= 0 || !img->pixels) {
+        img->h = oh;
+        img->w = ow;
+        return MR_OK;
+    }
+    /* out(y, x) = src[start + y * sy + x * sx] in pixels, from
+     * 2: (y, w-1-x)  3: (h-1-y, w-1-x)  4: (h-1-y, x)  5: (x, y)
+     * 6: (h-1-x, y)  7: (h-1-x, w-1-y)  8: (x, w-1-y), source (row, column). */
+    ptrdiff_t start = 0, sy = 0, sx = 0;
+    switch (orientation) {
+    case 2: start = w - 1; sy = w; sx = -1; break;
+    case 3: start = (h - 1) * w + w - 1; sy = -w; sx = -1; break;
+    case 4: start = (h - 1) * w; sy = -w; sx = 1; break;
+    case 5: start = 0; sy = 1; sx = w; break;
+    case 6: start = (h - 1) * w; sy = 1; sx = -w; break;
+    case 7: start = (h - 1) * w + w - 1; sy = -1; sx = -w; break;
+    default: start = w - 1; sy = -1; sx = w; break; /* 8 */
+    }
+    uint8_t *dst = alloc_rgb((uint32_t)oh, (uint32_t)ow);
+    if (!dst)
+        return mr_fail(err, MR_ERR_OOM, "out of memory applying EXIF orientation to a %dx%d (HxW) image",
+                       img->h, img->w);
+    const uint8_t *src = img->pixels;
+    /* Tiles of 64x64 output pixels keep the column walks of 5..8 in cache. */
+    enum { TILE = 64 };
+    for (int y0 = 0; y0 < oh; y0 += TILE)
+        for (int x0 = 0; x0 < ow; x0 += TILE) {
+            const int y1 = y0 + TILE < oh ? y0 + TILE : oh, x1 = x0 + TILE < ow ? x0 + TILE : ow;
+            for (int y = y0; y < y1; y++) {
+                uint8_t *d = dst + ((size_t)y * ow + x0) * 3;
+                ptrdiff_t s = start + y * sy + x0 * sx;
+                for (int x = x0; x < x1; x++, s += sx, d += 3) memcpy(d, src + s * 3, 3);
+            }
+        }
+    free(img->pixels);
+    img->pixels = dst;
+    img->h = oh;
+    img->w = ow;
+    return MR_OK;
+}
+
 /* ---- JPEG --------------------------------------------------------------- */
 
 typedef struct {
@@ -246,6 +419,7 @@ typedef struct {
     FILE *f;
     const char *path;
     int max_side;
+    int orientation; /* EXIF, 1..8 */
     struct jpeg_decompress_struct cinfo;
     jpeg_err err;
     uint8_t *pixels;
@@ -267,7 +441,9 @@ static int jpeg_decode(jpeg_job *job, mr_error *err)
     }
     jpeg_create_decompress(ci);
     jpeg_stdio_src(ci, job->f);
+    jpeg_save_markers(ci, JPEG_APP0 + 1, 0xFFFF);
     jpeg_read_header(ci, TRUE);
+    job->orientation = jpeg_orientation(ci);
     mr_status st = check_side_limit(job->path, "JPEG", ci->image_height, ci->image_width,
                                     job->max_side, err);
     if (st == MR_OK && (ci->jpeg_color_space == JCS_CMYK || ci->jpeg_color_space == JCS_YCCK))
@@ -332,6 +508,11 @@ mr_status image_load_jpeg(const char *path, int max_side, mr_image *out, mr_erro
         out->pixels = job->pixels;
         out->h = (int)job->h;
         out->w = (int)job->w;
+        st = image_apply_orientation(out, job->orientation, err);
+        if (st != MR_OK) {
+            image_free(out);
+            mr_error_prefix(err, "%s", path);
+        }
     } else {
         free(job->pixels);
         if (job->refused)

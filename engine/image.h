@@ -4,8 +4,11 @@
  * into 8-bit RGB, row-major [h, w, 3], the pixels Pillow's
  * `Image.open(path).convert('RGB')` gives, with one documented exception
  * (16-bit greyscale, see image_load_png). Alpha is dropped, not
- * composited; gamma, ICC profiles and EXIF orientation are ignored, as
- * Pillow ignores them.
+ * composited; gamma and ICC profiles are ignored, as Pillow ignores them.
+ * A JPEG's EXIF orientation is applied, so the image comes out upright as
+ * `ImageOps.exif_transpose(Image.open(path)).convert('RGB')` gives it
+ * (image_load_jpeg); a PNG's eXIf chunk is not (Pillow's exif_transpose
+ * would honour it).
  *
  * Preprocess: torchvision's GeneralizedRCNNTransform for one image
  * (torchvision/models/detection/transform.py, 0.14):
@@ -57,8 +60,38 @@ mr_status image_load_png(const char *path, int max_side, mr_image *out, mr_error
 /* Decodes a baseline or progressive JPEG with libjpeg's defaults (ISLOW
  * IDCT, fancy upsampling), which are Pillow's, so pixels match Pillow built
  * on the same libjpeg. Greyscale is replicated; CMYK/YCCK is refused
- * (MR_ERR_UNSUPPORTED). Same size limit and error rules as PNG. */
+ * (MR_ERR_UNSUPPORTED). Same size limit and error rules as PNG; max_side
+ * applies to the stored size, before the EXIF orientation.
+ * Then the EXIF orientation (image_exif_orientation of the first APP1
+ * segment that starts "Exif\0", as Pillow picks it) is applied with
+ * image_apply_orientation: out->h, out->w are the upright size, swapped
+ * from the stored one for orientations 5..8. A malformed EXIF block is
+ * ignored (orientation 1). An XMP tiff:Orientation is not read (Pillow
+ * 9.4, the reference here, ignores it in a JPEG too; later Pillow releases
+ * fall back to it when EXIF has no orientation). */
 mr_status image_load_jpeg(const char *path, int max_side, mr_image *out, mr_error *err);
+
+/* The EXIF Orientation (tag 0x0112 of IFD0) of one APP1 segment's payload,
+ * app1[n] = "Exif\0\0" + a TIFF block ('II' or 'MM'), or 1 when it has none.
+ * Every offset is bounds-checked against n: a truncated or garbage block
+ * gives 1, never a read outside app1. Pillow's rules (TiffImagePlugin,
+ * 9.4): IFD entries are read until the IFD or the block ends, an entry
+ * whose out-of-line data lies past the end ends the scan, an entry of an
+ * unknown type or with count 0 is skipped; the last 0x0112 entry wins;
+ * its first value counts when it equals an integer 1..8 as Pillow compares
+ * it: any integer type, a FLOAT or DOUBLE, a RATIONAL whose denominator
+ * divides its numerator (BYTE, UNDEFINED and ASCII load as bytes or text
+ * in Pillow and never match). Anything else gives 1. */
+int image_exif_orientation(const uint8_t *app1, size_t n);
+
+/* Rearranges img's pixels into the upright image for an EXIF orientation,
+ * in Pillow's terms (ImageOps.exif_transpose): 1 as is, 2 FLIP_LEFT_RIGHT
+ * (mirror), 3 ROTATE_180, 4 FLIP_TOP_BOTTOM, 5 TRANSPOSE, 6 ROTATE_270
+ * (90 degrees clockwise), 7 TRANSVERSE, 8 ROTATE_90 (90 counter-
+ * clockwise); h and w swap for 5..8. Allocates the new pixels and frees
+ * the old ones (MR_ERR_OOM leaves img as it was); MR_ERR_RANGE for an
+ * orientation outside 1..8. */
+mr_status image_apply_orientation(mr_image *img, int orientation, mr_error *err);
 
 /* Sniffs the content (not the file name): PNG signature, or JPEG's
  * FF D8 FF; anything else is "not an image" (MR_ERR_FORMAT). */

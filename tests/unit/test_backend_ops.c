@@ -466,7 +466,10 @@ static const linear_case g_linear_cases[] = {
     {1, 7, 7, 4, 33, 1},
     {37, 7, 7, 4, 33, 0},  /* input [n,h,w,c] flattened (the box head's fc6) */
     {37, 7, 7, 4, 33, 1},
-    {37, 1, 1, 256, 91, 1},
+    /* in = 240, not 256: Debian's oneDNN 2.6 sgemm reads past its own
+     * packing buffer when K is a multiple of 256 (a valgrind error inside
+     * libdnnl, not in the engine), which would fail the valgrind run */
+    {37, 1, 1, 240, 91, 1},
     {37, 3, 5, 7, 12, 0},
 };
 
@@ -1187,6 +1190,10 @@ static void op_errors(fixture *f, tally *t)
             expect_shape_error(f, t, "linear 16->8 given [2,1,3,5]", s, &err, lname);
             f->be.i->layer_free(f->be.ctx, layer);
         }
+    } else {
+        printf("  SKIP %s: errors: the backend has no linear\n", f->bd->name);
+        t->cases++;
+        t->skips++;
     }
     if (f->be.i->deconv2x2_init && f->be.i->deconv2x2) {
         const char *dname = "roi_heads.mask_predictor.conv5_mask";
@@ -1201,6 +1208,10 @@ static void op_errors(fixture *f, tally *t)
             expect_shape_error(f, t, "deconv2x2 3x3 -> 6x5", s, &err, dname);
             f->be.i->layer_free(f->be.ctx, layer);
         }
+    } else {
+        printf("  SKIP %s: errors: the backend has no deconv2x2\n", f->bd->name);
+        t->cases++;
+        t->skips++;
     }
     dev_free(f, dx);
     dev_free(f, dy);

@@ -1,0 +1,145 @@
+#include "options.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DETECT_VERSION "0.2.0"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: detect [options] IMAGE|FOLDER...\n"
+            "Mask R-CNN R-101-FPN instance segmentation. Folders are walked recursively in sorted\n"
+            "order; PNG and JPEG files are recognised by their content.\n\n"
+            "Model\n"
+            "  --config FILE        model config (default configs/mask_rcnn_R-101-FPN_torchvision.json)\n"
+            "  --weights FILE       converted weights, .safetensors (default model.safetensors)\n"
+            "  --device DEV         cpu | cuda | cuda:N (default cpu)\n"
+            "  --threads N          CPU threads (default: all cores)\n"
+            "  --score-thresh X     minimum score, 0..1 (default: the config's box_head.score_thresh)\n"
+            "  --max-dets N         detections per image (default: the config's box_head.detections_per_image)\n"
+            "  --classes A,B        report only these classes, by name (default: all)\n"
+            "Inputs\n"
+            "  --list FILE          also read image paths from FILE, one per line ('#' comments)\n"
+            "  --skip-existing      skip images whose --output files already exist\n"
+            "Outputs\n"
+            "  --output DIR         per image: DIR/NAME.png (visualisation) and DIR/NAME.json\n"
+            "  --json FILE          all images' detections in one JSON document\n"
+            "  --coco-results FILE  COCO results format (pycocotools loadRes)\n"
+            "  -q, --quiet          no per-detection lines and no progress\n"
+            "  -v, --verbose        model summary and per-image timing\n"
+            "Profiling\n"
+            "  --profile            seconds per stage for each image, then a summary\n"
+            "  --profile-runs N     run each image N times after one warm-up run (default 1, no warm-up)\n"
+            "  --profile-json FILE  the same as JSON\n"
+            "Other\n"
+            "  -h, --help           this text\n"
+            "  --version            print the version\n\n"
+            "Exit status: 0 all images done, 1 some images failed (each named on stderr),\n"
+            "2 usage, config or weights error, 130 interrupted (finished outputs are kept).\n");
+}
+
+static int parse_int(const char *opt, const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi) {
+        fprintf(stderr, "detect: %s: expected a whole number from %d to %d, got \"%s\"\n", opt, lo, hi, s);
+        return 0;
+    }
+    *out = (int)v;
+    return 1;
+}
+
+int options_parse(int argc, char **argv, options *o)
+{
+    enum { O_CONFIG = 256, O_WEIGHTS, O_DEVICE, O_JSON, O_COCO, O_OUTPUT, O_THREADS, O_SCORE, O_MAXDETS, O_CLASSES,
+           O_LIST, O_SKIP, O_PROFILE, O_PROFILE_RUNS, O_PROFILE_JSON, O_VERSION };
+    static const struct option longs[] = {
+        {"config", required_argument, 0, O_CONFIG}, {"weights", required_argument, 0, O_WEIGHTS},
+        {"device", required_argument, 0, O_DEVICE}, {"json", required_argument, 0, O_JSON},
+        {"coco-results", required_argument, 0, O_COCO}, {"output", required_argument, 0, O_OUTPUT},
+        {"threads", required_argument, 0, O_THREADS}, {"score-thresh", required_argument, 0, O_SCORE},
+        {"max-dets", required_argument, 0, O_MAXDETS}, {"classes", required_argument, 0, O_CLASSES},
+        {"list", required_argument, 0, O_LIST}, {"skip-existing", no_argument, 0, O_SKIP},
+        {"profile", no_argument, 0, O_PROFILE}, {"profile-runs", required_argument, 0, O_PROFILE_RUNS},
+        {"profile-json", required_argument, 0, O_PROFILE_JSON}, {"quiet", no_argument, 0, 'q'},
+        {"verbose", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, O_VERSION},
+        {0, 0, 0, 0},
+    };
+    memset(o, 0, sizeof *o);
+    o->config_path = "configs/mask_rcnn_R-101-FPN_torchvision.json";
+    o->weights_path = "model.safetensors";
+    o->device = "cpu";
+    o->score_thresh = -1;
+    o->max_dets = -1;
+    o->profile_runs = 1;
+    const char *lists[64];
+    int nlists = 0, c;
+    mr_error err = {0};
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "qvh", longs, NULL)) != -1) {
+        switch (c) {
+        case O_CONFIG: o->config_path = optarg; break;
+        case O_WEIGHTS: o->weights_path = optarg; break;
+        case O_DEVICE: o->device = optarg; break;
+        case O_JSON: o->json_path = optarg; break;
+        case O_COCO: o->coco_path = optarg; break;
+        case O_OUTPUT: o->output_dir = optarg; break;
+        case O_THREADS: if (!parse_int("--threads", optarg, 1, 1024, &o->threads)) return 2; break;
+        case O_MAXDETS: if (!parse_int("--max-dets", optarg, 1, 100000, &o->max_dets)) return 2; break;
+        case O_PROFILE_RUNS: if (!parse_int("--profile-runs", optarg, 1, 100000, &o->profile_runs)) return 2; break;
+        case O_SCORE: {
+            char *end;
+            o->score_thresh = strtod(optarg, &end);
+            if (!*optarg || *end || !(o->score_thresh >= 0 && o->score_thresh <= 1)) {
+                fprintf(stderr, "detect: --score-thresh: expected a number from 0 to 1, got \"%s\"\n", optarg);
+                return 2;
+            }
+            break;
+        }
+        case O_CLASSES: o->classes = optarg; break;
+        case O_LIST:
+            if (nlists == 64) {
+                fprintf(stderr, "detect: --list: at most 64 lists\n");
+                return 2;
+            }
+            lists[nlists++] = optarg;
+            break;
+        case O_SKIP: o->skip_existing = 1; break;
+        case O_PROFILE: o->profile = 1; break;
+        case O_PROFILE_JSON: o->profile_json = optarg; break;
+        case 'q': o->quiet = 1; break;
+        case 'v': o->verbose = 1; break;
+        case 'h': usage(stdout); return -1;
+        case O_VERSION: printf("detect %s\n", DETECT_VERSION); return -1;
+        default:
+            fprintf(stderr, "detect: unknown or incomplete option \"%s\" (see --help)\n", argv[optind - 1]);
+            return 2;
+        }
+    }
+    if (o->skip_existing && !o->output_dir) {
+        fprintf(stderr, "detect: --skip-existing needs --output DIR\n");
+        return 2;
+    }
+    for (int i = optind; i < argc; i++)
+        if (inputs_add_path(&o->inputs, argv[i], &err) != MR_OK) {
+            fprintf(stderr, "detect: %s\n", err.msg);
+            return 2;
+        }
+    for (int i = 0; i < nlists; i++)
+        if (inputs_add_list(&o->inputs, lists[i], &err) != MR_OK) {
+            fprintf(stderr, "detect: %s\n", err.msg);
+            return 2;
+        }
+    if (o->inputs.count == 0) {
+        fprintf(stderr, "detect: no input images (see --help)\n");
+        return 2;
+    }
+    inputs_unique_names(&o->inputs);
+    return 0;
+}
+
+void options_free(options *o) { inputs_free(&o->inputs); }

@@ -1,0 +1,23 @@
+/* Command-line options of detect, their defaults and their parsing. */
+#ifndef DETECT_OPTIONS_H
+#define DETECT_OPTIONS_H
+
+#include "inputs.h"
+
+typedef struct {
+    const char *config_path, *weights_path, *device;
+    const char *json_path, *coco_path, *output_dir, *profile_json;
+    const char *classes;     /* comma-separated class names, or NULL for all */
+    double score_thresh;     /* < 0: the config's */
+    int max_dets;            /* < 0: the config's */
+    int threads;             /* 0: all cores */
+    int quiet, verbose, profile, profile_runs, skip_existing;
+    input_list inputs;
+} options;
+
+/* Returns 0 to run, 2 for a usage error (already reported), or -1 when
+ * --help/--version has been answered and the program should exit 0. */
+int options_parse(int argc, char **argv, options *o);
+void options_free(options *o);
+
+#endif

@@ -1,0 +1,37 @@
+/* --profile: seconds per stage for every image run, and their summary
+ * (mean, median, p90, min, max per stage; images per second). The stages
+ * cover the whole time from opening the file to the outputs being written,
+ * so they add up to each run's total. */
+#ifndef DETECT_PROFILE_H
+#define DETECT_PROFILE_H
+
+#include <stdio.h>
+
+#include "model.h"
+#include "status.h"
+
+enum {
+    PROF_DECODE, PROF_PREPROCESS, PROF_BACKBONE, PROF_FPN, PROF_RPN, PROF_BOX, PROF_MASK, PROF_PASTE,
+    PROF_OUTPUT, PROF_STAGES
+};
+
+typedef struct {
+    double stage[PROF_STAGES];
+    double total; /* measured separately, end to end */
+} profile_run;
+
+typedef struct {
+    profile_run *runs;
+    const char **files; /* not owned */
+    int count, cap;
+} profile_log;
+
+/* Fills the model's stages from its stage times. */
+void profile_set_model(profile_run *run, const mr_stage_times *t);
+mr_status profile_add(profile_log *log, const char *file, const profile_run *run, mr_error *err);
+void profile_print_run(FILE *f, const char *file, const profile_run *run);
+void profile_print_summary(FILE *f, const profile_log *log, double wall_seconds);
+mr_status profile_write_json(const profile_log *log, double wall_seconds, const char *path, mr_error *err);
+void profile_free(profile_log *log);
+
+#endif

@@ -1,0 +1,224 @@
+"""detect for real work (issue: folders, JPEG, outputs, --profile).
+
+A folder of good images, corrupt files, an empty file, a text file and a
+sub-folder; the per-image and whole-run outputs; the COCO results read back
+by pycocotools; filters; profiling; interruption. Weights are seeded random
+R-101-FPN weights (tests/parity/oracle.py) at the small input size."""
+
+import io
+import json
+import os
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from conftest import BUILD, CONFIG_SMALL, REPO
+from test_cli import rle_decode
+
+DETECT = os.path.join(BUILD, "detect")
+EXAMPLE = os.path.join(REPO, "examples", "astronaut.png")
+
+
+def detect(*args, **kw):
+    return subprocess.run([DETECT, "--config", CONFIG_SMALL, *args], capture_output=True, text=True, **kw)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """good: 3 images (PNG, JPEG, grey PNG in a sub-folder); bad: 4 files."""
+    d = tmp_path_factory.mktemp("batch") / "photos"
+    (d / "sub").mkdir(parents=True)
+    img = Image.open(EXAMPLE).convert("RGB")
+    img.resize((320, 240)).save(d / "a_photo.png")
+    img.resize((300, 200)).save(d / "b_photo.jpg", quality=90)
+    img.convert("L").resize((200, 260)).save(d / "sub" / "c_grey.png")
+    raw = (d / "a_photo.png").read_bytes()
+    (d / "d_truncated.png").write_bytes(raw[: len(raw) // 3])
+    (d / "e_empty.png").write_bytes(b"")
+    (d / "f_notes.txt").write_text("not an image\n")
+    (d / "g_garbage.jpg").write_bytes(b"\xff\xd8\xff" + os.urandom(500))
+    return d
+
+
+GOOD = ["a_photo", "b_photo", "sub_c_grey"]
+INPUT_ORDER = ["a_photo.png", "b_photo.jpg", "d_truncated.png", "e_empty.png", "f_notes.txt", "g_garbage.jpg",
+               "sub/c_grey.png"]
+BAD = ["d_truncated.png", "e_empty.png", "f_notes.txt", "g_garbage.jpg"]
+
+
+@pytest.fixture(scope="module")
+def batch_run(folder, seeded_weights, tmp_path_factory):
+    out = tmp_path_factory.mktemp("out")
+    r = detect("-q", "--weights", seeded_weights, "--output", str(out / "vis"), "--json", str(out / "all.json"),
+               "--coco-results", str(out / "coco.json"), str(folder))
+    return r, out
+
+
+def test_folder_with_bad_files(batch_run):
+    r, out = batch_run
+    assert r.returncode == 1, r.stderr
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    for bad in BAD:
+        assert sum(bad in l for l in lines) == 1, f"{bad} not named exactly once:\n{r.stderr}"
+    assert len(lines) == len(BAD), r.stderr
+    files = sorted(os.listdir(out / "vis"))
+    assert files == sorted([g + ".png" for g in GOOD] + [g + ".json" for g in GOOD]), files
+    assert not [f for f in os.listdir(out) if ".tmp." in f]
+
+
+def test_visualisations(batch_run, folder):
+    _, out = batch_run
+    for name, src in [("a_photo", "a_photo.png"), ("b_photo", "b_photo.jpg"), ("sub_c_grey", "sub/c_grey.png")]:
+        vis = np.asarray(Image.open(out / "vis" / (name + ".png")).convert("RGB"))
+        orig = np.asarray(Image.open(folder / src).convert("RGB"))
+        assert vis.shape == orig.shape
+        doc = json.loads((out / "vis" / (name + ".json")).read_text())
+        if doc["images"][0]["detections"]:
+            assert (vis != orig).any(), f"{name}: detections drawn nowhere"
+
+
+def test_json_documents_agree(batch_run):
+    _, out = batch_run
+    doc = json.loads((out / "all.json").read_text())
+    assert [os.path.basename(im["file"]) for im in doc["images"]] == ["a_photo.png", "b_photo.jpg", "c_grey.png"]
+    for im, name in zip(doc["images"], GOOD):
+        single = json.loads((out / "vis" / (name + ".json")).read_text())["images"][0]
+        assert single == im
+
+
+def test_coco_results_load_in_pycocotools(batch_run, folder):
+    coco_mod = pytest.importorskip("pycocotools.coco")
+    mask_mod = pytest.importorskip("pycocotools.mask")
+    _, out = batch_run
+    doc = json.loads((out / "all.json").read_text())
+    results = json.loads((out / "coco.json").read_text())
+    n = sum(len(im["detections"]) for im in doc["images"])
+    assert len(results) == n and n > 0
+    # a ground-truth skeleton with these images and COCO's category ids
+    # non-numeric file names get their position in the sorted input list as image id
+    ids = [INPUT_ORDER.index(os.path.relpath(im["file"], str(folder))) for im in doc["images"]]
+    gt = coco_mod.COCO()
+    gt.dataset = {"images": [{"id": i, "width": im["width"], "height": im["height"]}
+                             for i, im in zip(ids, doc["images"])],
+                  "categories": [{"id": c} for c in range(1, 91)], "annotations": []}
+    gt.createIndex()
+    res = gt.loadRes(str(out / "coco.json"))
+    assert len(res.getAnnIds()) == n
+    coco_ids = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 27, 28, 31,
+                32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57,
+                58, 59, 60, 61, 62, 63, 64, 65, 67, 70, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 84, 85, 86, 87,
+                88, 89, 90]
+    k = 0
+    for i, im in zip(ids, doc["images"]):
+        for d in im["detections"]:
+            rr = results[k]
+            k += 1
+            assert rr["image_id"] == i and rr["category_id"] == coco_ids[d["class_id"] - 1]
+            x1, y1, x2, y2 = d["box"]
+            assert np.allclose(rr["bbox"], [x1, y1, x2 - x1, y2 - y1], atol=1e-4)
+            assert abs(rr["score"] - d["score"]) < 1e-6
+            ours = rle_decode(d["mask"]["counts"], *d["mask"]["size"])
+            theirs = mask_mod.decode({"size": rr["segmentation"]["size"],
+                                      "counts": rr["segmentation"]["counts"].encode()})
+            assert np.array_equal(ours, theirs)
+
+
+def test_skip_existing(batch_run, folder, seeded_weights):
+    _, out = batch_run
+    r = detect("--weights", seeded_weights, "--output", str(out / "vis"), "--skip-existing", str(folder))
+    assert r.returncode == 1
+    assert r.stderr.count("skipped (outputs exist)") == len(GOOD), r.stderr
+    assert r.stdout == ""
+
+
+def test_list_classes_thresholds(tmp_path, folder, seeded_weights):
+    lst = tmp_path / "list.txt"
+    lst.write_text(f"# two images\n{folder / 'a_photo.png'}\n\n{folder / 'b_photo.jpg'}\n")
+    base = detect("-q", "--weights", seeded_weights, "--json", str(tmp_path / "base.json"), "--list", str(lst))
+    assert base.returncode == 0, base.stderr
+    dets = [d for im in json.loads((tmp_path / "base.json").read_text())["images"] for d in im["detections"]]
+    assert dets
+    top = max(dets, key=lambda d: d["score"])
+    r = detect("-q", "--weights", seeded_weights, "--json", str(tmp_path / "f.json"), "--list", str(lst),
+               "--classes", top["class"], "--score-thresh", "0.3", "--max-dets", "3")
+    assert r.returncode == 0, r.stderr
+    for im in json.loads((tmp_path / "f.json").read_text())["images"]:
+        assert len(im["detections"]) <= 3
+        for d in im["detections"]:
+            assert d["class"] == top["class"] and d["score"] > 0.3
+    bad = detect("--weights", seeded_weights, "--classes", "unicorn", str(folder / "a_photo.png"))
+    assert bad.returncode == 2 and "unicorn" in bad.stderr
+
+
+def test_profile_adds_up(tmp_path, folder, seeded_weights):
+    pj = tmp_path / "profile.json"
+    r = detect("-q", "--weights", seeded_weights, "--profile", "--profile-runs", "2", "--profile-json", str(pj),
+               str(folder / "a_photo.png"), str(folder / "b_photo.jpg"))
+    assert r.returncode == 0, r.stderr
+    assert "profile summary" in r.stderr and "images/s" in r.stderr
+    doc = json.loads(pj.read_text())
+    assert len(doc["runs"]) == 4  # 2 images x 2 measured runs
+    stages = ["decode", "preprocess", "backbone", "fpn", "rpn", "box_head", "mask_head", "mask_paste", "output"]
+    for run in doc["runs"]:
+        s = sum(run[k] for k in stages)
+        assert abs(s - run["total"]) <= 0.03 * run["total"], run
+    assert set(doc["summary"]) == set(stages) | {"total"}
+    assert doc["summary"]["total"]["min"] <= doc["summary"]["total"]["median"] <= doc["summary"]["total"]["max"]
+
+
+def test_help_lists_every_option():
+    h = subprocess.run([DETECT, "--help"], capture_output=True, text=True).stdout
+    for opt in ["--config", "--weights", "--device", "--threads", "--score-thresh", "--max-dets", "--classes",
+                "--list", "--skip-existing", "--output", "--json", "--coco-results", "--quiet", "--verbose",
+                "--profile", "--profile-runs", "--profile-json", "--help", "--version"]:
+        assert opt in h, opt
+    assert "default" in h
+
+
+def test_cuda_without_gpu_says_so(folder, seeded_weights):
+    r = detect("-q", "--weights", seeded_weights, "--device", "cuda", str(folder / "a_photo.png"))
+    assert r.returncode == 0
+    assert "CUDA" in r.stderr and "CPU" in r.stderr
+
+
+def test_unwritable_output(folder, seeded_weights):
+    """An output folder that cannot be created (not even by root: /proc refuses it)."""
+    out = "/proc/detect-test-output"
+    r = detect("--weights", seeded_weights, "--output", out, str(folder / "a_photo.png"))
+    assert r.returncode == 2 and out in r.stderr
+    assert len([l for l in r.stderr.splitlines() if l.strip()]) == 1
+
+
+def test_output_on_a_file_is_an_error(tmp_path, folder, seeded_weights):
+    f = tmp_path / "file"
+    f.write_text("x")
+    r = detect("--weights", seeded_weights, "--output", str(f), str(folder / "a_photo.png"))
+    assert r.returncode == 2 and str(f) in r.stderr
+
+
+def test_interrupt_keeps_finished_outputs(tmp_path, folder, seeded_weights):
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(6):
+        (many / f"img{i}.png").write_bytes((folder / "a_photo.png").read_bytes())
+    out = tmp_path / "out"
+    p = subprocess.Popen([DETECT, "--config", CONFIG_SMALL, "-q", "--weights", seeded_weights, "--output", str(out),
+                          "--json", str(tmp_path / "all.json"), str(many)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not (out.exists() and any(f.endswith(".json") for f in os.listdir(out))):
+        time.sleep(0.05)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err
+    assert "interrupted" in err
+    done = sorted(f[:-5] for f in os.listdir(out) if f.endswith(".json"))
+    assert 1 <= len(done) < 6
+    assert sorted(f[:-4] for f in os.listdir(out) if f.endswith(".png")) == done
+    doc = json.loads((tmp_path / "all.json").read_text())  # complete and valid
+    assert len(doc["images"]) == len(done)
+    assert not [f for f in os.listdir(out) if ".tmp." in f]
