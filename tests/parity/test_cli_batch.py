@@ -222,3 +222,29 @@ def test_interrupt_keeps_finished_outputs(tmp_path, folder, seeded_weights):
     doc = json.loads((tmp_path / "all.json").read_text())  # complete and valid
     assert len(doc["images"]) == len(done)
     assert not [f for f in os.listdir(out) if ".tmp." in f]
+
+
+def test_progress_bar_on_a_terminal(folder, seeded_weights):
+    """stderr on a pseudo-terminal: a bar redrawn in place; not a terminal: plain lines."""
+    import pty
+    master, slave = pty.openpty()
+    args = [DETECT, "--config", CONFIG_SMALL, "--weights", seeded_weights, str(folder / "a_photo.png"),
+            str(folder / "b_photo.jpg")]
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=slave)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    p.wait(timeout=120)
+    os.close(master)
+    tty = b"".join(chunks).decode(errors="replace")
+    assert p.returncode == 0
+    assert "\r" in tty and "2/2" in tty and "img/s" in tty and "ETA" in tty, tty
+    plain = subprocess.run(args, capture_output=True, text=True)
+    assert "\r" not in plain.stderr and "[1/2]" in plain.stderr and "[2/2]" in plain.stderr
