@@ -6,11 +6,11 @@ Both run the same seeded R-101-FPN weights (tests/parity/oracle.py) on the
 same pixels (a 800x1216 synthetic scene, so the network input is the
 COCO-test size). Runs alternate (ours, torchvision, ours, ...) after a
 warm-up of each; the table gives medians. Threads: 2 for both (--threads).
-Peak RSS is that of our detect process (wait4's rusage)."""
+Peak RSS is that of our detect process (GNU time's %M)."""
 
 import argparse
+import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -21,9 +21,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "tests", "parity"))
 
-peak_rss_kb = 0  # of our detect processes (wait4), kilobytes
+peak_rss_kb = 0  # of our detect processes, kilobytes
 
 STAGES = ["preprocess", "backbone", "fpn", "rpn", "box", "mask", "paste"]
+OUR_NAME = {"box": "box_head", "mask": "mask_head", "paste": "mask_paste"}  # detect --profile-json names
 
 
 def torch_stages(model, img, torch):
@@ -62,22 +63,24 @@ def torch_stages(model, img, torch):
 
 
 def ours_stages(args, weights, png, runs):
-    """One process, the image `runs` times; per-image stage times from --profile."""
-    cmd = [os.path.join(REPO, "build", "detect"), "-q", "--profile", "--threads", str(args.threads),
-           "--config", args.config, "--weights", weights] + [png] * runs
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    stderr = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    if status != 0:
-        sys.exit(f"bench: detect failed:\n{stderr}")
+    """One process: a warm-up run, then `runs` measured runs (--profile-runs);
+    per-run stage times from --profile-json."""
+    pj = os.path.join(os.path.dirname(png), "profile.json")
+    rss = os.path.join(os.path.dirname(png), "rss.txt")
+    # GNU time reports the peak RSS of detect itself; a child forked straight
+    # from this (torch-sized) process would inherit its RSS in ru_maxrss.
+    cmd = ["/usr/bin/time", "-f", "%M", "-o", rss, os.path.join(REPO, "build", "detect"), "-q", "--profile-runs",
+           str(runs), "--profile-json", pj, "--threads", str(args.threads), "--config", args.config,
+           "--weights", weights, png]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"bench: detect failed:\n{r.stderr}")
     global peak_rss_kb
-    peak_rss_kb = max(peak_rss_kb, usage.ru_maxrss)
-    out = []
-    for line in stderr.splitlines():
-        vals = dict(re.findall(r"(\w+) ([0-9.]+)", line.split(":", 1)[1])) if ":" in line else {}
-        if "backbone" in vals:
-            out.append({k: float(vals[k]) for k in STAGES})
-    return out
+    with open(rss) as f:
+        peak_rss_kb = max(peak_rss_kb, int(f.read().split()[-1]))
+    with open(pj) as f:
+        doc = json.load(f)
+    return [{s: r[OUR_NAME.get(s, s)] for s in STAGES} for r in doc["runs"]]
 
 
 def main():
@@ -100,7 +103,7 @@ def main():
     ours, theirs = [], []
     torch_stages(model, img, torch)                # warm-up
     for _ in range(args.rounds):
-        ours += ours_stages(args, weights, png, 2)[1:]  # first image of each process is its warm-up
+        ours += ours_stages(args, weights, png, 2)
         theirs.append(torch_stages(model, img, torch))
 
     print(f"\nCPU, {args.threads} threads, 800x1216 input, median of {args.rounds} alternating rounds")

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  gcc make pkg-config
+  gcc make pkg-config time
   libdnnl-dev          # oneDNN: CPU convolutions and GEMM
   libcjson-dev         # JSON config and output
   libpng-dev           # PNG decoding
