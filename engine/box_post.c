@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "nms.h"
+#include "scratch.h"
 
 typedef struct {
     float *probs;  /* [n,K] */
@@ -16,24 +17,22 @@ typedef struct {
 
 static size_t layout(const mr_box_post_params *p, int n, void *base, box_post_scratch *s)
 {
-    size_t cand = (size_t)n * (size_t)(p->num_classes - 1), at = 0;
-    char *b = base;
-#define TAKE(field, type, count)                                         \
-    do {                                                                 \
-        if (s) s->field = (type *)(b + at);                              \
-        at += ((sizeof(type) * (size_t)(count)) + 63) & ~(size_t)63;    \
-    } while (0)
-    TAKE(probs, float, (size_t)n * (size_t)p->num_classes);
-    TAKE(boxes, float, 4 * cand);
-    TAKE(scores, float, cand);
-    TAKE(groups, int, cand);
-    TAKE(keep, int, cand);
-#undef TAKE
-    if (s) s->nms = b + at;
-    return at + nms_scratch_bytes((int)cand);
+    size_t cand = (size_t)n * (size_t)(p->num_classes - 1);
+    mr_scratch sc = {base, 0};
+    s->probs = scratch_take(&sc, sizeof(float) * (size_t)n * (size_t)p->num_classes);
+    s->boxes = scratch_take(&sc, sizeof(float) * 4 * cand);
+    s->scores = scratch_take(&sc, sizeof(float) * cand);
+    s->groups = scratch_take(&sc, sizeof(int) * cand);
+    s->keep = scratch_take(&sc, sizeof(int) * cand);
+    s->nms = scratch_take(&sc, nms_scratch_bytes((int)cand));
+    return sc.used;
 }
 
-size_t box_post_scratch_bytes(const mr_box_post_params *p, int n) { return layout(p, n, NULL, NULL); }
+size_t box_post_scratch_bytes(const mr_box_post_params *p, int n)
+{
+    box_post_scratch unused;
+    return layout(p, n, NULL, &unused);
+}
 
 int box_post_cpu(const mr_box_post_params *p, const float *rois, const float *logits, const float *deltas, int n,
                  float *out_boxes, float *out_scores, float *out_labels, void *scratch)

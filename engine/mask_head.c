@@ -25,6 +25,7 @@ mr_status mask_head_load(mr_model *m, mr_weights *w, mr_error *err)
     int64_t wshape[4] = {D, D, 2, 2}, bshape[1] = {D};
     mr_status st = weights_read_f32(w, "mask_head.deconv.weight", 4, wshape, wt, err);
     if (st == MR_OK) st = weights_read_f32(w, "mask_head.deconv.bias", 1, bshape, wt + (size_t)D * D * 4, err);
+    if (st == MR_OK) st = model_check_finite(w, "mask_head.deconv", wt, (size_t)D * D * 4 + (size_t)D, err);
     if (st == MR_OK) {
         mr_deconv2x2_params p = {D, D, 1};
         st = m->be.i->deconv2x2_init(m->be.ctx, "mask_head.deconv", &p, wt, wt + (size_t)D * D * 4, &m->mask_deconv,

@@ -1,5 +1,6 @@
 /* Loading, buffer planning and the end-to-end pass. The stages themselves
  * live in resnet.c, fpn.c, rpn.c, roi_heads.c and mask_head.c. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,15 @@ mr_status tensor_shape(mr_tensor *t, int n, int h, int w, int c, mr_error *err)
     t->h = h;
     t->w = w;
     t->c = c;
+    return MR_OK;
+}
+
+mr_status model_check_finite(const mr_weights *w, const char *layer, const float *v, size_t n, mr_error *err)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i]))
+            return mr_fail(err, MR_ERR_FORMAT, "%s: layer \"%s\" has %s weights (after folding its normalisation); "
+                           "refusing NaN/Inf weights", w->path, layer, isnan(v[i]) ? "NaN" : "Inf");
     return MR_OK;
 }
 
@@ -45,6 +55,7 @@ mr_status model_conv_layer(mr_model *m, mr_weights *w, const char *prefix, const
             bias[o] = bias[o] * scale[o] + shift[o];
         }
     }
+    if (st == MR_OK) st = model_check_finite(w, prefix, wt, per_out * (size_t)cout + (size_t)cout, err);
     if (st == MR_OK) {
         mr_conv_params p = {cin, cout, k, k, stride, pad, 1, 1, relu};
         st = m->be.i->conv_init(m->be.ctx, prefix, &p, wt, bias, out, err);

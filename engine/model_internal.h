@@ -62,7 +62,9 @@ struct mr_model {
     size_t host_scratch_size;
 };
 
-/* Loading helpers (model.c). */
+/* Loading helpers (model.c). NaN/Inf weights are refused at load, naming
+ * the layer: one would silently poison every detection. */
+mr_status model_check_finite(const mr_weights *w, const char *layer, const float *v, size_t n, mr_error *err);
 mr_status model_conv_layer(mr_model *m, mr_weights *w, const char *prefix, const char *norm, int cin, int cout,
                            int k, int stride, int pad, int relu, mr_layer **out, mr_error *err);
 

@@ -6,6 +6,7 @@
 
 #include "anchors.h"
 #include "nms.h"
+#include "scratch.h"
 
 typedef struct {
     float value;
@@ -48,25 +49,21 @@ static size_t layout(const mr_proposal_params *p, void *base, proposal_scratch *
         if (level_count(p, l) > largest) largest = level_count(p, l);
         total += level_top_n(p, l);
     }
-    size_t at = 0;
-    char *b = base;
-#define TAKE(field, type, count)                                  \
-    do {                                                          \
-        if (s) s->field = (type *)(b + at);                       \
-        at += ((sizeof(type) * (size_t)(count)) + 63) & ~(size_t)63; \
-    } while (0)
-    TAKE(ranked, scored_index, largest);
-    TAKE(boxes, float, 4 * (size_t)total);
-    TAKE(scores, float, total);
-    TAKE(groups, int, total);
-    TAKE(keep, int, total);
-#undef TAKE
-    if (s) s->nms = b + at;
-    at += nms_scratch_bytes(total);
-    return at;
+    mr_scratch sc = {base, 0};
+    s->ranked = scratch_take(&sc, sizeof(scored_index) * (size_t)largest);
+    s->boxes = scratch_take(&sc, sizeof(float) * 4 * (size_t)total);
+    s->scores = scratch_take(&sc, sizeof(float) * (size_t)total);
+    s->groups = scratch_take(&sc, sizeof(int) * (size_t)total);
+    s->keep = scratch_take(&sc, sizeof(int) * (size_t)total);
+    s->nms = scratch_take(&sc, nms_scratch_bytes(total));
+    return sc.used;
 }
 
-size_t proposals_scratch_bytes(const mr_proposal_params *p) { return layout(p, NULL, NULL); }
+size_t proposals_scratch_bytes(const mr_proposal_params *p)
+{
+    proposal_scratch unused;
+    return layout(p, NULL, &unused);
+}
 
 int proposals_cpu(const mr_proposal_params *p, const float *const *logits, const float *const *deltas,
                   float *out_boxes, float *out_scores, void *scratch)

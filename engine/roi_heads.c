@@ -34,6 +34,7 @@ static mr_status linear_layer(mr_model *m, mr_weights *w, const char *prefix, in
                         perm[(size_t)o * in + ((size_t)y * W + x) * C + c] = wt[(size_t)o * in + ((size_t)c * H + y) * W + x];
         use = perm;
     }
+    if (st == MR_OK) st = model_check_finite(w, prefix, wt, (size_t)in * (size_t)out + (size_t)out, err);
     if (st == MR_OK) {
         mr_linear_params p = {in, out, relu};
         st = m->be.i->linear_init(m->be.ctx, prefix, &p, use, bias, dst, err);
