@@ -107,6 +107,7 @@ static void cpu_destroy(void *vctx)
     if (c->stream) dnnl_stream_destroy(c->stream);
     if (c->engine) dnnl_engine_destroy(c->engine);
     free(c->scratch);
+    free(c->blocked);
     free(c->post_scratch);
     free(c);
 }

@@ -16,6 +16,8 @@ typedef struct {
     int threads;
     void *scratch; /* oneDNN scratchpad and GEMM temporaries, grown per new shape */
     size_t scratch_size;
+    void *blocked;      /* blocked copies of a conv's input and output */
+    size_t blocked_size;
     void *post_scratch; /* the detection ops' (top-k, NMS, paste) */
     size_t post_scratch_size;
 } cpu_ctx;
@@ -25,7 +27,13 @@ typedef enum { CPU_LAYER_CONV, CPU_LAYER_LINEAR, CPU_LAYER_DECONV2X2 } cpu_layer
 typedef struct {
     int n, h, w, accumulate;
     dnnl_primitive_t prim;
-    dnnl_memory_desc_t src_md, wei_md, bias_md, dst_md;
+    dnnl_memory_desc_t src_md, wei_md, bias_md, dst_md; /* NHWC src/dst: the tensors' layout */
+    /* Spatial convolutions run on channel-blocked copies (nChw8c): oneDNN's
+     * AVX2 kernels are 1.2-3x faster on them than on NHWC, far more than
+     * the two reorders cost (1x1 convolutions are as fast in NHWC). */
+    int blocked;
+    dnnl_primitive_t to_blocked, from_blocked;
+    dnnl_memory_desc_t src_blk_md, dst_blk_md;
     float *weights; /* in the layout the primitive chose */
     int owns_weights;
     size_t scratch_bytes;
@@ -48,6 +56,7 @@ struct mr_layer {
 };
 
 mr_status cpu_scratch_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err);
+mr_status cpu_blocked_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err);
 
 mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, const float *w_oihw,
                         const float *bias, mr_layer **out, mr_error *err);

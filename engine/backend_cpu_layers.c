@@ -46,6 +46,17 @@ mr_status cpu_scratch_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err)
     return MR_OK;
 }
 
+mr_status cpu_blocked_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err)
+{
+    if (bytes <= ctx->blocked_size) return MR_OK;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes) != 0) return mr_fail(err, MR_ERR_OOM, "out of memory (%zu bytes)", bytes);
+    free(ctx->blocked);
+    ctx->blocked = p;
+    ctx->blocked_size = bytes;
+    return MR_OK;
+}
+
 mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, const float *w_oihw,
                         const float *bias, mr_layer **out, mr_error *err)
 {
@@ -109,6 +120,8 @@ static void cache_clear(mr_layer *l)
 {
     for (int i = 0; i < l->cache_count; i++) {
         dnnl_primitive_destroy(l->cache[i].prim);
+        if (l->cache[i].to_blocked) dnnl_primitive_destroy(l->cache[i].to_blocked);
+        if (l->cache[i].from_blocked) dnnl_primitive_destroy(l->cache[i].from_blocked);
         if (l->cache[i].owns_weights) free(l->cache[i].weights);
     }
     l->cache_count = 0;
@@ -169,7 +182,14 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
     dnnl_primitive_desc_t pd = NULL;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t ops = NULL;
-    cpu_conv_entry e = {x->n, x->h, x->w, accumulate, NULL, {0}, {0}, {0}, {0}, NULL, 0, 0};
+    cpu_conv_entry e;
+    memset(&e, 0, sizeof e);
+    e.n = x->n;
+    e.h = x->h;
+    e.w = x->w;
+    e.accumulate = accumulate;
+    dnnl_primitive_desc_t rpd = NULL;
+    e.blocked = (p->kh > 1 || p->kw > 1) && !accumulate && p->groups == 1 && p->cin % 8 == 0 && p->cout % 8 == 0;
 
     dnnl_dims_t src_dims = {x->n, p->cin, x->h, x->w}, dst_dims = {y->n, p->cout, y->h, y->w};
     dnnl_dims_t bias_dims = {p->cout}, strides = {p->stride, p->stride};
@@ -189,10 +209,26 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.src_md, 4, src_dims, dnnl_f32, dnnl_nhwc), "src desc");
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.dst_md, 4, dst_dims, dnnl_f32, dnnl_nhwc), "dst desc");
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.bias_md, 1, bias_dims, dnnl_f32, dnnl_a), "bias desc");
+    if (e.blocked) {
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.src_blk_md, 4, src_dims, dnnl_f32, dnnl_nChw8c), "src desc");
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.dst_blk_md, 4, dst_dims, dnnl_f32, dnnl_nChw8c), "dst desc");
+        DNNL_TRY(dnnl_reorder_primitive_desc_create(&rpd, &e.src_md, c->engine, &e.src_blk_md, c->engine, NULL),
+                 "input reorder");
+        DNNL_TRY(dnnl_primitive_create(&e.to_blocked, rpd), "input reorder");
+        dnnl_primitive_desc_destroy(rpd);
+        rpd = NULL;
+        DNNL_TRY(dnnl_reorder_primitive_desc_create(&rpd, &e.dst_blk_md, c->engine, &e.dst_md, c->engine, NULL),
+                 "output reorder");
+        DNNL_TRY(dnnl_primitive_create(&e.from_blocked, rpd), "output reorder");
+        st = cpu_blocked_reserve(c, dnnl_memory_desc_get_size(&e.src_blk_md) + dnnl_memory_desc_get_size(&e.dst_blk_md),
+                                 err);
+        if (st != MR_OK) goto done;
+    }
     dnnl_convolution_desc_t cd;
     DNNL_TRY(dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct,
-                                                        &e.src_md, &wei_any, &e.bias_md, &e.dst_md, strides, dil,
-                                                        pad_l, pad_r),
+                                                        e.blocked ? &e.src_blk_md : &e.src_md, &wei_any,
+                                                        &e.bias_md, e.blocked ? &e.dst_blk_md : &e.dst_md, strides,
+                                                        dil, pad_l, pad_r),
              "convolution desc");
     DNNL_TRY(dnnl_primitive_attr_create(&attr), "attr");
     DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "attr");
@@ -227,11 +263,14 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
     if (st != MR_OK) goto done;
     cpu_conv_entry *slot = &layer->cache[layer->cache_count++];
     *slot = e;
-    e.prim = NULL;
+    e.prim = e.to_blocked = e.from_blocked = NULL;
     e.owns_weights = 0;
     *out = slot;
 done:
     if (e.prim) dnnl_primitive_destroy(e.prim);
+    if (e.to_blocked) dnnl_primitive_destroy(e.to_blocked);
+    if (e.from_blocked) dnnl_primitive_destroy(e.from_blocked);
+    if (rpd) dnnl_primitive_desc_destroy(rpd);
     if (e.owns_weights) free(e.weights);
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (ops) dnnl_post_ops_destroy(ops);
@@ -255,21 +294,36 @@ mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y
     cpu_conv_entry *e;
     MR_TRY(conv_entry_get(c, layer, x, y, accumulate, &e, err));
     mr_status st = MR_OK;
-    dnnl_memory_t m[5] = {0};
-    DNNL_TRY(dnnl_memory_create(&m[0], &e->src_md, c->engine, x->data), "memory");
+    /* m: src, weights, bias, dst, scratchpad, then the NHWC tensors when the
+     * convolution runs on blocked copies of them. */
+    dnnl_memory_t m[7] = {0};
+    char *blk_src = c->blocked, *blk_dst = blk_src + (e->blocked ? dnnl_memory_desc_get_size(&e->src_blk_md) : 0);
+    DNNL_TRY(dnnl_memory_create(&m[0], e->blocked ? &e->src_blk_md : &e->src_md, c->engine,
+                                e->blocked ? (void *)blk_src : x->data), "memory");
     DNNL_TRY(dnnl_memory_create(&m[1], &e->wei_md, c->engine, e->weights), "memory");
     DNNL_TRY(dnnl_memory_create(&m[2], &e->bias_md, c->engine, layer->bias), "memory");
-    DNNL_TRY(dnnl_memory_create(&m[3], &e->dst_md, c->engine, y->data), "memory");
+    DNNL_TRY(dnnl_memory_create(&m[3], e->blocked ? &e->dst_blk_md : &e->dst_md, c->engine,
+                                e->blocked ? (void *)blk_dst : y->data), "memory");
     dnnl_memory_desc_t sp_md;
     dnnl_dims_t sp_dims = {(dnnl_dim_t)e->scratch_bytes};
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&sp_md, 1, sp_dims, dnnl_u8, dnnl_a), "memory");
     DNNL_TRY(dnnl_memory_create(&m[4], &sp_md, c->engine, c->scratch), "memory");
+    if (e->blocked) {
+        DNNL_TRY(dnnl_memory_create(&m[5], &e->src_md, c->engine, x->data), "memory");
+        DNNL_TRY(dnnl_memory_create(&m[6], &e->dst_md, c->engine, y->data), "memory");
+        dnnl_exec_arg_t in[2] = {{DNNL_ARG_FROM, m[5]}, {DNNL_ARG_TO, m[0]}};
+        DNNL_TRY(dnnl_primitive_execute(e->to_blocked, c->stream, 2, in), "input reorder");
+    }
     dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, m[0]}, {DNNL_ARG_WEIGHTS, m[1]}, {DNNL_ARG_BIAS, m[2]},
                                {DNNL_ARG_DST, m[3]}, {DNNL_ARG_SCRATCHPAD, m[4]}};
     DNNL_TRY(dnnl_primitive_execute(e->prim, c->stream, 5, args), "convolution");
+    if (e->blocked) {
+        dnnl_exec_arg_t back[2] = {{DNNL_ARG_FROM, m[3]}, {DNNL_ARG_TO, m[6]}};
+        DNNL_TRY(dnnl_primitive_execute(e->from_blocked, c->stream, 2, back), "output reorder");
+    }
     DNNL_TRY(dnnl_stream_wait(c->stream), "convolution");
 done:
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 7; i++)
         if (m[i]) dnnl_memory_destroy(m[i]);
     return st;
 }
