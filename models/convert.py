@@ -25,6 +25,7 @@ import hashlib
 import math
 import os
 import pickle
+import pickletools
 import re
 import struct
 import sys
@@ -159,10 +160,33 @@ _ALLOWED_GLOBALS = {
 _ALLOWED_GLOBALS.update({("torch", n): t for n, t in _STORAGE_TYPES.items()})
 
 
+def _check_memo_indices(f):
+    """The C unpickler sizes its memo table by the largest PUT index it meets, so a few
+    hundred bytes with LONG_BINPUT 1258647924 make it allocate and zero 20 GB.  A pickler
+    numbers memo entries from 0, at most one per op: refuse an index past the op count.
+    Scans f from its position to the pickle's STOP and seeks back; other breakage is left
+    for the unpickler to report."""
+    start = f.tell()
+    try:
+        for n, (op, arg, _) in enumerate(pickletools.genops(f)):
+            if op.name in ("PUT", "BINPUT", "LONG_BINPUT") and arg > n:
+                raise ConvertError(f"malformed pickle (memo index {arg} at op {n})")
+    except ConvertError:
+        raise
+    except Exception:  # a broken pickle: the unpickler says how
+        pass
+    f.seek(start)
+
+
 class _RestrictedUnpickler(pickle.Unpickler):
     def __init__(self, file, storage_for):
         super().__init__(file)
+        self._file = file
         self._storage_for = storage_for  # callable(pid tuple) -> _Storage
+
+    def load(self):
+        _check_memo_indices(self._file)
+        return super().load()
 
     def find_class(self, module, name):
         obj = _ALLOWED_GLOBALS.get((module, name))
@@ -280,6 +304,9 @@ def _read_legacy_checkpoint(path):
             return f.read(nbytes)
 
         st._fetch = fetch
+    unread = [k for k, st in roots.items() if st._fetch is None]
+    if unread:
+        raise ConvertError(f"malformed legacy checkpoint (no data for storage {unread[0][:40]})")
     for s, key, voff in views:
         root = roots[key]
         s._fetch = lambda root=root, voff=voff, s=s: root.array()[voff:voff + s.numel].tobytes()

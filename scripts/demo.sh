@@ -17,5 +17,5 @@ oracle.export_weights(oracle.build_model(0, bg_bias=5.0), sys.argv[1])
 PY
 fi
 build/detect --config configs/mask_rcnn_R-101-FPN_torchvision.json --weights "$weights" \
-  --json build/demo/detections.json --profile examples/astronaut.png
-echo "demo: wrote build/demo/detections.json"
+  --output build/demo --json build/demo/detections.json --profile examples/astronaut.png
+echo "demo: wrote build/demo/astronaut.png (drawing), build/demo/astronaut.json and build/demo/detections.json"
