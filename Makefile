@@ -4,6 +4,9 @@
 #   make test       unit tests (cmocka) + parity tests against torchvision (pytest)
 #   make bench      CPU time per stage beside torchvision's, one full-size image
 #   make demo       the README's first command: install what is missing, run on an example
+#   make sanitize   unit and end-to-end tests under AddressSanitizer + UBSan (build-san/)
+#   make valgrind   one full image through memcheck: no errors, no leaks
+#   make fuzz       every fuzz target for FUZZ_SECONDS each (default 60)
 #   CUDA=0          build without the CUDA backend even where nvcc exists
 
 CC      ?= gcc
@@ -36,7 +39,8 @@ CFLAGS     += -DMR_HAVE_CUDA=1 -I$(CUDA_HOME)/include
 LDLIBS     += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublas -lcudart
 endif
 
-.PHONY: all test unit-test parity-test bench demo deps clean
+.PHONY: all test unit-test parity-test bench demo deps clean sanitize valgrind fuzz
+FUZZ_SECONDS ?= 60
 all: $(BUILD)/detect $(BUILD)/libdetect.so $(BUILD)/stage_runner
 
 $(BUILD)/%.o: %.c
@@ -90,7 +94,16 @@ demo: deps
 	$(MAKE) all
 	scripts/demo.sh
 
+sanitize: deps
+	scripts/sanitize.sh
+
+valgrind: deps
+	scripts/valgrind.sh
+
+fuzz: deps
+	scripts/fuzz.sh $(FUZZ_SECONDS)
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) build-san
 
 -include $(ENGINE_OBJ:.o=.d) $(CMD_OBJ:.o=.d) $(BUILD)/tests/stage_runner.d

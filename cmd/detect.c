@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "atomic_file.h"
 #include "backend.h"
 #include "coco_results.h"
 #include "config.h"
@@ -166,6 +167,7 @@ static mr_status process(run_state *r, int index, int *detections, mr_error *err
         double m0 = now();
         st = model_detect(r->model, &img, &res, &times, err);
         model_total = now() - m0;
+        if (st != MR_OK) mr_error_prefix(err, "%s", in->path); /* the engine does not know the file */
         if (st != MR_OK || k == 0 || k + 1 == runs) continue; /* warm-up, or the last (recorded below) */
         profile_set_model(&run, &times);
         run.total = run.stage[PROF_DECODE] + model_total;
@@ -213,6 +215,15 @@ static mr_status setup(run_state *r, mr_error *err)
         r->json_open = 1;
     }
     if (r->opt.coco_path) MR_TRY(coco_results_create(&r->coco, err));
+    /* Documents written at the end are tried now, so a bad path fails before
+     * hours of work rather than after. */
+    const char *late[2] = {r->opt.coco_path, r->opt.profile_json};
+    for (int i = 0; i < 2; i++) {
+        atomic_file probe;
+        if (!late[i]) continue;
+        MR_TRY(atomic_file_open(&probe, late[i], err));
+        atomic_file_abort(&probe);
+    }
     if (r->opt.verbose)
         fprintf(stderr, "detect: %s (%d classes), weights %s, device %s, %d inputs\n", r->cfg.name,
                 r->cfg.classes.num_classes, r->opt.weights_path, r->be.i->name, r->opt.inputs.count);

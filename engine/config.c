@@ -418,6 +418,16 @@ mr_status config_validate(const mr_config *cfg, const char *origin, mr_error *er
 
 /* ---- entry points ------------------------------------------------------- */
 
+/* Keys and values from the file appear in messages, and JSON allows a newline
+ * in them ("a\nb", or raw, which cJSON accepts): control characters print as
+ * '?', so the message stays one line. */
+static void one_line(mr_error *err)
+{
+    if (!err) return;
+    for (char *p = err->msg; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+}
+
 static mr_status syntax_error(const char *text, const char *at, mr_error *err)
 {
     if (!at) return mr_fail(err, MR_ERR_FORMAT, "malformed JSON");
@@ -467,7 +477,10 @@ mr_status config_parse(mr_config *cfg, const char *json, const char *origin, mr_
         }
         cJSON_Delete(root);
     }
-    if (st != MR_OK) mr_error_prefix(err, "%s", origin);
+    if (st != MR_OK) {
+        mr_error_prefix(err, "%s", origin);
+        one_line(err);
+    }
     return st;
 }
 

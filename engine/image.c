@@ -131,6 +131,11 @@ static int png_decode(png_job *job, int max_side)
     }
     png_set_read_fn(png, job, png_read_cb);
     if (max_side > 0) png_set_user_limits(png, (png_uint_32)max_side, (png_uint_32)max_side);
+    /* Skip, unread, every ancillary chunk but tRNS (libpng's list for -1): none
+     * changes the pixels kept here (no gamma, no background), and libpng would
+     * otherwise allocate a text or profile chunk's declared length, up to 2 GiB,
+     * before finding that a 50-byte file ends (its size check only warns). */
+    png_set_keep_unknown_chunks(png, PNG_HANDLE_CHUNK_NEVER, NULL, -1);
     png_read_info(png, info);
 
     png_uint_32 w, h;

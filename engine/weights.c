@@ -177,6 +177,16 @@ static mr_status parse_header(mr_weights *w, const char *json, size_t len, const
     return st;
 }
 
+/* Tensor names and dtypes from the header appear in messages, and JSON allows
+ * a newline in them: control characters print as '?', so the message stays
+ * one line. */
+static void one_line(mr_error *err)
+{
+    if (!err) return;
+    for (char *p = err->msg; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+}
+
 mr_status weights_open(mr_weights *w, const char *path, mr_error *err)
 {
     memset(w, 0, sizeof *w);
@@ -216,6 +226,7 @@ mr_status weights_open(mr_weights *w, const char *path, mr_error *err)
     }
     if (st != MR_OK) {
         mr_error_prefix(err, "%s", path);
+        one_line(err);
         weights_close(w);
     }
     return st;

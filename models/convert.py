@@ -62,7 +62,18 @@ def _names(names, limit=8):
 # Reading torch.save() files without torch
 # ---------------------------------------------------------------------------------------
 
-class _StorageType:
+class _NoState:
+    """Base of every object the unpickler hands a checkpoint: pickle's BUILD on one is refused.
+    BUILD would set its attributes: torch.FloatStorage's dtype for every later file in the
+    process, or a tensor's shape after it was checked."""
+
+    __slots__ = ()
+
+    def __setstate__(self, state):
+        raise ConvertError(f"pickle sets attributes of {self!r:.60}, which a state dict never does")
+
+
+class _StorageType(_NoState):
     """Stands in for torch.FloatStorage etc. inside the unpickler."""
 
     def __init__(self, name, dtype, bf16=False):
@@ -89,7 +100,7 @@ _STORAGE_TYPES = {
 }
 
 
-class _Storage:
+class _Storage(_NoState):
     """A typed storage whose bytes are fetched on first use by `fetch()`."""
 
     def __init__(self, stype, numel, fetch):
@@ -104,8 +115,11 @@ class _Storage:
             self._array = np.frombuffer(raw, dtype=self.stype.dtype, count=self.numel)
         return self._array
 
+    def __repr__(self):
+        return f"a {self.stype!r} of {self.numel} elements"
 
-class TensorRef:
+
+class TensorRef(_NoState):
     """A tensor in a checkpoint: storage + offset/size/stride, read only when needed."""
 
     def __init__(self, storage, offset, size, stride):
@@ -118,6 +132,9 @@ class TensorRef:
         if len(self.stride) != len(self.shape) or self.offset < 0 or min(self.shape, default=0) < 0:
             raise ConvertError("malformed tensor record (size/stride)")
         self.dtype = np.dtype("<f4") if storage.stype.bf16 else storage.stype.dtype
+
+    def __repr__(self):
+        return f"a tensor of shape {list(self.shape)}"
 
     def numpy(self):
         st = self.storage
@@ -149,13 +166,35 @@ def _rebuild_parameter(data, *_ignored):
     return data
 
 
+class _Function(_NoState):
+    """A function as the unpickler hands it out (BUILD on a plain function sets attributes)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, *args):
+        return self.fn(*args)
+
+    def __repr__(self):
+        return f"torch._utils.{self.fn.__name__}"
+
+
+class _OrderedDict(collections.OrderedDict):
+    """collections.OrderedDict inside the unpickler.  A module's state_dict() carries a
+    `_metadata` attribute, pickled with BUILD; it is dropped, so that no file can set
+    attributes shadowing the methods extract_state_dict calls (`values`, `items`)."""
+
+    def __setstate__(self, state):
+        pass
+
+
 # The only globals a plain state dict (or a {'model': state_dict} wrapper) needs.
 _ALLOWED_GLOBALS = {
-    ("collections", "OrderedDict"): collections.OrderedDict,
-    ("torch._utils", "_rebuild_tensor"): _rebuild_tensor,
-    ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor,
-    ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
-    ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter,
+    ("collections", "OrderedDict"): _OrderedDict,
+    ("torch._utils", "_rebuild_tensor"): _Function(_rebuild_tensor),
+    ("torch._utils", "_rebuild_tensor_v2"): _Function(_rebuild_tensor),
+    ("torch._utils", "_rebuild_parameter"): _Function(_rebuild_parameter),
+    ("torch._utils", "_rebuild_parameter_with_state"): _Function(_rebuild_parameter),
 }
 _ALLOWED_GLOBALS.update({("torch", n): t for n, t in _STORAGE_TYPES.items()})
 

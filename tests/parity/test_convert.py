@@ -273,3 +273,101 @@ def test_safetensors_roundtrip(tmp_path):
     (tmp_path / "short.safetensors").write_bytes(data[:-3])
     with pytest.raises(safetensors_io.SafetensorsError, match="truncated|trailing|beyond"):
         safetensors_io.load(tmp_path / "short.safetensors")
+
+
+# ---- found by tests/fuzz/fuzz_convert.py ------------------------------------------------
+
+import convert  # noqa: E402
+
+
+def _legacy_pickles(data):
+    """The legacy stream's five pickles as (start, end) offsets; raw storage data follows."""
+    import pickletools
+    bounds, pos = [], 0
+    for _ in range(5):
+        for op, _, p in pickletools.genops(data[pos:]):
+            end = pos + p + 1
+        bounds.append((pos, end))
+        pos = end
+    return bounds
+
+
+def test_huge_memo_index_is_refused(tmp_path):
+    """A LONG_BINPUT of 2**32-1 made the C unpickler size its memo table by it: ~64 GB for a
+    few bytes (a 1.26e9 index, as the fuzzer found it, zeroed 20 GB for a minute)."""
+    bomb = b"\x80\x02}r\xff\xff\xff\xff."
+    z = tmp_path / "memo_zip.pth"
+    with zipfile.ZipFile(z, "w") as f:
+        f.writestr("archive/data.pkl", bomb)
+    legacy = tmp_path / "memo_legacy.pth"
+    legacy.write_bytes(pickle.dumps(convert._LEGACY_MAGIC, protocol=2) + pickle.dumps(1001, protocol=2) + bomb)
+    for p in (z, legacy):
+        with pytest.raises(convert.ConvertError, match=r"malformed pickle \(memo index 4294967295 at op 2\)"):
+            convert.read_torch_checkpoint(str(p))
+        assert_fails(str(p), str(tmp_path / "o.safetensors"), r"memo index")
+
+
+def test_legacy_storage_without_data_is_refused(tmp_path):
+    """A legacy file whose storage key list leaves out a storage the tensors use: the storage
+    had no data to read, and materialising it raised TypeError ('NoneType' is not callable)."""
+    p = tmp_path / "legacy.pth"
+    torch.save({"a": torch.ones(3)}, p, _use_new_zipfile_serialization=False)
+    data = p.read_bytes()
+    (s, e) = _legacy_pickles(data)[4]
+    p.write_bytes(data[:s] + pickle.dumps([], protocol=2))
+    with pytest.raises(convert.ConvertError, match=r"malformed legacy checkpoint \(no data for storage"):
+        convert.read_torch_checkpoint(str(p))
+    assert_fails(str(p), str(tmp_path / "o.safetensors"), r"no data for storage")
+
+
+def _rewrite_pickle(src, dst, edit):
+    """Copies the torch.save zip `src` to `dst` with data.pkl passed through edit(bytes)."""
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for n in zin.namelist():
+            body = zin.read(n)
+            zout.writestr(n, edit(body) if n.endswith("/data.pkl") else body)
+
+
+def _insert_after(pkl, pred, snippet):
+    """pkl with `snippet` inserted after the last op for which pred(op name, arg) holds."""
+    import pickletools
+    ops = list(pickletools.genops(pkl))
+    i = max(j for j, (op, arg, _) in enumerate(ops) if pred(op.name, arg))
+    return pkl[:ops[i + 1][2]] + snippet + pkl[ops[i + 1][2]:]
+
+
+def test_pickle_build_cannot_change_the_reader(tmp_path):
+    """BUILD (set an object's attributes) on what the unpickler returned: on torch.FloatStorage
+    it changed the storage type for every later file in the process; on a tensor, its checked
+    shape (np.dtype(1) and friends then raised TypeError outside the reader); on a state dict,
+    an attribute `values` shadowed the method and convert.py died with a traceback."""
+    src = tmp_path / "t.pth"
+    torch.save({"a": torch.ones(2)}, src)
+    set_dtype = b"}X\x05\x00\x00\x00dtypeK\x01sb"
+    cases = {
+        "storage_type": lambda p: _insert_after(p, lambda op, arg: arg == "torch FloatStorage", set_dtype),
+        "function": lambda p: _insert_after(p, lambda op, arg: arg == "torch._utils _rebuild_tensor_v2", set_dtype),
+        "tensor": lambda p: _insert_after(p, lambda op, arg: op == "REDUCE", b"}X\x05\x00\x00\x00shapeK\x01sb"),
+        "storage": lambda p: _insert_after(p, lambda op, arg: op == "BINPERSID", b"}X\x05\x00\x00\x00numelK\x01sb"),
+    }
+    for name, edit in cases.items():
+        p = tmp_path / f"build_{name}.pth"
+        _rewrite_pickle(src, p, edit)
+        with pytest.raises(convert.ConvertError, match=r"pickle sets attributes of (torch\.|a tensor|a torch)"):
+            convert.read_torch_checkpoint(str(p))
+        assert convert._STORAGE_TYPES["FloatStorage"].dtype == np.dtype("<f4"), name
+    assert_fails(str(tmp_path / "build_tensor.pth"), str(tmp_path / "o.safetensors"), r"sets attributes")
+
+    # A module's state_dict() pickles its _metadata with BUILD: still read, and ignored.
+    sd_path = tmp_path / "sd.pth"
+    torch.save(torch.nn.BatchNorm2d(2).state_dict(), sd_path)
+    shadow = tmp_path / "shadow.pth"
+    def rename_metadata(pkl):
+        assert b"\x09\x00\x00\x00_metadata" in pkl
+        return pkl.replace(b"\x09\x00\x00\x00_metadata", b"\x06\x00\x00\x00values")
+
+    _rewrite_pickle(sd_path, shadow, rename_metadata)
+    for p in (sd_path, shadow):
+        sd = convert.extract_state_dict(convert.read_torch_checkpoint(str(p)))
+        assert sorted(sd) == ["bias", "num_batches_tracked", "running_mean", "running_var", "weight"]
+    assert_fails(str(shadow), str(tmp_path / "o.safetensors"), r"unknown tensor name")

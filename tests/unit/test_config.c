@@ -532,6 +532,20 @@ static void test_long_strings(void **state)
     expect_status(json, MR_ERR_CONFIG, "unknown key \"rpn.0000", NULL);
 }
 
+/* Found by tests/fuzz/fuzz_config.c: a key or enum value holding a newline
+ * (escaped, or raw, which cJSON accepts) made a two-line message. Control
+ * characters from the file print as '?' (expect_status checks one line). */
+static void test_control_chars_stay_out_of_messages(void **state)
+{
+    (void)state;
+    expect_status("{\"input\": {\"a\\nb\": 1}}", MR_ERR_CONFIG, "unknown key \"input.a?b\"", NULL);
+    expect_status("{\n \"input\": {\"\n  channelending4,\xf2  bmax_size\": 96\n }\n}", MR_ERR_CONFIG,
+                  "unknown key \"input.?  channelending4,", NULL);
+    expect_status("{\"input\": {\"channel_order\": \"R\\r\\nGB\\u007f\"}}", MR_ERR_CONFIG,
+                  "input.channel_order: expected one of \"RGB\", \"BGR\", got \"R??GB?\"", NULL);
+    expect_status("{\"b\\tx\": 1}", MR_ERR_CONFIG, "unknown key \"b?x\"", NULL);
+}
+
 /* The exact one-line form the command prints. */
 static void test_message_names_file_and_key(void **state)
 {
@@ -680,6 +694,7 @@ int main(void)
         cmocka_unit_test(test_cross_key_rules),
         cmocka_unit_test(test_malformed_json),
         cmocka_unit_test(test_long_strings),
+        cmocka_unit_test(test_control_chars_stay_out_of_messages),
         cmocka_unit_test(test_message_names_file_and_key),
         cmocka_unit_test(test_failure_leaves_config_untouched),
         cmocka_unit_test(test_load_errors),

@@ -435,6 +435,74 @@ static void test_png_errors(void **state)
     unlink(good);
 }
 
+/* PNG's CRC-32 (ISO 3309), bitwise: the tests need it only for a few chunks. */
+static uint32_t png_crc(const uint8_t *p, size_t n)
+{
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1)));
+    }
+    return c ^ 0xffffffffu;
+}
+
+/* Appends a chunk (declared length `len`, `n` body bytes actually written) at out. */
+static size_t put_chunk(uint8_t *out, const char *type, uint32_t len, const void *body, size_t n)
+{
+    uint8_t *p = out;
+    for (int i = 3; i >= 0; i--) *p++ = (uint8_t)(len >> (8 * i));
+    memcpy(p, type, 4);
+    memcpy(p + 4, body, n);
+    uint32_t crc = png_crc(p, 4 + n);
+    p += 4 + n;
+    for (int i = 3; i >= 0; i--) *p++ = (uint8_t)(crc >> (8 * i));
+    return (size_t)(p - out);
+}
+
+/* Found by tests/fuzz/fuzz_png.c: a 50-byte PNG whose zTXt chunk declares
+ * 1 GiB made libpng allocate that much before reading (its length check only
+ * warns). Ancillary chunks other than tRNS are now skipped unread; they never
+ * changed the pixels, and a truncated one is still a truncated file. */
+static void test_png_ancillary_chunks(void **state)
+{
+    (void)state;
+    char good[64], path[64];
+    temp_path(good, sizeof good);
+    temp_path(path, sizeof path);
+    enum { H = 6, W = 7 };
+    uint8_t px[H * W * 3];
+    for (int i = 0; i < H * W * 3; i++) px[i] = (uint8_t)(i * 37 + 11);
+    png_spec s = {PNG_COLOR_TYPE_RGB, 8, 0, NULL, 0, NULL, 0};
+    write_png(good, H, W, &s, px);
+    size_t n;
+    uint8_t *bytes = read_all(good, &n);
+    uint8_t *buf = malloc(n + 512);
+    const size_t ihdr_end = 33; /* signature 8 + IHDR 25 */
+
+    /* text, gamma, a broken ICC profile and EXIF after IHDR: same pixels */
+    size_t at = ihdr_end;
+    memcpy(buf, bytes, ihdr_end);
+    at += put_chunk(buf + at, "tEXt", 9, "Comment\0x", 9);
+    at += put_chunk(buf + at, "zTXt", 12, "Title\0\0\x78\x9c\x03\0\0", 12);
+    at += put_chunk(buf + at, "gAMA", 4, "\0\0\xb1\x8f", 4);
+    at += put_chunk(buf + at, "iCCP", 8, "icc\0\0\xde\xad\x00", 8);
+    at += put_chunk(buf + at, "eXIf", 4, "MM\0*", 4);
+    memcpy(buf + at, bytes + ihdr_end, n - ihdr_end);
+    write_bytes(path, buf, at + n - ihdr_end);
+    expect_pixels(path, H, W, px);
+
+    /* a zTXt declaring 1 GiB, the file ending 13 bytes into it */
+    memcpy(buf, bytes, ihdr_end);
+    at = ihdr_end + put_chunk(buf + ihdr_end, "zTXt", 0x4000002du, "Title\0\0\x78\x9c\x03\0\0\0", 13);
+    write_bytes(path, buf, at - 4); /* no CRC: the body runs past the end */
+    expect_error(path, 1000, MR_ERR_FORMAT, "truncated");
+
+    free(buf);
+    free(bytes);
+    unlink(path);
+    unlink(good);
+}
+
 /* ---- JPEG ---- */
 
 static void write_jpeg(const char *path, int h, int w, int comps, const uint8_t *px, int quality)
@@ -616,6 +684,7 @@ int main(void)
         cmocka_unit_test(test_png_rgb8_roundtrip),
         cmocka_unit_test(test_png_variants),
         cmocka_unit_test(test_png_errors),
+        cmocka_unit_test(test_png_ancillary_chunks),
         cmocka_unit_test(test_jpeg),
         cmocka_unit_test(test_preprocess_identity_bgr_padding),
         cmocka_unit_test(test_preprocess_upscale_hand),

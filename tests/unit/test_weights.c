@@ -984,6 +984,23 @@ static void test_overlap_and_duplicates(void **state)
                        data, 8, "\"m.b\"", "twice");
 }
 
+/* Found by the fuzzers' one-line check (tests/fuzz/), here as in config.c: a
+ * tensor name holding a newline (JSON "\n", or a raw one, which cJSON
+ * accepts) made a two-line message; control characters from the header now
+ * print as '?' (check_msg asserts one line). */
+static void test_control_chars_in_messages(void **state)
+{
+    (void)state;
+    const unsigned char data[16] = {0};
+    expect_header_fail("{\"a\\nb\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,8]}}", data, 8,
+                       "tensor \"a?b\"", "8 bytes for 1 elements");
+    expect_header_fail("{\"x\n\":{\"dtype\":\"F3\\r2\",\"shape\":[1],\"data_offsets\":[0,4]}}", data, 4,
+                       "tensor \"x?\"", "unsupported dtype F3?2");
+    expect_header_fail("{\"a\\t\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                       "\"b\\u007f\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+                       data, 4, "tensors \"a?\" and \"b?\" overlap", NULL);
+}
+
 /* A zero-size tensor sorted between two overlapping ones must not hide
  * the overlap: a [0,8), z [4,4), b [6,14); and a [0,8), z [0,0), b [4,8),
  * where z ties with a. */
@@ -1095,6 +1112,7 @@ int main(void)
         cmocka_unit_test(test_offsets_and_sizes),
         cmocka_unit_test(test_overlap_and_duplicates),
         cmocka_unit_test(test_overlap_behind_empty_tensor),
+        cmocka_unit_test(test_control_chars_in_messages),
         cmocka_unit_test(test_shape_numel_overflow),
         cmocka_unit_test(test_truncated_file),
     };

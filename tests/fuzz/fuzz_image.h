@@ -1,0 +1,76 @@
+/* The body of the image targets (fuzz_png.c, fuzz_jpeg.c): bytes -> a file
+ * -> image_load with a 4096-pixel side limit (memory stays bounded: at most
+ * 48 MiB of pixels), then on success image_geometry and image_preprocess
+ * for a small input config (min_size 64, max_size 96, padded to 32) into a
+ * buffer of exactly the padded size. Checks: the decoded size is within the
+ * limit, the geometry is consistent, every output value is finite and the
+ * padding is exactly zero. */
+#ifndef MR_FUZZ_IMAGE_H
+#define MR_FUZZ_IMAGE_H
+
+#include <math.h>
+#include <string.h>
+
+#include "config.h"
+#include "fuzz_common.h"
+#include "image.h"
+
+#define FUZZ_MAX_SIDE 4096
+
+static void fuzz_image_file(const uint8_t *data, size_t size)
+{
+    char path[64];
+    fuzz_memfile(data, size, path);
+    mr_image img;
+    mr_error err = {MR_OK, ""};
+    mr_status st = image_load(path, FUZZ_MAX_SIDE, &img, &err);
+    if (st != MR_OK) {
+        FUZZ_CHECK(img.pixels == NULL && img.h == 0 && img.w == 0, "failed load left pixels behind");
+        FUZZ_CHECK(err.status == st, "status %d, err.status %d", (int)st, (int)err.status);
+        FUZZ_CHECK(!strchr(err.msg, '\n'), "message has more than one line: %s", err.msg);
+        return;
+    }
+    FUZZ_CHECK(img.pixels && img.h > 0 && img.w > 0 && img.h <= FUZZ_MAX_SIDE && img.w <= FUZZ_MAX_SIDE,
+               "decoded %dx%d", img.h, img.w);
+
+    static mr_config cfg;
+    static int cfg_ready;
+    if (!cfg_ready) {
+        config_defaults(&cfg);
+        cfg.input.min_size = 64;
+        cfg.input.max_size = 96;
+        cfg_ready = 1;
+    }
+    for (int rounding = 0; rounding < 2; rounding++) {
+        cfg.input.resize_rounding = rounding ? MR_RESIZE_ROUND : MR_RESIZE_FLOOR;
+        cfg.input.channel_order = rounding ? MR_CHANNELS_BGR : MR_CHANNELS_RGB;
+        mr_input_geometry g;
+        if (image_geometry(&cfg.input, img.h, img.w, &g, &err) != MR_OK) continue; /* too elongated */
+        FUZZ_CHECK(g.in_h == img.h && g.in_w == img.w, "geometry input size");
+        FUZZ_CHECK(g.resized_h >= 1 && g.resized_w >= 1 && g.resized_h <= 96 && g.resized_w <= 96,
+                   "resized %dx%d from %dx%d", g.resized_h, g.resized_w, img.h, img.w);
+        FUZZ_CHECK(g.padded_h % 32 == 0 && g.padded_w % 32 == 0 && g.padded_h >= g.resized_h &&
+                       g.padded_w >= g.resized_w && g.padded_h - g.resized_h < 32 && g.padded_w - g.resized_w < 32,
+                   "padded %dx%d for %dx%d", g.padded_h, g.padded_w, g.resized_h, g.resized_w);
+        size_t n = (size_t)g.padded_h * (size_t)g.padded_w * 3;
+        float *buf = malloc(n * sizeof(float));
+        void *scratch = malloc(image_preprocess_scratch_bytes(&g) + 1);
+        if (buf && scratch) {
+            mr_tensor t = mr_tensor_make(buf, 1, g.padded_h, g.padded_w, 3);
+            image_preprocess(&cfg.input, &img, &g, scratch, &t);
+            for (int y = 0; y < g.padded_h; y++)
+                for (int x = 0; x < g.padded_w; x++)
+                    for (int c = 0; c < 3; c++) {
+                        float v = buf[((size_t)y * g.padded_w + x) * 3 + c];
+                        FUZZ_CHECK(isfinite(v), "output (%d,%d,%d) = %g", y, x, c, (double)v);
+                        if (y >= g.resized_h || x >= g.resized_w)
+                            FUZZ_CHECK(v == 0.0f, "padding (%d,%d,%d) = %g", y, x, c, (double)v);
+                    }
+        }
+        free(buf);
+        free(scratch);
+    }
+    image_free(&img);
+}
+
+#endif
