@@ -57,7 +57,7 @@ static mr_status walk(input_list *l, const char *dir, const char *rel, int depth
         if (st == MR_OK && !(names[n++] = strdup(e->d_name))) st = mr_fail(err, MR_ERR_OOM, "out of memory");
     }
     closedir(d);
-    if (st == MR_OK) qsort(names, (size_t)n, sizeof *names, cmp_names);
+    if (st == MR_OK && n > 1) qsort(names, (size_t)n, sizeof *names, cmp_names);
     for (int i = 0; i < n && st == MR_OK; i++) {
         size_t plen = strlen(dir) + strlen(names[i]) + 2, rlen = strlen(rel) + strlen(names[i]) + 2;
         char *path = malloc(plen), *sub = malloc(rlen);

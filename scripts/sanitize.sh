@@ -115,7 +115,7 @@ done
 
 echo "sanitize: $(( $(date +%s) - start )) s"
 if [ ${#reports[@]} -gt 0 ] || [ ${#failed[@]} -gt 0 ]; then
-    echo "sanitize: FAILED: ${#reports[@]} sanitizer report(s); failing: ${failed[*]:-none}" >&2
+    echo "sanitize: FAILED: ${#reports[@]} sanitizer report(s); failing test groups: ${failed[*]:-none}" >&2
     exit 1
 fi
 echo "sanitize: clean"
