@@ -47,14 +47,7 @@ int box_post_cpu(const mr_box_post_params *p, const float *rois, const float *lo
             float score = s.probs[(size_t)r * K + k];
             if (!(score > p->score_thresh)) continue;
             float *box = s.boxes + 4 * (size_t)cand;
-            box_decode(&p->coder, rois + 4 * (size_t)r, deltas + ((size_t)r * K + k) * 4, box);
-            box_clip(box, p->img_h, p->img_w, p->coder.plus_one);
-            float w = box[2] - box[0], h = box[3] - box[1];
-            if (p->coder.plus_one) {
-                w += 1.0f;
-                h += 1.0f;
-            }
-            if (!(w >= p->min_size && h >= p->min_size)) continue;
+            if (!box_post_candidate(p, rois + 4 * (size_t)r, deltas + ((size_t)r * K + k) * 4, box)) continue;
             s.scores[cand] = score;
             s.groups[cand] = k;
             cand++;

@@ -1,14 +1,16 @@
 /* Box head post-processing for one image (torchvision roi_heads.py
  * postprocess_detections; Detectron test.py box_results_with_nms_and_limit):
  *   softmax over the K class logits of each RoI; decode the class-specific
- *   deltas against the RoI (box_coder.h); clip to the resized image;
+ *   deltas against the RoI (box_coder.h), or against RoI / roi_divisor
+ *   (Detectron decodes in original-image pixels: rois / im_scale); clip to
+ *   img_h x img_w (the resized image, or the original one with roi_divisor);
  *   keep (RoI, class >= 1) pairs with score > score_thresh and both sides
  *   >= min_size; NMS per class at nms_thresh; keep the max_dets best by
  *   score (keep_ties: also every further one tied with the last kept, as
  *   Detectron's "score >= the 100th score").
  *
  * Inputs: rois [n,4], logits [n,K], deltas [n,4K] (row 4k+j, j = dx,dy,dw,dh).
- * Outputs: boxes [D,4] (resized-image pixels), scores [D], labels [D]
+ * Outputs: boxes [D,4] (in the clip window's pixels), scores [D], labels [D]
  * (class ids as floats), sorted by descending score. */
 #ifndef MR_BOX_POST_H
 #define MR_BOX_POST_H
@@ -23,6 +25,7 @@
 typedef struct {
     int num_classes;  /* K, including background at 0 */
     mr_box_coder coder;
+    float roi_divisor; /* 0 or 1: none; else Detectron's im_scale (float32, as numpy divides) */
     float img_h, img_w;
     double nms_thresh;
     float score_thresh, min_size;
@@ -42,6 +45,27 @@ MR_HD static inline void softmax_row(const float *x, int k, float *out)
     }
     float inv = 1.0f / sum;
     for (int i = 0; i < k; i++) out[i] *= inv;
+}
+
+/* One candidate: decodes class-specific deltas against the RoI (divided by
+ * roi_divisor first when it is not 1), clips, and returns 1 if both sides
+ * are >= min_size (+1 widths with the Detectron convention). */
+MR_HD static inline int box_post_candidate(const mr_box_post_params *p, const float *roi, const float *delta,
+                                           float *box)
+{
+    float scaled[4];
+    if (p->roi_divisor > 0.0f && p->roi_divisor != 1.0f) {
+        for (int j = 0; j < 4; j++) scaled[j] = roi[j] / p->roi_divisor;
+        roi = scaled;
+    }
+    box_decode(&p->coder, roi, delta, box);
+    box_clip(box, p->img_h, p->img_w, p->coder.plus_one);
+    float w = box[2] - box[0], h = box[3] - box[1];
+    if (p->coder.plus_one) {
+        w += 1.0f;
+        h += 1.0f;
+    }
+    return w >= p->min_size && h >= p->min_size;
 }
 
 size_t box_post_scratch_bytes(const mr_box_post_params *p, int n);

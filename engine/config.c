@@ -400,6 +400,10 @@ static mr_status validate_rules(const mr_config *cfg, mr_error *err)
     if (cfg->anchors.num_levels != levels)
         return mr_fail(err, MR_ERR_CONFIG, "anchors.sizes: has %d rows, but fpn levels %d..%d need %d (one per level)",
                        cfg->anchors.num_levels, fpn->min_level, fpn->max_level, levels);
+    /* Detectron's cell table is built on a stride x stride box, so the grid
+     * stride must be the level's 2^l, not torchvision's size ratio. */
+    if (cfg->anchors.cell_rule == MR_ANCHOR_CELL_DETECTRON && cfg->anchors.stride_rule != MR_ANCHOR_STRIDE_LEVEL)
+        return mr_fail(err, MR_ERR_CONFIG, "anchors.cell_rule: \"detectron\" needs anchors.stride_rule \"level\"");
     return MR_OK;
 }
 

@@ -31,6 +31,29 @@ typedef enum { MR_RESIZE_FLOOR = 0, MR_RESIZE_ROUND } mr_resize_rounding;
  *  LEVEL: Detectron/detectron2, stride = 2^level. */
 typedef enum { MR_ANCHOR_STRIDE_PADDED_DIV_GRID = 0, MR_ANCHOR_STRIDE_LEVEL } mr_anchor_stride_rule;
 
+/* How a level's cell anchors are built (anchors.h):
+ *  CENTERED: torchvision / detectron2, [-w/2,-h/2,w/2,h/2] (rounded with round_base)
+ *  DETECTRON: Detectron's generate_anchors, ratios enumerated on a stride x
+ *             stride box with rounded sides, centred on (stride-1)/2, +1 sides. */
+typedef enum { MR_ANCHOR_CELL_CENTERED = 0, MR_ANCHOR_CELL_DETECTRON } mr_anchor_cell_rule;
+
+/* Which RPN proposals survive before NMS (proposals.h):
+ *  TORCHVISION: both sides >= min_size (resized-image pixels)
+ *  DETECTRON2:  both sides >  min_size (Boxes.nonempty(threshold))
+ *  DETECTRON:   both sides, measured at the original scale with +1,
+ *               >= max(min_size, 1), and the box centre inside the clip window. */
+typedef enum { MR_RPN_MIN_SIZE_TORCHVISION = 0, MR_RPN_MIN_SIZE_DETECTRON2, MR_RPN_MIN_SIZE_DETECTRON } mr_rpn_min_size_rule;
+
+/* The window proposals are clipped to: the resized image (torchvision,
+ * detectron2) or the padded network input (Detectron's im_info). */
+typedef enum { MR_CLIP_IMAGE = 0, MR_CLIP_PADDED } mr_clip_window;
+
+/* Where detection boxes are decoded (box_post.h):
+ *  RESIZED:  against the RoIs in network-input pixels, clipped to the resized
+ *            image, then scaled to the original per axis (torchvision, detectron2)
+ *  ORIGINAL: against RoIs / im_scale, clipped to the original image (Detectron) */
+typedef enum { MR_DECODE_RESIZED = 0, MR_DECODE_ORIGINAL } mr_decode_coordinates;
+
 typedef struct {
     mr_channel_order channel_order; /* "channel_order": "RGB" | "BGR"            */
     float pixel_scale;              /* "pixel_scale": 1/255 (torchvision) or 1   */
@@ -68,6 +91,7 @@ typedef struct {
     mr_anchor_stride_rule stride_rule;       /* "stride_rule": "padded_div_grid" | "level" */
     float offset;                            /* "offset": centre offset in strides (0.0) */
     int round_base;                          /* "round_base": round base anchors to ints (torchvision: true) */
+    mr_anchor_cell_rule cell_rule;           /* "cell_rule": "centered" | "detectron" */
 } mr_anchor_config;
 
 typedef struct {
@@ -76,6 +100,8 @@ typedef struct {
     int post_nms_top_n;         /* "post_nms_top_n": 1000                        */
     int post_nms_per_level;     /* "post_nms_per_level": false = per image       */
     float min_size;             /* "min_size": 1e-3 px (resized image)           */
+    mr_rpn_min_size_rule min_size_rule; /* "min_size_rule": "torchvision" | "detectron2" | "detectron" */
+    mr_clip_window clip_window; /* "clip_window": "image" | "padded"             */
     float score_thresh;         /* "score_thresh": 0.0 (on sigmoid)              */
     float box_weights[4];       /* "box_weights": [1,1,1,1]                      */
 } mr_rpn_config;
@@ -87,6 +113,8 @@ typedef struct {
     int canonical_size;         /* "canonical_size": 224                         */
     int canonical_level;        /* "canonical_level": 4                          */
     float level_eps;            /* "level_eps": 1e-6                             */
+    int level_eps_inside_log;   /* "level_eps_inside_log": false (torchvision adds eps after log2;
+                                   Detectron and detectron2 inside: log2(s/224 + eps)) */
 } mr_pooler_config;
 
 typedef struct {
@@ -98,9 +126,17 @@ typedef struct {
     float min_size;             /* "min_size": 1e-2 px                           */
     int detections_per_image;   /* "detections_per_image": 100                   */
     int keep_ties;              /* "keep_ties": false; true keeps all scores equal to the last kept (Detectron) */
+    mr_decode_coordinates decode_coordinates; /* "decode_coordinates": "resized" | "original" */
+    int clip_final_boxes;       /* "clip_final_boxes": false; true clips the boxes scaled to the original
+                                   image and drops empty ones (detectron2's detector_postprocess) */
 } mr_box_head_config;
 
 typedef enum { MR_MASK_THRESH_GT = 0, MR_MASK_THRESH_GE } mr_mask_thresh_rule;
+
+/* How a 28x28 mask is pasted (mask_paste.h): "torchvision" (pad, expand the
+ * box, integer window, bilinear resize; Detectron's cv2 paste is the same
+ * algorithm) or "detectron2" (grid_sample at pixel centres of the float box). */
+typedef enum { MR_MASK_PASTE_TORCHVISION = 0, MR_MASK_PASTE_DETECTRON2 } mr_mask_paste_rule;
 
 typedef struct {
     mr_pooler_config pooler;    /* "pooler": {...} (resolution 14)               */
@@ -108,7 +144,8 @@ typedef struct {
     int conv_dim;               /* "conv_dim": 256                               */
     float threshold;            /* "threshold": 0.5                              */
     mr_mask_thresh_rule threshold_rule; /* "threshold_rule": ">" | ">="           */
-    int paste_padding;          /* "paste_padding": 1 (pad 28->30, expand box 30/28) */
+    int paste_padding;          /* "paste_padding": 1 (pad 28->30, expand box 30/28; torchvision rule) */
+    mr_mask_paste_rule paste_rule; /* "paste_rule": "torchvision" | "detectron2" */
 } mr_mask_head_config;
 
 typedef struct {

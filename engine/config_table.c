@@ -11,6 +11,11 @@ _Static_assert(sizeof(mr_channel_order) == sizeof(int), "enum size");
 _Static_assert(sizeof(mr_resize_rounding) == sizeof(int), "enum size");
 _Static_assert(sizeof(mr_anchor_stride_rule) == sizeof(int), "enum size");
 _Static_assert(sizeof(mr_mask_thresh_rule) == sizeof(int), "enum size");
+_Static_assert(sizeof(mr_anchor_cell_rule) == sizeof(int), "enum size");
+_Static_assert(sizeof(mr_rpn_min_size_rule) == sizeof(int), "enum size");
+_Static_assert(sizeof(mr_clip_window) == sizeof(int), "enum size");
+_Static_assert(sizeof(mr_decode_coordinates) == sizeof(int), "enum size");
+_Static_assert(sizeof(mr_mask_paste_rule) == sizeof(int), "enum size");
 
 const char *const cfg_coco_names[CFG_COCO_NUM_CLASSES] = {
     "__background__", "person", "bicycle", "car", "motorcycle", "airplane", "bus", "train", "truck",
@@ -130,6 +135,16 @@ static const char *const stride_rule_names[] = {
     [MR_ANCHOR_STRIDE_PADDED_DIV_GRID] = "padded_div_grid", [MR_ANCHOR_STRIDE_LEVEL] = "level", NULL};
 static const char *const threshold_rule_names[] = {
     [MR_MASK_THRESH_GT] = ">", [MR_MASK_THRESH_GE] = ">=", NULL};
+static const char *const cell_rule_names[] = {
+    [MR_ANCHOR_CELL_CENTERED] = "centered", [MR_ANCHOR_CELL_DETECTRON] = "detectron", NULL};
+static const char *const min_size_rule_names[] = {[MR_RPN_MIN_SIZE_TORCHVISION] = "torchvision",
+                                                  [MR_RPN_MIN_SIZE_DETECTRON2] = "detectron2",
+                                                  [MR_RPN_MIN_SIZE_DETECTRON] = "detectron", NULL};
+static const char *const clip_window_names[] = {[MR_CLIP_IMAGE] = "image", [MR_CLIP_PADDED] = "padded", NULL};
+static const char *const decode_coordinates_names[] = {
+    [MR_DECODE_RESIZED] = "resized", [MR_DECODE_ORIGINAL] = "original", NULL};
+static const char *const paste_rule_names[] = {
+    [MR_MASK_PASTE_TORCHVISION] = "torchvision", [MR_MASK_PASTE_DETECTRON2] = "detectron2", NULL};
 static const int depth_choices[] = {50, 101, 152, 0};
 
 #define FIELD(S, F) .name = #F, .offset = offsetof(S, F), .size = sizeof(((S *)0)->F)
@@ -182,6 +197,7 @@ static const cfg_key anchor_keys[] = {
     K_ENUM(mr_anchor_config, stride_rule, stride_rule_names),
     K_FLOAT(mr_anchor_config, offset, 0, 1),
     K_BOOL(mr_anchor_config, round_base),
+    K_ENUM(mr_anchor_config, cell_rule, cell_rule_names),
 };
 
 static const cfg_key rpn_keys[] = {
@@ -190,6 +206,8 @@ static const cfg_key rpn_keys[] = {
     K_BOOL(mr_rpn_config, post_nms_per_level),
     K_DOUBLE(mr_rpn_config, nms_thresh, 0, 1),
     K_FLOAT(mr_rpn_config, min_size, 0, 65536),
+    K_ENUM(mr_rpn_config, min_size_rule, min_size_rule_names),
+    K_ENUM(mr_rpn_config, clip_window, clip_window_names),
     K_FLOAT(mr_rpn_config, score_thresh, 0, 1),
     K_POS_FLOATS(mr_rpn_config, box_weights, 1000),
 };
@@ -206,6 +224,7 @@ static const cfg_key pooler_keys[] = {
     K_INT(mr_pooler_config, canonical_size, 1, 65536),
     K_INT(mr_pooler_config, canonical_level, 1, 16),
     K_FLOAT(mr_pooler_config, level_eps, 0, 1),
+    K_BOOL(mr_pooler_config, level_eps_inside_log),
 };
 static const cfg_section pooler_section = SECTION(mr_pooler_config, pooler_keys);
 
@@ -218,6 +237,8 @@ static const cfg_key box_head_keys[] = {
     K_FLOAT(mr_box_head_config, min_size, 0, 65536),
     K_INT(mr_box_head_config, detections_per_image, 1, 100000),
     K_BOOL(mr_box_head_config, keep_ties),
+    K_ENUM(mr_box_head_config, decode_coordinates, decode_coordinates_names),
+    K_BOOL(mr_box_head_config, clip_final_boxes),
 };
 
 static const cfg_key mask_head_keys[] = {
@@ -227,6 +248,7 @@ static const cfg_key mask_head_keys[] = {
     K_FLOAT(mr_mask_head_config, threshold, 0, 1),
     K_ENUM(mr_mask_head_config, threshold_rule, threshold_rule_names),
     K_INT(mr_mask_head_config, paste_padding, 0, 64),
+    K_ENUM(mr_mask_head_config, paste_rule, paste_rule_names),
 };
 
 static const cfg_key classes_keys[] = {

@@ -587,6 +587,7 @@ mr_status image_geometry(const mr_input_config *cfg, int h, int w, mr_input_geom
         rh = rint((double)h * s);
         rw = rint((double)w * s);
         sh = sw = (float)s;
+        out->im_scale = s;
     }
     /* The resized long side is at most about max_size, so these fit an int. */
     if (rh < 1 || rw < 1 || rh > 1e8 || rw > 1e8)
@@ -602,6 +603,7 @@ mr_status image_geometry(const mr_input_config *cfg, int h, int w, mr_input_geom
     out->padded_w = (out->resized_w + d - 1) / d * d;
     out->scale_h = sh;
     out->scale_w = sw;
+    if (cfg->resize_rounding != MR_RESIZE_ROUND) out->im_scale = sh;
     return MR_OK;
 }
 

@@ -108,6 +108,8 @@ typedef struct {
     int resized_h, resized_w; /* after the resize (the "image size")  */
     int padded_h, padded_w;   /* after padding: the network input     */
     float scale_h, scale_w;
+    double im_scale;          /* ROUND: Detectron's im_scale as the Python double it is
+                                 (mask RoIs are boxes * im_scale in float64); else scale_h */
 } mr_input_geometry;
 
 /* FLOOR (torchvision): scale = min(min_size/short, max_size/long) in float32,

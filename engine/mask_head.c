@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "box_coder.h"
 #include "model_internal.h"
 
 mr_status mask_head_load(mr_model *m, mr_weights *w, mr_error *err)
@@ -58,9 +59,47 @@ mr_status mask_head_forward(mr_model *m, mr_error *err)
     return be->mask_probs(m->be.ctx, &b->mask_logits, &b->detection_labels, &b->mask_probs, err);
 }
 
-/* Final results in original-image pixels: boxes scaled back per axis (as
- * torchvision's resize_boxes, ratio = original / resized in float32) and
- * each 28x28 probability map pasted into the image and thresholded. */
+/* Final boxes in original-image pixels into host[0..4n): scaled back per
+ * axis (torchvision's resize_boxes, ratio = original / resized in float32),
+ * or as the box head decoded them (Detectron); with clip_final_boxes
+ * clipped to the image as detectron2's detector_postprocess does. */
+static mr_status final_boxes(mr_model *m, float *host, int n, mr_error *err)
+{
+    mr_buffers *b = &m->buf;
+    const mr_box_head_config *bh = &m->cfg.box_head;
+    int H = m->geo.in_h, W = m->geo.in_w;
+    size_t bytes = sizeof(float) * 4 * (size_t)n;
+    if (bh->decode_coordinates == MR_DECODE_ORIGINAL) return m->be.i->copy_to_host(m->be.ctx, host, b->final_boxes.data, bytes, err);
+    MR_TRY(m->be.i->copy_to_host(m->be.ctx, host, b->detections.data, bytes, err));
+    float ratio_w = (float)W / (float)m->geo.resized_w, ratio_h = (float)H / (float)m->geo.resized_h;
+    for (int d = 0; d < n; d++) {
+        float *box = host + 4 * d;
+        box[0] *= ratio_w;
+        box[1] *= ratio_h;
+        box[2] *= ratio_w;
+        box[3] *= ratio_h;
+        if (bh->clip_final_boxes) box_clip(box, (float)H, (float)W, 0);
+    }
+    return MR_OK;
+}
+
+/* detectron2 keeps only non-empty boxes (x2 > x1 and y2 > y1) after the
+ * clip; the dropped ones' masks are freed. */
+static void drop_empty(mr_result *res)
+{
+    int kept = 0;
+    for (int d = 0; d < res->count; d++) {
+        mr_detection *det = &res->dets[d];
+        if (det->box[2] > det->box[0] && det->box[3] > det->box[1])
+            res->dets[kept++] = *det;
+        else
+            free(det->mask);
+    }
+    res->count = kept;
+}
+
+/* Final results in original-image pixels: final_boxes above, and each
+ * 28x28 probability map pasted into the image and thresholded. */
 mr_status model_stage_paste(mr_model *m, mr_result *res, float *float_masks, mr_error *err)
 {
     mr_buffers *b = &m->buf;
@@ -76,19 +115,14 @@ mr_status model_stage_paste(mr_model *m, mr_result *res, float *float_masks, mr_
     uint8_t **masks = calloc((size_t)n, sizeof *masks);
     res->dets = calloc((size_t)n, sizeof *res->dets);
     mr_status st = host && masks && res->dets ? MR_OK : mr_fail(err, MR_ERR_OOM, "out of memory for %d detections", n);
-    if (st == MR_OK) st = be->copy_to_host(m->be.ctx, host, b->detections.data, sizeof(float) * 4 * (size_t)n, err);
+    if (st == MR_OK) st = final_boxes(m, host, n, err);
     if (st == MR_OK)
         st = be->copy_to_host(m->be.ctx, host + 4 * n, b->detection_scores.data, sizeof(float) * (size_t)n, err);
     if (st == MR_OK)
         st = be->copy_to_host(m->be.ctx, host + 5 * n, b->detection_labels.data, sizeof(float) * (size_t)n, err);
-    float ratio_w = (float)W / (float)m->geo.resized_w, ratio_h = (float)H / (float)m->geo.resized_h;
     for (int d = 0; st == MR_OK && d < n; d++) {
         mr_detection *det = &res->dets[d];
-        det->box[0] = host[4 * d + 0] * ratio_w;
-        det->box[1] = host[4 * d + 1] * ratio_h;
-        det->box[2] = host[4 * d + 2] * ratio_w;
-        det->box[3] = host[4 * d + 3] * ratio_h;
-        memcpy(host + 4 * d, det->box, sizeof det->box);
+        memcpy(det->box, host + 4 * d, sizeof det->box);
         det->score = host[4 * n + d];
         det->class_id = (int)host[5 * n + d];
         det->mask = masks[d] = malloc((size_t)H * (size_t)W);
@@ -98,10 +132,14 @@ mr_status model_stage_paste(mr_model *m, mr_result *res, float *float_masks, mr_
     if (st == MR_OK) st = tensor_shape(&b->final_boxes, n, 1, 1, 4, err);
     if (st == MR_OK) st = be->copy_to_device(m->be.ctx, b->final_boxes.data, host, sizeof(float) * 4 * (size_t)n, err);
     mr_mask_paste_params p = {M, mh->paste_padding, mh->threshold,
-                              mh->threshold_rule == MR_MASK_THRESH_GE ? MR_MASK_GE : MR_MASK_GT, MR_PASTE_TORCHVISION};
+                              mh->threshold_rule == MR_MASK_THRESH_GE ? MR_MASK_GE : MR_MASK_GT,
+                              mh->paste_rule == MR_MASK_PASTE_DETECTRON2 ? MR_PASTE_DETECTRON2 : MR_PASTE_TORCHVISION};
     if (st == MR_OK) st = be->mask_paste(m->be.ctx, &p, &b->mask_probs, &b->final_boxes, H, W, masks, float_masks, err);
     free(host);
     free(masks);
-    if (st != MR_OK) result_free(res);
+    if (st != MR_OK)
+        result_free(res);
+    else if (m->cfg.box_head.clip_final_boxes)
+        drop_empty(res);
     return st;
 }

@@ -12,7 +12,7 @@ size_t mask_paste_scratch_bytes(int mask_size, int padding)
 
 static mr_status paste_check(const mr_mask_paste_params *p, int img_h, int img_w, mr_error *err)
 {
-    if (p->rule != MR_PASTE_TORCHVISION)
+    if (p->rule != MR_PASTE_TORCHVISION && p->rule != MR_PASTE_DETECTRON2)
         return mr_fail(err, MR_ERR_UNSUPPORTED, "mask_paste: paste rule %d is not implemented", (int)p->rule);
     if (p->mask_size <= 0 || p->mask_size > 4096 || p->padding < 0 || p->padding > 4096)
         return mr_fail(err, MR_ERR_RANGE, "mask_paste: mask size %d / padding %d out of range", p->mask_size,
@@ -57,11 +57,38 @@ static void paste_window(const mr_mask_paste_params *p, const mr_paste_geom *g, 
     }
 }
 
+/* The detectron2 rule (mask_paste.h) into fout or bout. */
+static void paste_d2(const mr_mask_paste_params *p, const float *mask, const float *box, int img_h, int img_w,
+                     float *fout, uint8_t *bout)
+{
+    if (!(box[2] > box[0] && box[3] > box[1])) return;
+    int x0, x1, y0, y1, M = p->mask_size;
+    mask_paste_d2_window(box[0], box[2], img_w, &x0, &x1);
+    mask_paste_d2_window(box[1], box[3], img_h, &y0, &y1);
+    const float t = p->threshold;
+    const int ge = p->cmp == MR_MASK_GE;
+    for (int y = y0; y < y1; y++) {
+        float v = mask_paste_d2_coord(y, box[1], box[3], M);
+        for (int x = x0; x < x1; x++) {
+            float prob = mask_paste_d2_sample(mask, M, mask_paste_d2_coord(x, box[0], box[2], M), v);
+            size_t o = (size_t)y * img_w + x;
+            if (fout)
+                fout[o] = prob;
+            else
+                bout[o] = (uint8_t)(ge ? prob >= t : prob > t);
+        }
+    }
+}
+
 mr_status mask_paste_prob(const mr_mask_paste_params *p, const float *mask, const float *box, int img_h, int img_w,
                           float *out, void *scratch, mr_error *err)
 {
     MR_TRY(paste_check(p, img_h, img_w, err));
     memset(out, 0, (size_t)img_h * img_w * sizeof(float));
+    if (p->rule == MR_PASTE_DETECTRON2) {
+        paste_d2(p, mask, box, img_h, img_w, out, NULL);
+        return MR_OK;
+    }
     mr_paste_geom g = mask_paste_geom(p->mask_size, p->padding, box, img_h, img_w);
     paste_window(p, &g, pad_mask(p, mask, scratch), img_w, out, NULL);
     return MR_OK;
@@ -72,6 +99,10 @@ mr_status mask_paste_binary(const mr_mask_paste_params *p, const float *mask, co
 {
     MR_TRY(paste_check(p, img_h, img_w, err));
     memset(out, 0, (size_t)img_h * img_w);
+    if (p->rule == MR_PASTE_DETECTRON2) {
+        paste_d2(p, mask, box, img_h, img_w, NULL, out);
+        return MR_OK;
+    }
     mr_paste_geom g = mask_paste_geom(p->mask_size, p->padding, box, img_h, img_w);
     paste_window(p, &g, pad_mask(p, mask, scratch), img_w, NULL, out);
     return MR_OK;

@@ -33,19 +33,35 @@
  * and raises a shape error); coordinates beyond +-2^28 are saturated before
  * the int cast.
  *
- * The Detectron (cv2.resize, > 0.5) and detectron2 (grid_sample, >= 0.5)
- * paste rules are planned as further mr_paste_rule values. */
+ * Detectron's paste (test.py segm_results) is the same algorithm with
+ * cv2.resize(INTER_LINEAR) on the float mask and "> 0.5": use this rule with
+ * MR_MASK_GT (cv2's float bilinear samples the same taps with the same
+ * half-pixel mapping; its rounding differs from torch's by float ulps).
+ *
+ * MR_PASTE_DETECTRON2: detectron2 `layers/mask_ops.py: _do_paste_mask` as
+ * run on the CPU (one mask per chunk, skip_empty), float32 throughout:
+ *  1. window: x0i = max(floor(x1) - 1, 0), x1i = min(ceil(x2) + 1, W),
+ *     likewise y; pixels outside stay 0
+ *  2. grid per pixel centre: gx = (x + 0.5 - x1) / (x2 - x1) * 2 - 1
+ *  3. F.grid_sample(bilinear, zeros padding, align_corners=False) of the
+ *     unpadded M x M mask: u = (gx + 1) * (M / 2) - 0.5 (torch's vectorised
+ *     CPU kernel), taps outside the mask read 0
+ *  4. binary: prob >= threshold (detectron2 uses MR_MASK_GE)
+ * A box with x2 <= x1 or y2 <= y1 pastes nothing (detectron2 drops empty
+ * boxes before pasting; box_head.clip_final_boxes). padding is unused. */
 #ifndef MR_MASK_PASTE_H
 #define MR_MASK_PASTE_H
 
 #include "hd.h"
 #include "status.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
 typedef enum {
-    MR_PASTE_TORCHVISION = 0
+    MR_PASTE_TORCHVISION = 0,
+    MR_PASTE_DETECTRON2 = 1
 } mr_paste_rule;
 
 typedef enum {
@@ -137,6 +153,41 @@ MR_HD static inline float mask_resize_tap(const float *padded, int P, int y0, in
     acc += (double)padded[y1 * P + x0] * (double)w10;
     acc += (double)padded[y1 * P + x1] * (double)w11;
     return (float)acc;
+}
+
+/* detectron2 rule, step 1: the integer window [*lo, *hi) of one axis for
+ * box sides [b0, b1] and image extent n. */
+MR_HD static inline void mask_paste_d2_window(float b0, float b1, int n, int *lo, int *hi)
+{
+    float f = floorf(b0) - 1.0f, c = ceilf(b1) + 1.0f;
+    *lo = f > 0.0f ? mask_paste_trunc(f) : 0;
+    *hi = c < (float)n ? mask_paste_trunc(c) : n;
+}
+
+/* detectron2 rule, steps 2-3 for one axis: pixel index -> source coordinate
+ * in the M-sized mask, in torch's float32 operation order. */
+MR_HD static inline float mask_paste_d2_coord(int pixel, float b0, float b1, int M)
+{
+    float g = ((float)pixel + 0.5f - b0) / (b1 - b0) * 2.0f - 1.0f;
+    return (g + 1.0f) * ((float)M / 2.0f) - 0.5f;
+}
+
+/* detectron2 rule, step 3: bilinear sample with zero padding, the weights
+ * and the sum in grid_sample's order (nw, ne, sw, se). */
+MR_HD static inline float mask_paste_d2_sample(const float *mask, int M, float u, float v)
+{
+    /* every tap is outside (or NaN): 0, and no int overflow below */
+    if (!(u > -2.0f && u < (float)M + 1.0f && v > -2.0f && v < (float)M + 1.0f)) return 0.0f;
+    float xw = floorf(u), yn = floorf(v);
+    float w = u - xw, e = 1.0f - w, nn = v - yn, s = 1.0f - nn;
+    float wnw = s * e, wne = s * w, wsw = nn * e, wse = nn * w;
+    int x0 = (int)xw, y0 = (int)yn;
+    float tap[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    int xs[2] = {x0, x0 + 1}, ys[2] = {y0, y0 + 1};
+    for (int j = 0; j < 2; j++)
+        for (int i = 0; i < 2; i++)
+            if (xs[i] >= 0 && xs[i] < M && ys[j] >= 0 && ys[j] < M) tap[2 * j + i] = mask[ys[j] * M + xs[i]];
+    return tap[0] * wnw + tap[1] * wne + tap[2] * wsw + tap[3] * wse;
 }
 
 /* Bytes of scratch for one paste: the padded mask, (M+2p)^2 floats. */

@@ -199,7 +199,8 @@ static mr_status plan_buffers(mr_model *m, mr_error *err)
     plan_add(&p, &b->mask_up, dets * 4 * M2 * MD, ST_MASK, ST_MASK);
     plan_add(&p, &b->mask_logits, dets * 4 * M2 * (size_t)K, ST_MASK, ST_MASK);
     plan_add(&p, &b->mask_probs, dets * 4 * M2, ST_MASK, ST_PASTE);
-    plan_add(&p, &b->final_boxes, dets * 4, ST_PASTE, ST_PASTE);
+    /* Written by the box head when boxes are decoded in original pixels (Detectron). */
+    plan_add(&p, &b->final_boxes, dets * 4, ST_BOX, ST_PASTE);
 
     m->arena_size = plan_place(&p);
     void *arena = NULL;

@@ -85,13 +85,8 @@ int proposals_cpu(const mr_proposal_params *p, const float *const *logits, const
             anchor_at(p->cell_anchors[l], a, x, y, p->stride_w[l], p->stride_h[l], p->offset, anchor);
             box_decode(&p->coder, anchor, deltas[l] + 4 * (size_t)i, box);
             box_clip(box, p->img_h, p->img_w, p->coder.plus_one);
-            float w = box[2] - box[0], h = box[3] - box[1];
-            if (p->coder.plus_one) {
-                w += 1.0f;
-                h += 1.0f;
-            }
             float score = 1.0f / (1.0f + expf(-s.ranked[r].value));
-            if (!(w >= p->min_size && h >= p->min_size) || !(score >= p->score_thresh)) continue;
+            if (!proposal_keep(p, box) || !(score >= p->score_thresh)) continue;
             s.scores[n] = score;
             s.groups[n] = l;
             n++;

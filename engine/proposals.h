@@ -2,8 +2,9 @@
  * RegionProposalNetwork.filter_proposals; Detectron generate_proposals +
  * collect):
  *   per level: top pre_nms_top_n anchors by objectness logit,
- *   decode their deltas (box_coder.h), clip to the resized image,
- *   drop boxes with a side < min_size, drop sigmoid scores < score_thresh;
+ *   decode their deltas (box_coder.h), clip to the clip window (the
+ *   resized image; Detectron: the padded input), drop boxes that fail the
+ *   size rule (proposal_keep below), drop sigmoid scores < score_thresh;
  *   then NMS per level at nms_thresh, and keep the post_nms_top_n best over
  *   all levels (with post_nms_per_level, each level is capped first).
  *
@@ -17,9 +18,19 @@
 #include <stddef.h>
 
 #include "box_coder.h"
+#include "hd.h"
 #include "status.h"
 
 #define MR_PROPOSAL_MAX_LEVELS 8
+
+/* Which decoded, clipped boxes survive before NMS:
+ *  GE:        w >= min_size && h >= min_size (torchvision remove_small_boxes)
+ *  GT:        w >  min_size && h >  min_size (detectron2 Boxes.nonempty)
+ *  DETECTRON: (x2-x1)/im_scale + 1 >= max(min_size, 1), likewise for y (the
+ *             size in original pixels), and the centre x1 + (x2-x1+1)/2 <
+ *             clip_w, likewise for y (Detectron ops/generate_proposals.py
+ *             _filter_boxes, float32 as its numpy arrays). */
+typedef enum { MR_PROPOSAL_KEEP_GE = 0, MR_PROPOSAL_KEEP_GT, MR_PROPOSAL_KEEP_DETECTRON } mr_proposal_size_rule;
 
 typedef struct {
     int num_levels;
@@ -31,9 +42,33 @@ typedef struct {
     int pre_nms_top_n, post_nms_top_n, post_nms_per_level;
     double nms_thresh;
     float min_size, score_thresh;
+    mr_proposal_size_rule size_rule;
+    float im_scale;                                  /* resized / original (DETECTRON rule only) */
     mr_box_coder coder;
-    float img_h, img_w;                              /* clip window: the resized image */
+    float img_h, img_w;                              /* clip window */
 } mr_proposal_params;
+
+/* 1 if the clipped box [x1,y1,x2,y2] passes the size rule. */
+MR_HD static inline int proposal_keep(const mr_proposal_params *p, const float *box)
+{
+    float w = box[2] - box[0], h = box[3] - box[1];
+    switch (p->size_rule) {
+    case MR_PROPOSAL_KEEP_GT:
+        return w > p->min_size && h > p->min_size;
+    case MR_PROPOSAL_KEEP_DETECTRON: {
+        float min_size = p->min_size > 1.0f ? p->min_size : 1.0f;
+        float w_orig = w / p->im_scale + 1.0f, h_orig = h / p->im_scale + 1.0f;
+        float x_ctr = box[0] + (w + 1.0f) / 2.0f, y_ctr = box[1] + (h + 1.0f) / 2.0f;
+        return w_orig >= min_size && h_orig >= min_size && x_ctr < p->img_w && y_ctr < p->img_h;
+    }
+    default:
+        if (p->coder.plus_one) {
+            w += 1.0f;
+            h += 1.0f;
+        }
+        return w >= p->min_size && h >= p->min_size;
+    }
+}
 
 size_t proposals_scratch_bytes(const mr_proposal_params *p);
 

@@ -62,7 +62,7 @@ void model_level_map(const mr_model *m, const mr_pooler_config *pc, mr_level_map
     map->canonical_level = pc->canonical_level;
     map->eps = pc->level_eps;
     map->plus_one = m->cfg.box.legacy_plus_one;
-    map->eps_inside_log = 0; /* torchvision; Detectron's placement becomes a config key with its zoo */
+    map->eps_inside_log = pc->level_eps_inside_log;
 }
 
 mr_status model_roi_align(mr_model *m, const mr_pooler_config *pc, const mr_tensor *rois, mr_tensor *out,
@@ -75,6 +75,27 @@ mr_status model_roi_align(mr_model *m, const mr_pooler_config *pc, const mr_tens
     model_level_map(m, pc, &map);
     const mr_tensor *levels[4] = {&m->buf.p[0], &m->buf.p[1], &m->buf.p[2], &m->buf.p[3]};
     return m->be.i->roi_align(m->be.ctx, &p, &map, levels, rois, out, err);
+}
+
+/* Detectron decodes detections in original pixels: keep those as the final
+ * boxes and give the mask head its RoIs in network-input pixels, as
+ * test.py _get_rois_blob does (boxes * im_scale in float64, stored as
+ * float32). A few hundred floats cross to the host and back. */
+static mr_status project_original_detections(mr_model *m, mr_error *err)
+{
+    mr_buffers *b = &m->buf;
+    const mr_backend_i *be = m->be.i;
+    size_t n = (size_t)b->detections.n, bytes = sizeof(float) * 4 * n;
+    if (n == 0) return tensor_shape(&b->final_boxes, 0, 1, 1, 4, err);
+    float *host = malloc(bytes);
+    if (!host) return mr_fail(err, MR_ERR_OOM, "out of memory for %zu detections", n);
+    mr_status st = tensor_shape(&b->final_boxes, (int)n, 1, 1, 4, err);
+    if (st == MR_OK) st = be->copy_to_host(m->be.ctx, host, b->detections.data, bytes, err);
+    if (st == MR_OK) st = be->copy_to_device(m->be.ctx, b->final_boxes.data, host, bytes, err);
+    for (size_t i = 0; i < 4 * n; i++) host[i] = (float)((double)host[i] * m->geo.im_scale);
+    if (st == MR_OK) st = be->copy_to_device(m->be.ctx, b->detections.data, host, bytes, err);
+    free(host);
+    return st;
 }
 
 mr_status box_head_forward(mr_model *m, mr_error *err)
@@ -101,8 +122,10 @@ mr_status box_head_forward(mr_model *m, mr_error *err)
     for (int k = 0; k < 4; k++) p.coder.weights[k] = c->box_head.box_weights[k];
     p.coder.clip = c->box.bbox_xform_clip;
     p.coder.plus_one = c->box.legacy_plus_one;
-    p.img_h = (float)m->geo.resized_h;
-    p.img_w = (float)m->geo.resized_w;
+    int original = c->box_head.decode_coordinates == MR_DECODE_ORIGINAL;
+    p.roi_divisor = original ? (float)m->geo.im_scale : 1.0f;
+    p.img_h = (float)(original ? m->geo.in_h : m->geo.resized_h);
+    p.img_w = (float)(original ? m->geo.in_w : m->geo.resized_w);
     p.score_thresh = c->box_head.score_thresh;
     p.nms_thresh = c->box_head.nms_thresh;
     p.min_size = c->box_head.min_size;
@@ -110,6 +133,7 @@ mr_status box_head_forward(mr_model *m, mr_error *err)
     p.keep_ties = c->box_head.keep_ties;
     p.out_capacity = (int)b->detection_scores.cap;
     MR_TRY(model_set_count(m, "detections", p.out_capacity, err));
-    return be->box_detections(m->be.ctx, &p, &b->proposals, &b->class_logits, &b->box_deltas, &b->detections,
-                              &b->detection_scores, &b->detection_labels, err);
+    MR_TRY(be->box_detections(m->be.ctx, &p, &b->proposals, &b->class_logits, &b->box_deltas, &b->detections,
+                              &b->detection_scores, &b->detection_labels, err));
+    return original ? project_original_detections(m, err) : MR_OK;
 }

@@ -13,9 +13,14 @@ mr_status rpn_load(mr_model *m, mr_weights *w, mr_error *err)
     const mr_anchor_config *ac = &m->cfg.anchors;
     int F = m->cfg.fpn.out_channels;
     m->num_anchors = ac->num_ratios * ac->num_sizes_per_level;
-    for (int l = 0; l < m->num_levels; l++)
-        anchors_cell(ac->sizes[l], ac->num_sizes_per_level, ac->aspect_ratios, ac->num_ratios, ac->round_base,
-                     m->cell_anchors[l]);
+    for (int l = 0; l < m->num_levels; l++) {
+        if (ac->cell_rule == MR_ANCHOR_CELL_DETECTRON)
+            anchors_cell_detectron((float)(1 << (m->cfg.fpn.min_level + l)), ac->sizes[l], ac->num_sizes_per_level,
+                                   ac->aspect_ratios, ac->num_ratios, m->cell_anchors[l]);
+        else
+            anchors_cell(ac->sizes[l], ac->num_sizes_per_level, ac->aspect_ratios, ac->num_ratios, ac->round_base,
+                         m->cell_anchors[l]);
+    }
     MR_TRY(model_conv_layer(m, w, "rpn.conv", NULL, F, F, 3, 1, 1, 1, &m->rpn_conv, err));
     MR_TRY(model_conv_layer(m, w, "rpn.objectness", NULL, F, m->num_anchors, 1, 1, 0, 0, &m->rpn_logits, err));
     return model_conv_layer(m, w, "rpn.deltas", NULL, F, 4 * m->num_anchors, 1, 1, 0, 0, &m->rpn_deltas, err);
@@ -45,12 +50,17 @@ static void proposal_params(const mr_model *m, mr_proposal_params *p)
     p->post_nms_per_level = c->rpn.post_nms_per_level;
     p->nms_thresh = c->rpn.nms_thresh;
     p->min_size = c->rpn.min_size;
+    p->size_rule = c->rpn.min_size_rule == MR_RPN_MIN_SIZE_DETECTRON    ? MR_PROPOSAL_KEEP_DETECTRON
+                   : c->rpn.min_size_rule == MR_RPN_MIN_SIZE_DETECTRON2 ? MR_PROPOSAL_KEEP_GT
+                                                                        : MR_PROPOSAL_KEEP_GE;
+    p->im_scale = m->geo.scale_h; /* Detectron's single im_scale (both axes) */
     p->score_thresh = c->rpn.score_thresh;
     for (int k = 0; k < 4; k++) p->coder.weights[k] = c->rpn.box_weights[k];
     p->coder.clip = c->box.bbox_xform_clip;
     p->coder.plus_one = c->box.legacy_plus_one;
-    p->img_h = (float)m->geo.resized_h;
-    p->img_w = (float)m->geo.resized_w;
+    int padded = c->rpn.clip_window == MR_CLIP_PADDED;
+    p->img_h = (float)(padded ? m->geo.padded_h : m->geo.resized_h);
+    p->img_w = (float)(padded ? m->geo.padded_w : m->geo.resized_w);
 }
 
 mr_status rpn_forward(mr_model *m, mr_error *err)

@@ -44,7 +44,7 @@ class InputConfig(C.Structure):  # engine/config.h: mr_input_config
 
 class Geometry(C.Structure):  # engine/image.h: mr_input_geometry
     _fields_ = [(n, C.c_int) for n in ("in_h", "in_w", "resized_h", "resized_w", "padded_h", "padded_w")] + \
-               [("scale_h", C.c_float), ("scale_w", C.c_float)]
+               [("scale_h", C.c_float), ("scale_w", C.c_float), ("im_scale", C.c_double)]
 
 
 class Image_(C.Structure):  # mr_image

@@ -180,18 +180,45 @@ static int count_missing(const cfg_section *sec, const cJSON *obj, const char *p
     return missing;
 }
 
+/* Every config in configs/, one per zoo convention and depth. */
+static const char *const shipped_configs[] = {
+    CONFIG_FULL,
+    CONFIG_SMALL,
+    "configs/mask_rcnn_R-50-FPN_torchvision.json",
+    "configs/mask_rcnn_R-101-FPN_detectron.json",
+    "configs/mask_rcnn_R-50-FPN_detectron.json",
+    "configs/mask_rcnn_R-101-FPN_detectron2.json",
+    "configs/mask_rcnn_R-50-FPN_detectron2.json",
+    "configs/mask_rcnn_R-101-FPN_maskrcnn-benchmark.json",
+    "configs/mask_rcnn_R-50-FPN_maskrcnn-benchmark.json",
+};
+
 static void test_shipped_configs_spell_out_every_key(void **state)
 {
     (void)state;
-    const char *files[] = {CONFIG_FULL, CONFIG_SMALL};
-    for (int f = 0; f < 2; f++) {
-        char *text = read_text(files[f]);
+    for (size_t f = 0; f < sizeof shipped_configs / sizeof shipped_configs[0]; f++) {
+        char *text = read_text(shipped_configs[f]);
         assert_non_null(text);
         cJSON *root = cJSON_Parse(text);
         assert_non_null(root);
-        assert_int_equal(count_missing(&cfg_root, root, ""), 0);
+        int missing = count_missing(&cfg_root, root, "");
+        if (missing) print_error("%s: %d keys missing\n", shipped_configs[f], missing);
+        assert_int_equal(missing, 0);
         cJSON_Delete(root);
         free(text);
+    }
+}
+
+/* ...and loads: every value in range, every cross-key rule met. */
+static void test_shipped_configs_load(void **state)
+{
+    (void)state;
+    for (size_t f = 0; f < sizeof shipped_configs / sizeof shipped_configs[0]; f++) {
+        mr_config cfg;
+        mr_error err = {MR_OK, ""};
+        mr_status st = config_load(&cfg, shipped_configs[f], &err);
+        if (st != MR_OK) print_error("%s\n", err.msg);
+        assert_int_equal(st, MR_OK);
     }
 }
 
@@ -459,6 +486,7 @@ static const bad_case cross_key_cases[] = {
     {"{\"fpn\": {\"min_level\": 5, \"max_level\": 4}}", MR_ERR_CONFIG, "fpn.min_level: 5 is above fpn.max_level 4", NULL},
     {"{\"fpn\": {\"max_level\": 5}}", MR_ERR_CONFIG, "anchors.sizes: has 5 rows, but fpn levels 2..5 need 4", NULL},
     {"{\"anchors\": {\"sizes\": [[32], [64], [128], [256]]}}", MR_ERR_CONFIG, "anchors.sizes: has 4 rows, but fpn levels 2..6 need 5", NULL},
+    {"{\"anchors\": {\"cell_rule\": \"detectron\"}}", MR_ERR_CONFIG, "anchors.cell_rule: \"detectron\" needs anchors.stride_rule \"level\"", NULL},
 };
 
 /* Malformed JSON: a format error with a position. */
@@ -684,6 +712,7 @@ int main(void)
         cmocka_unit_test(test_shipped_config_equals_defaults),
         cmocka_unit_test(test_small_config_differs_only_in_size),
         cmocka_unit_test(test_shipped_configs_spell_out_every_key),
+        cmocka_unit_test(test_shipped_configs_load),
         cmocka_unit_test(test_readme_documents_every_key),
         cmocka_unit_test(test_table_covers_struct),
         cmocka_unit_test(test_one_element_cases),
