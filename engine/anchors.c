@@ -7,6 +7,22 @@ int anchors_cell(const float *sizes, int num_sizes, const float *ratios, int num
 {
     if (num_sizes <= 0 || num_ratios <= 0) return 0;
     int k = 0;
+    if (!round_base) {
+        /* detectron2 DefaultAnchorGenerator.generate_cell_anchors, in Python
+         * doubles then stored as float32: w = sqrt(size^2 / r), h = r * w.
+         * It loops sizes outside ratios (size-major), unlike torchvision;
+         * with one size per level, as every FPN config has, the orders agree. */
+        for (int s = 0; s < num_sizes; s++)
+            for (int r = 0; r < num_ratios; r++) {
+                double size = sizes[s], w = sqrt(size * size / (double)ratios[r]), h = (double)ratios[r] * w;
+                out[4 * k + 0] = (float)(-w / 2.0);
+                out[4 * k + 1] = (float)(-h / 2.0);
+                out[4 * k + 2] = (float)(w / 2.0);
+                out[4 * k + 3] = (float)(h / 2.0);
+                k++;
+            }
+        return k;
+    }
     for (int r = 0; r < num_ratios; r++) {
         /* torch: h_ratios = sqrt(ratios), w_ratios = 1 / h_ratios, in float32 */
         float hr = sqrtf(ratios[r]);
@@ -15,7 +31,7 @@ int anchors_cell(const float *sizes, int num_sizes, const float *ratios, int num
             float ws = wr * sizes[s];
             float hs = hr * sizes[s];
             float a[4] = {-ws / 2.0f, -hs / 2.0f, ws / 2.0f, hs / 2.0f};
-            for (int j = 0; j < 4; j++) out[4 * k + j] = round_base ? rintf(a[j]) : a[j];
+            for (int j = 0; j < 4; j++) out[4 * k + j] = rintf(a[j]);
             k++;
         }
     }

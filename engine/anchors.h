@@ -9,13 +9,16 @@
  * deltas), so no reordering is needed.
  *
  * Cell tables (ratio = h / w; A = num_ratios * num_sizes, ratio-major:
- * for each ratio, for each size):
+ * for each ratio, for each size, except detectron2's below):
  *  - anchors_cell: torchvision `models/detection/anchor_utils.py:
  *    AnchorGenerator.generate_anchors`, in float32 exactly as torch:
  *    hr = sqrtf(r), wr = 1/hr, ws = wr*size, hs = hr*size,
- *    [-ws, -hs, ws, hs] / 2, rounded half-to-even when round_base
- *    (torchvision rounds; detectron2's DefaultAnchorGenerator does not).
+ *    [-ws, -hs, ws, hs] / 2, rounded half-to-even (round_base).
  *    P2 (size 32): [-23,-11,23,11], [-16,-16,16,16], [-11,-23,11,23].
+ *    Without round_base: detectron2's DefaultAnchorGenerator
+ *    (generate_cell_anchors), w = sqrt(size^2/r), h = r*w in double,
+ *    [-w/2, -h/2, w/2, h/2] stored as float32, not rounded, and
+ *    size-major (for each size, for each ratio) as detectron2 orders them.
  *  - anchors_cell_detectron: Detectron `modeling/generate_anchors.py`
  *    (FPN: one size per level, stride = 2^level): ratio enumeration on a
  *    stride x stride base box with rounded w, h, then scaling by

@@ -380,6 +380,36 @@ def test_box_decode_matches_torchvision(shim, weights):
 
 # ------------------------------------------------------------------ anchors
 
+def detectron2_cell_anchors(sizes, aspect_ratios):
+    """detectron2 DefaultAnchorGenerator.generate_cell_anchors as documented:
+    for each size, for each ratio: area = size**2, w = sqrt(area / ratio),
+    h = ratio * w, box (-w/2, -h/2, w/2, h/2), in Python floats, then a
+    float32 tensor."""
+    out = []
+    for size in sizes:
+        area = float(size) ** 2.0
+        for ratio in aspect_ratios:
+            w = math.sqrt(area / ratio)
+            h = ratio * w
+            out.append([-w / 2.0, -h / 2.0, w / 2.0, h / 2.0])
+    return np.array(out, np.float32)
+
+
+def test_unrounded_anchors_match_detectron2(lib):
+    ratios = [0.5, 1.0, 2.0]
+    r = np.array(ratios, np.float32)
+    differs_from_rounded = False
+    for sizes in ([32], [64], [128], [256], [512], [32, 40.3, 50.8]):
+        s = np.array(sizes, np.float32)
+        out = np.zeros((len(sizes) * 3, 4), np.float32)
+        assert lib.anchors_cell(ptr(s), len(sizes), ptr(r), 3, 0, ptr(out)) == len(sizes) * 3
+        # the reference gets the float32 sizes, as a config's sizes reach the engine
+        ref = detectron2_cell_anchors([float(x) for x in s], ratios)
+        assert np.array_equal(out, ref), sizes
+        differs_from_rounded |= not np.array_equal(out, np.rint(out))
+    assert differs_from_rounded
+
+
 def test_anchors_match_torchvision(lib, shim):
     sizes = ((32,), (64,), (128,), (256,), (512,))
     ratios = ((0.5, 1.0, 2.0),) * 5

@@ -96,13 +96,13 @@ static void test_anchors_torchvision(void **state)
     const float want[12] = {-23, -11, 23, 11, -16, -16, 16, 16, -11, -23, 11, 23};
     for (int k = 0; k < 12; k++) assert_true(cell[k] == want[k]);
 
-    /* unrounded: w = 32/sqrt(0.5)/2 = 22.627..., ratio-major over 2 sizes */
+    /* unrounded (detectron2): w = sqrt(32^2/0.5)/2 = 22.627..., size-major over 2 sizes */
     const float two[2] = {32, 64};
     float c2[24];
     assert_int_equal(anchors_cell(two, 2, ratios, 3, 0, c2), 6);
     ASSERT_FEQ(c2[0], -22.627417f, 1e-5);
-    ASSERT_FEQ(c2[4 * 1 + 0], -45.254834f, 1e-5); /* ratio 0.5, size 64 */
-    ASSERT_FEQ(c2[4 * 2 + 0], -16.0f, 0);         /* ratio 1, size 32 */
+    ASSERT_FEQ(c2[4 * 1 + 0], -16.0f, 0);         /* size 32, ratio 1 */
+    ASSERT_FEQ(c2[4 * 3 + 0], -45.254834f, 1e-5); /* size 64, ratio 0.5 */
     assert_int_equal(anchors_cell(two, 0, ratios, 3, 1, c2), 0);
 
     /* P6 (size 512): 256/sqrt(.5) = 362.038..., 256*sqrt(.5) = 181.019... */
