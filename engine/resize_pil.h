@@ -8,8 +8,9 @@
  *        channels are resampled independently).
  * Output dst [out_h, out_w, 3] uint8.
  *
- * The algorithm is Pillow's (src/libImaging/Resample.c, 9.x; stable since
- * Pillow 4.3), written here from its semantics:
+ * The algorithm is Pillow's (src/libImaging/Resample.c; 9.4 is the tests'
+ * reference; upstream's current file computes the same), written here from its
+ * semantics:
  *  - per axis, scale = in/out in double; the filter is stretched by
  *    filterscale = max(scale, 1), so a downscale averages over a support
  *    of filterscale pixels on each side (an antialiasing triangle), an
