@@ -20,10 +20,28 @@
 
 typedef enum { MR_CHANNELS_RGB = 0, MR_CHANNELS_BGR } mr_channel_order;
 
-/* How the resized size is rounded from in*scale:
- *  FLOOR: torchvision (F.interpolate with recompute_scale_factor)
- *  ROUND: Detectron (cv2.resize fx=fy=scale) and detectron2 (int(x+0.5)). */
-typedef enum { MR_RESIZE_FLOOR = 0, MR_RESIZE_ROUND } mr_resize_rounding;
+/* How the resized size is computed from the input size (image_geometry in
+ * engine/image.h has the exact arithmetic of each):
+ *  FLOOR: torchvision (float32 scale, F.interpolate with recompute_scale_factor)
+ *  ROUND: Detectron (one double scale, cv2.resize fx=fy=scale: round half even)
+ *  DETECTRON2: detectron2's ResizeShortestEdge.get_output_shape (short side set
+ *              to min_size, both sides capped by max_size, then int(x + 0.5))
+ *  MASKRCNN_BENCHMARK: maskrcnn-benchmark's Resize.get_size (target short side
+ *              lowered to round(max_size*short/long) when the long side would
+ *              exceed max_size; the long side truncated, int(size*long/short)). */
+typedef enum { MR_RESIZE_FLOOR = 0, MR_RESIZE_ROUND, MR_RESIZE_DETECTRON2, MR_RESIZE_MASKRCNN_BENCHMARK } mr_resize_rounding;
+
+/* Which resampler makes the resized image (engine/image.h):
+ *  TORCH_BILINEAR: torchvision, F.interpolate bilinear on the normalised float image
+ *  PIL_BILINEAR: detectron2, Pillow's Image.resize(BILINEAR) on the uint8 image,
+ *                before normalising (engine/resize_pil.h)
+ *  CV2_LINEAR: Detectron, cv2.resize INTER_LINEAR on the normalised float image
+ *              (engine/resize_cv2.h). */
+typedef enum {
+    MR_RESIZE_TORCH_BILINEAR = 0,
+    MR_RESIZE_PIL_BILINEAR,
+    MR_RESIZE_CV2_LINEAR
+} mr_resize_method;
 
 /* Where the anchor grid's stride comes from:
  *  PADDED_DIV_GRID: torchvision, stride = padded_image_size / feature_size
@@ -61,7 +79,8 @@ typedef struct {
     float pixel_std[3];             /* "pixel_std"                                */
     int min_size;                   /* "min_size": target short side (800)        */
     int max_size;                   /* "max_size": cap on the long side (1333)    */
-    mr_resize_rounding resize_rounding; /* "resize_rounding": "floor" | "round"  */
+    mr_resize_rounding resize_rounding; /* "resize_rounding": "floor" | "round" | "detectron2" */
+    mr_resize_method resize_method; /* "resize_method": "torch_bilinear" | "pil_bilinear" | "cv2_linear" */
     int size_divisibility;          /* "size_divisibility": pad H, W to this (32) */
     int max_image_side;             /* "max_image_side": reject larger inputs (20000) */
 } mr_input_config;

@@ -9,6 +9,7 @@
 /* Enums are stored through an int pointer. */
 _Static_assert(sizeof(mr_channel_order) == sizeof(int), "enum size");
 _Static_assert(sizeof(mr_resize_rounding) == sizeof(int), "enum size");
+_Static_assert(sizeof(mr_resize_method) == sizeof(int), "enum size");
 _Static_assert(sizeof(mr_anchor_stride_rule) == sizeof(int), "enum size");
 _Static_assert(sizeof(mr_mask_thresh_rule) == sizeof(int), "enum size");
 _Static_assert(sizeof(mr_anchor_cell_rule) == sizeof(int), "enum size");
@@ -59,6 +60,7 @@ void config_defaults(mr_config *cfg)
     in->min_size = 800;
     in->max_size = 1333;
     in->resize_rounding = MR_RESIZE_FLOOR;
+    in->resize_method = MR_RESIZE_TORCH_BILINEAR;
     in->size_divisibility = 32;
     in->max_image_side = 20000;
 
@@ -130,7 +132,12 @@ void config_defaults(mr_config *cfg)
 static const char *const channel_order_names[] = {
     [MR_CHANNELS_RGB] = "RGB", [MR_CHANNELS_BGR] = "BGR", NULL};
 static const char *const resize_rounding_names[] = {
-    [MR_RESIZE_FLOOR] = "floor", [MR_RESIZE_ROUND] = "round", NULL};
+    [MR_RESIZE_FLOOR] = "floor", [MR_RESIZE_ROUND] = "round", [MR_RESIZE_DETECTRON2] = "detectron2",
+    [MR_RESIZE_MASKRCNN_BENCHMARK] = "maskrcnn_benchmark",
+    NULL};
+static const char *const resize_method_names[] = {[MR_RESIZE_TORCH_BILINEAR] = "torch_bilinear",
+                                                  [MR_RESIZE_PIL_BILINEAR] = "pil_bilinear",
+                                                  [MR_RESIZE_CV2_LINEAR] = "cv2_linear", NULL};
 static const char *const stride_rule_names[] = {
     [MR_ANCHOR_STRIDE_PADDED_DIV_GRID] = "padded_div_grid", [MR_ANCHOR_STRIDE_LEVEL] = "level", NULL};
 static const char *const threshold_rule_names[] = {
@@ -170,6 +177,7 @@ static const cfg_key input_keys[] = {
     K_INT(mr_input_config, min_size, 1, 65536),
     K_INT(mr_input_config, max_size, 1, 65536),
     K_ENUM(mr_input_config, resize_rounding, resize_rounding_names),
+    K_ENUM(mr_input_config, resize_method, resize_method_names),
     K_INT(mr_input_config, size_divisibility, 1, 1024),
     K_INT(mr_input_config, max_image_side, 1, 65536),
 };

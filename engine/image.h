@@ -10,22 +10,28 @@
  * (image_load_jpeg); a PNG's eXIf chunk is not (Pillow's exif_transpose
  * would honour it).
  *
- * Preprocess: torchvision's GeneralizedRCNNTransform for one image
- * (torchvision/models/detection/transform.py, 0.14):
- *   1. normalise per pixel: v = (p * pixel_scale - mean[c]) / std[c] in
- *      float, in the configured channel order (BGR swaps R and B). When
- *      pixel_scale is the reciprocal of an integer (1/255) p is divided by
- *      that integer instead, as to_tensor's div(255) does: p * (1/255f)
- *      differs from p / 255f in the last bit for half the levels;
- *   2. resize bilinearly, as F.interpolate(mode='bilinear',
- *      align_corners=False, recompute_scale_factor=True) on the CPU
- *      (aten/src/ATen/native/cpu/UpSampleKernel.cpp, UpSample.h);
- *   3. pad with zeros at the bottom and right to a multiple of
- *      size_divisibility.
- * The output is NHWC float32 [1, padded_h, padded_w, 3].
- *
- * Normalising before resizing (torchvision's and Detectron's order) is what
- * makes the padding exactly zero after normalisation. */
+ * Preprocess, by input.resize_method:
+ *   normalise per pixel: v = (p * pixel_scale - mean[c]) / std[c] in
+ *   float, in the configured channel order (BGR swaps R and B). When
+ *   pixel_scale is the reciprocal of an integer (1/255) p is divided by
+ *   that integer instead, as to_tensor's div(255) does: p * (1/255f)
+ *   differs from p / 255f in the last bit for half the levels;
+ *   TORCH_BILINEAR (torchvision's GeneralizedRCNNTransform for one image,
+ *   torchvision/models/detection/transform.py, 0.14): normalise, then
+ *     resize as F.interpolate(mode='bilinear', align_corners=False,
+ *     recompute_scale_factor=True) on the CPU
+ *     (aten/src/ATen/native/cpu/UpSampleKernel.cpp, UpSample.h);
+ *   PIL_BILINEAR (detectron2's DefaultPredictor: ResizeShortestEdge, then
+ *     GeneralizedRCNN.preprocess_image): resize the uint8 image with
+ *     Pillow's bilinear filter (engine/resize_pil.h), then normalise;
+ *   CV2_LINEAR (Detectron's prep_im_for_blob): normalise, then resize as
+ *     cv2.resize INTER_LINEAR with the factor of image_geometry
+ *     (engine/resize_cv2.h). Detectron subtracts its float64 means from
+ *     the float32 image in double; ours are float32 (a last-bit
+ *     difference, up to ~1e-5);
+ *   then pad with zeros at the bottom and right to a multiple of
+ *   size_divisibility, after normalisation, as all three do.
+ * The output is NHWC float32 [1, padded_h, padded_w, 3]. */
 #ifndef MR_IMAGE_H
 #define MR_IMAGE_H
 
@@ -35,6 +41,8 @@
 
 #include "config.h"
 #include "hd.h"
+#include "resize_cv2.h"
+#include "resize_pil.h"
 #include "status.h"
 #include "tensor.h"
 
@@ -101,15 +109,18 @@ void image_free(mr_image *img);
 
 /* Sizes through preprocessing. scale_h and scale_w map input pixels to
  * resized pixels: resized/in per axis in float32 for resize_rounding FLOOR
- * (torchvision's resize_boxes uses the inverse ratio, in/resized), Detectron's
- * single im_scale for both axes for ROUND. */
+ * and DETECTRON2 (torchvision's resize_boxes and detectron2's
+ * detector_postprocess use the inverse ratio, in/resized), Detectron's
+ * single im_scale for both axes for ROUND. factor_h, factor_w are the
+ * factors a cv2.resize is handed, in double: Detectron's im_scale for
+ * ROUND, resized/in otherwise (what cv2 derives from an explicit size). */
 typedef struct {
     int in_h, in_w;           /* the decoded image                    */
     int resized_h, resized_w; /* after the resize (the "image size")  */
     int padded_h, padded_w;   /* after padding: the network input     */
     float scale_h, scale_w;
-    double im_scale;          /* ROUND: Detectron's im_scale as the Python double it is
-                                 (mask RoIs are boxes * im_scale in float64); else scale_h */
+    mr_resize_method method;  /* cfg->resize_method: image_preprocess's resampler */
+    double factor_h, factor_w;
 } mr_input_geometry;
 
 /* FLOOR (torchvision): scale = min(min_size/short, max_size/long) in float32,
@@ -119,6 +130,18 @@ typedef struct {
  * ROUND (Detectron, blob.py: prep_im_for_blob): s = min_size/short in double;
  *   if round(s*long) > max_size then s = max_size/long; resized = round(in*s),
  *   rounding half to even (np.round and cv2's saturate_cast).
+ * DETECTRON2 (detectron2/data/transforms/augmentation_impl.py,
+ *   ResizeShortestEdge.get_output_shape), in double: scale = min_size/short;
+ *   the short side becomes min_size, the long one scale*long; if the larger
+ *   of the two exceeds max_size both are multiplied by max_size/larger;
+ *   resized = int(x + 0.5), halves rounding up: 320x421 gives 800x1053
+ *   here, 800x1052 under ROUND (1052.5 to even); 305x610 gives 667x1333,
+ *   666x1333 under ROUND (its capped scale is 1333/610).
+ * MASKRCNN_BENCHMARK (maskrcnn_benchmark/data/transforms/transforms.py,
+ *   Resize.get_size, Python 3): size = min_size; if long/short*size >
+ *   max_size then size = round(max_size*short/long) (half to even); a short
+ *   side equal to size is kept as is; else short -> size and long ->
+ *   int(size*long/short) (truncated).
  * Then padded = resized rounded up to a multiple of size_divisibility
  * (values <= 1 mean no padding).
  * Errors: a zero or negative side, a side over cfg->max_image_side (when
@@ -128,14 +151,16 @@ typedef struct {
 mr_status image_geometry(const mr_input_config *cfg, int h, int w, mr_input_geometry *out,
                          mr_error *err);
 
-/* Bytes of scratch image_preprocess needs for geometry g: the horizontal
- * source indices and weights, computed once per call. */
+/* Bytes of scratch image_preprocess needs for geometry g (g->method says
+ * which resampler): the column taps for TORCH_BILINEAR and CV2_LINEAR; for
+ * PIL_BILINEAR the resized uint8 image, both axes' fixed-point weights and
+ * the horizontal pass's uint8 intermediate (resize_pil_scratch_bytes). */
 size_t image_preprocess_scratch_bytes(const mr_input_geometry *g);
 
 /* Writes out->data [1, g->padded_h, g->padded_w, 3] (out must have that
- * shape and its data allocated); scratch holds
- * image_preprocess_scratch_bytes(g) bytes, aligned for float. img must be
- * g->in_h x g->in_w. OpenMP over output rows. */
+ * shape and its data allocated); g comes from image_geometry with the same
+ * cfg; scratch holds image_preprocess_scratch_bytes(g) bytes, aligned for
+ * float. img must be g->in_h x g->in_w. OpenMP over output rows. */
 void image_preprocess(const mr_input_config *cfg, const mr_image *img, const mr_input_geometry *g,
                       void *scratch, mr_tensor *out);
 

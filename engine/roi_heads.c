@@ -80,7 +80,8 @@ mr_status model_roi_align(mr_model *m, const mr_pooler_config *pc, const mr_tens
 /* Detectron decodes detections in original pixels: keep those as the final
  * boxes and give the mask head its RoIs in network-input pixels, as
  * test.py _get_rois_blob does (boxes * im_scale in float64, stored as
- * float32). A few hundred floats cross to the host and back. */
+ * float32; factor_h is that im_scale, as a double, under resize_rounding
+ * "round"). A few hundred floats cross to the host and back. */
 static mr_status project_original_detections(mr_model *m, mr_error *err)
 {
     mr_buffers *b = &m->buf;
@@ -92,7 +93,7 @@ static mr_status project_original_detections(mr_model *m, mr_error *err)
     mr_status st = tensor_shape(&b->final_boxes, (int)n, 1, 1, 4, err);
     if (st == MR_OK) st = be->copy_to_host(m->be.ctx, host, b->detections.data, bytes, err);
     if (st == MR_OK) st = be->copy_to_device(m->be.ctx, b->final_boxes.data, host, bytes, err);
-    for (size_t i = 0; i < 4 * n; i++) host[i] = (float)((double)host[i] * m->geo.im_scale);
+    for (size_t i = 0; i < 4 * n; i++) host[i] = (float)((double)host[i] * m->geo.factor_h);
     if (st == MR_OK) st = be->copy_to_device(m->be.ctx, b->detections.data, host, bytes, err);
     free(host);
     return st;
@@ -123,7 +124,7 @@ mr_status box_head_forward(mr_model *m, mr_error *err)
     p.coder.clip = c->box.bbox_xform_clip;
     p.coder.plus_one = c->box.legacy_plus_one;
     int original = c->box_head.decode_coordinates == MR_DECODE_ORIGINAL;
-    p.roi_divisor = original ? (float)m->geo.im_scale : 1.0f;
+    p.roi_divisor = original ? (float)m->geo.factor_h : 1.0f;
     p.img_h = (float)(original ? m->geo.in_h : m->geo.resized_h);
     p.img_w = (float)(original ? m->geo.in_w : m->geo.resized_w);
     p.score_thresh = c->box_head.score_thresh;

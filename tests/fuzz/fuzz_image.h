@@ -2,7 +2,10 @@
  * -> image_load with a 4096-pixel side limit (memory stays bounded: at most
  * 48 MiB of pixels), then on success image_geometry and image_preprocess
  * for a small input config (min_size 64, max_size 96, padded to 32) into a
- * buffer of exactly the padded size. Checks: the decoded size is within the
+ * buffer of exactly the padded size, once per zoo convention (torchvision
+ * floor + torch bilinear, Detectron round + cv2, detectron2 + Pillow), with
+ * the scratch image_preprocess_scratch_bytes asks for (under ASan, so a
+ * scratch too small is a crash). Checks: the decoded size is within the
  * limit, the geometry is consistent, every output value is finite and the
  * padding is exactly zero. */
 #ifndef MR_FUZZ_IMAGE_H
@@ -41,9 +44,18 @@ static void fuzz_image_file(const uint8_t *data, size_t size)
         cfg.input.max_size = 96;
         cfg_ready = 1;
     }
-    for (int rounding = 0; rounding < 2; rounding++) {
-        cfg.input.resize_rounding = rounding ? MR_RESIZE_ROUND : MR_RESIZE_FLOOR;
-        cfg.input.channel_order = rounding ? MR_CHANNELS_BGR : MR_CHANNELS_RGB;
+    /* The three zoos' pairs of rounding and resampler. */
+    static const struct {
+        mr_resize_rounding rounding;
+        mr_resize_method method;
+        mr_channel_order order;
+    } conv[3] = {{MR_RESIZE_FLOOR, MR_RESIZE_TORCH_BILINEAR, MR_CHANNELS_RGB},
+                 {MR_RESIZE_ROUND, MR_RESIZE_CV2_LINEAR, MR_CHANNELS_BGR},
+                 {MR_RESIZE_DETECTRON2, MR_RESIZE_PIL_BILINEAR, MR_CHANNELS_BGR}};
+    for (int k = 0; k < 3; k++) {
+        cfg.input.resize_rounding = conv[k].rounding;
+        cfg.input.resize_method = conv[k].method;
+        cfg.input.channel_order = conv[k].order;
         mr_input_geometry g;
         if (image_geometry(&cfg.input, img.h, img.w, &g, &err) != MR_OK) continue; /* too elongated */
         FUZZ_CHECK(g.in_h == img.h && g.in_w == img.w, "geometry input size");

@@ -11,8 +11,8 @@
     on to_tensor(image): same image_sizes and padded shape, max abs error
     <= 1e-5 (we get 0: bit for bit).
 
-The library: $DETECT_LIB, else build/libdetect.so, else image.c and
-status.c compiled into a temporary .so. Run with /usr/bin/python3 -m pytest."""
+The library: $DETECT_LIB, else build/libdetect.so (image_ctypes.py holds
+the struct mirrors). Run with /usr/bin/python3 -m pytest."""
 
 import ctypes as C
 import os
@@ -27,51 +27,16 @@ from PIL import Image
 from torchvision.models.detection.transform import GeneralizedRCNNTransform
 from torchvision.transforms.functional import to_tensor
 
-from conftest import engine_library_path
+from image_ctypes import MR_ERR_FORMAT, MR_OK, Error, Image_, input_config, load_library, preprocess
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MEAN = [0.485, 0.456, 0.406]
 STD = [0.229, 0.224, 0.225]
-MR_OK, MR_ERR_FORMAT = 0, 2
-
-
-class InputConfig(C.Structure):  # engine/config.h: mr_input_config
-    _fields_ = [("channel_order", C.c_int), ("pixel_scale", C.c_float),
-                ("pixel_mean", C.c_float * 3), ("pixel_std", C.c_float * 3),
-                ("min_size", C.c_int), ("max_size", C.c_int), ("resize_rounding", C.c_int),
-                ("size_divisibility", C.c_int), ("max_image_side", C.c_int)]
-
-
-class Geometry(C.Structure):  # engine/image.h: mr_input_geometry
-    _fields_ = [(n, C.c_int) for n in ("in_h", "in_w", "resized_h", "resized_w", "padded_h", "padded_w")] + \
-               [("scale_h", C.c_float), ("scale_w", C.c_float), ("im_scale", C.c_double)]
-
-
-class Image_(C.Structure):  # mr_image
-    _fields_ = [("pixels", C.POINTER(C.c_uint8)), ("h", C.c_int), ("w", C.c_int)]
-
-
-class Tensor(C.Structure):  # engine/tensor.h: mr_tensor (cap is read by nobody here)
-    _fields_ = [("data", C.POINTER(C.c_float)), ("n", C.c_int), ("h", C.c_int), ("w", C.c_int),
-                ("c", C.c_int), ("cap", C.c_size_t)]
-
-
-class Error(C.Structure):  # engine/status.h: mr_error
-    _fields_ = [("status", C.c_int), ("msg", C.c_char * 1024)]
 
 
 @pytest.fixture(scope="module")
-def lib(tmp_path_factory):
-    L = C.CDLL(engine_library_path())
-    L.image_load.argtypes = [C.c_char_p, C.c_int, C.POINTER(Image_), C.POINTER(Error)]
-    L.image_free.argtypes = [C.POINTER(Image_)]
-    L.image_geometry.argtypes = [C.POINTER(InputConfig), C.c_int, C.c_int, C.POINTER(Geometry),
-                                 C.POINTER(Error)]
-    L.image_preprocess_scratch_bytes.argtypes = [C.POINTER(Geometry)]
-    L.image_preprocess_scratch_bytes.restype = C.c_size_t
-    L.image_preprocess.argtypes = [C.POINTER(InputConfig), C.POINTER(Image_), C.POINTER(Geometry),
-                                   C.c_void_p, C.POINTER(Tensor)]
-    return L
+def lib():
+    return load_library()
 
 
 def load(lib, path, max_side=20000):
@@ -235,18 +200,7 @@ def test_bad_files_name_the_file(lib, tmp_path):
 # ---- (b) preprocessing ----------------------------------------------------
 
 def engine_preprocess(lib, pixels, min_size, max_size):
-    h, w = pixels.shape[:2]
-    cfg = InputConfig(0, 1.0 / 255.0, (C.c_float * 3)(*MEAN), (C.c_float * 3)(*STD),
-                      min_size, max_size, 0, 32, 20000)
-    g, err = Geometry(), Error()
-    assert lib.image_geometry(C.byref(cfg), h, w, C.byref(g), C.byref(err)) == MR_OK, err.msg
-    pixels = np.ascontiguousarray(pixels)
-    img = Image_(pixels.ctypes.data_as(C.POINTER(C.c_uint8)), h, w)
-    scratch = C.create_string_buffer(max(lib.image_preprocess_scratch_bytes(C.byref(g)), 1))
-    out = np.full((1, g.padded_h, g.padded_w, 3), np.nan, np.float32)
-    t = Tensor(out.ctypes.data_as(C.POINTER(C.c_float)), 1, g.padded_h, g.padded_w, 3, out.size)
-    lib.image_preprocess(C.byref(cfg), C.byref(img), C.byref(g), scratch, C.byref(t))
-    return g, out
+    return preprocess(lib, input_config(MEAN, STD, min_size, max_size), pixels)
 
 
 def torchvision_preprocess(pixels, min_size, max_size):

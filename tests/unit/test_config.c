@@ -85,6 +85,7 @@ static void test_defaults_valid(void **state)
     assert_int_equal(cfg.input.min_size, 800);
     assert_int_equal(cfg.input.max_size, 1333);
     assert_int_equal(cfg.input.resize_rounding, MR_RESIZE_FLOOR);
+    assert_int_equal(cfg.input.resize_method, MR_RESIZE_TORCH_BILINEAR);
     assert_int_equal(cfg.backbone.depth, 101);
     assert_false(cfg.backbone.stride_in_1x1);
     assert_int_equal(cfg.anchors.num_levels, 5);
@@ -358,15 +359,21 @@ static void test_limits_that_must_load(void **state)
     assert_string_equal(cfg.classes.class_names[1023], "class_1023");
     /* Detectron's conventions, as a config of their own would spell them */
     parse_ok(&cfg, "{\"input\": {\"channel_order\": \"BGR\", \"pixel_scale\": 1, \"pixel_mean\": [102.9801, "
-                   "115.9465, 122.7717], \"pixel_std\": [1, 1, 1], \"resize_rounding\": \"round\"}, "
+                   "115.9465, 122.7717], \"pixel_std\": [1, 1, 1], \"resize_rounding\": \"round\", "
+                   "\"resize_method\": \"cv2_linear\"}, "
                    "\"backbone\": {\"stride_in_1x1\": true, \"norm_eps\": 0}, \"anchors\": {\"stride_rule\": "
                    "\"level\"}, \"box\": {\"legacy_plus_one\": true}, \"box_head\": {\"keep_ties\": true}, "
                    "\"mask_head\": {\"threshold_rule\": \">=\"}}");
     assert_int_equal(cfg.input.channel_order, MR_CHANNELS_BGR);
     assert_int_equal(cfg.input.resize_rounding, MR_RESIZE_ROUND);
+    assert_int_equal(cfg.input.resize_method, MR_RESIZE_CV2_LINEAR);
     assert_int_equal(cfg.anchors.stride_rule, MR_ANCHOR_STRIDE_LEVEL);
     assert_int_equal(cfg.mask_head.threshold_rule, MR_MASK_THRESH_GE);
     assert_true(cfg.backbone.stride_in_1x1 == 1 && cfg.box.legacy_plus_one == 1 && cfg.box_head.keep_ties == 1);
+    /* detectron2's */
+    parse_ok(&cfg, "{\"input\": {\"resize_rounding\": \"detectron2\", \"resize_method\": \"pil_bilinear\"}}");
+    assert_int_equal(cfg.input.resize_rounding, MR_RESIZE_DETECTRON2);
+    assert_int_equal(cfg.input.resize_method, MR_RESIZE_PIL_BILINEAR);
     /* a name of 127 bytes and a class name of 63 fit their buffers */
     char json[512];
     snprintf(json, sizeof json, "{\"name\": \"%0127d\", \"classes\": {\"num_classes\": 2, \"class_names\": "
@@ -416,7 +423,8 @@ static const bad_case unknown_and_type_cases[] = {
     /* enum strings */
     {"{\"input\": {\"channel_order\": \"rgb\"}}", MR_ERR_CONFIG, "input.channel_order: expected one of \"RGB\", \"BGR\", got \"rgb\"", NULL},
     {"{\"input\": {\"channel_order\": 0}}", MR_ERR_CONFIG, "input.channel_order: expected a string, got a number", NULL},
-    {"{\"input\": {\"resize_rounding\": \"ceil\"}}", MR_ERR_CONFIG, "input.resize_rounding: expected one of \"floor\", \"round\"", NULL},
+    {"{\"input\": {\"resize_rounding\": \"ceil\"}}", MR_ERR_CONFIG, "input.resize_rounding: expected one of \"floor\", \"round\", \"detectron2\", \"maskrcnn_benchmark\", got \"ceil\"", NULL},
+    {"{\"input\": {\"resize_method\": \"bilinear\"}}", MR_ERR_CONFIG, "input.resize_method: expected one of \"torch_bilinear\", \"pil_bilinear\", \"cv2_linear\", got \"bilinear\"", NULL},
     {"{\"anchors\": {\"stride_rule\": \"padded\"}}", MR_ERR_CONFIG, "anchors.stride_rule: expected one of \"padded_div_grid\", \"level\"", NULL},
     {"{\"mask_head\": {\"threshold_rule\": \"=>\"}}", MR_ERR_CONFIG, "mask_head.threshold_rule: expected one of \">\", \">=\", got \"=>\"", NULL},
 };

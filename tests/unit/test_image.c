@@ -214,6 +214,43 @@ static void test_geometry_detectron_round(void **state)
     assert_int_equal(g.resized_w, 1333);
 }
 
+/* detectron2's get_output_shape: halves round up (int(x + 0.5)) where
+ * Detectron's cv2 rounds them to even, and the cap scales the float sizes
+ * rather than recomputing the scale from the long side. */
+static void test_geometry_detectron2(void **state)
+{
+    (void)state;
+    mr_input_config cfg = tv_config();
+    cfg.resize_rounding = MR_RESIZE_DETECTRON2;
+    mr_input_geometry g;
+    mr_error err = {0};
+    /* 320x421: scale 2.5, 1052.5 -> 1053 (ROUND gives 1052) */
+    assert_int_equal(image_geometry(&cfg, 320, 421, &g, &err), MR_OK);
+    assert_int_equal(g.resized_h, 800);
+    assert_int_equal(g.resized_w, 1053);
+    assert_int_equal(g.padded_w, 1056);
+    assert_true(g.scale_w == 1053.0f / 421.0f);
+    assert_true(g.factor_w == 1053.0 / 421.0);
+    /* 305x610: 800x1600 capped by 1333/1600: 666.5 -> 667 (ROUND: 666) */
+    assert_int_equal(image_geometry(&cfg, 305, 610, &g, &err), MR_OK);
+    assert_int_equal(g.resized_h, 667);
+    assert_int_equal(g.resized_w, 1333);
+    /* portrait, and a square */
+    assert_int_equal(image_geometry(&cfg, 640, 480, &g, &err), MR_OK);
+    assert_int_equal(g.resized_h, 1067);
+    assert_int_equal(g.resized_w, 800);
+    assert_int_equal(image_geometry(&cfg, 500, 500, &g, &err), MR_OK);
+    assert_int_equal(g.resized_h, 800);
+    assert_int_equal(g.resized_w, 800);
+    /* too elongated is refused as for the other rules */
+    assert_int_equal(image_geometry(&cfg, 1, 20000, &g, &err), MR_ERR_RANGE);
+    assert_non_null(strstr(err.msg, "elongated"));
+    cfg.resize_rounding = MR_RESIZE_ROUND;
+    assert_int_equal(image_geometry(&cfg, 320, 421, &g, &err), MR_OK);
+    assert_int_equal(g.resized_w, 1052);
+    assert_true(g.factor_w == 2.5);
+}
+
 static void test_geometry_refusals(void **state)
 {
     (void)state;
@@ -652,6 +689,113 @@ static void test_preprocess_upscale_hand(void **state)
     free(out);
 }
 
+/* Pillow's bilinear on the uint8 image, 2x2 -> 4x4 (an upscale: plain
+ * linear taps 0, .25, .75, 1 on each axis), then normalisation. Each pass
+ * rounds to uint8 with halves up: the row 0, 10 becomes 0, 3 (2.5), 8
+ * (7.5), 10, where torch would keep 2.5 and 7.5. */
+static void test_preprocess_pil_hand(void **state)
+{
+    (void)state;
+    mr_input_config cfg = {
+        .channel_order = MR_CHANNELS_BGR,
+        .pixel_scale = 1.0f,
+        .pixel_mean = {1, 2, 3},
+        .pixel_std = {1, 1, 1},
+        .min_size = 4,
+        .max_size = 100,
+        .resize_rounding = MR_RESIZE_DETECTRON2,
+        .resize_method = MR_RESIZE_PIL_BILINEAR,
+        .size_divisibility = 8,
+        .max_image_side = 1000,
+    };
+    uint8_t px[2 * 2 * 3];
+    for (int y = 0; y < 2; y++)
+        for (int x = 0; x < 2; x++)
+            for (int c = 0; c < 3; c++) px[(y * 2 + x) * 3 + c] = (uint8_t)(10 * x + 100 * y + c);
+    mr_image img = {px, 2, 2};
+    mr_input_geometry g;
+    float *out = run_preprocess(&cfg, &img, &g);
+    assert_int_equal(g.resized_h, 4);
+    assert_int_equal(g.resized_w, 4);
+    assert_int_equal(g.padded_h, 8);
+    /* per channel c the row pass gives 10*{0, .25, .75, 1} + c rounded:
+     * (halves up: c=1 gives 1 3.5 8.5 11 -> 1 4 9 11); then the column
+     * pass adds 100*{0, .25, .75, 1}, exact */
+    const int col[3][4] = {{0, 3, 8, 10}, {1, 4, 9, 11}, {2, 5, 10, 12}};
+    const int row[4] = {0, 25, 75, 100};
+    for (int y = 0; y < 8; y++)
+        for (int x = 0; x < 8; x++)
+            for (int c = 0; c < 3; c++) {
+                const float v = out[(y * 8 + x) * 3 + c];
+                if (y >= 4 || x >= 4) {
+                    assert_true(v == 0.0f);
+                    continue;
+                }
+                const int src = 2 - c; /* BGR */
+                assert_true(v == (float)(col[src][x] + row[y]) - cfg.pixel_mean[c]);
+            }
+    free(out);
+}
+
+/* cv2's INTER_LINEAR takes the factor, not the rounded sizes: 3x4 with
+ * min_size 4 has s = 4/3 and resizes to 4x5 (round(5.33)); columns sit at
+ * (d + .5) * .75 - .5 = -.125 (clamped to 0), .625, 1.375, 2.125, 2.875,
+ * where in/out = .8 would give .7 for d = 1. Rows: -.125, .625, 1.375,
+ * 2.125, the last clipped to row 2 on both taps. */
+static void test_preprocess_cv2_hand(void **state)
+{
+    (void)state;
+    mr_input_config cfg = {
+        .channel_order = MR_CHANNELS_RGB,
+        .pixel_scale = 1.0f,
+        .pixel_mean = {0, 0, 0},
+        .pixel_std = {1, 1, 1},
+        .min_size = 4,
+        .max_size = 100,
+        .resize_rounding = MR_RESIZE_ROUND,
+        .resize_method = MR_RESIZE_CV2_LINEAR,
+        .size_divisibility = 1,
+        .max_image_side = 1000,
+    };
+    uint8_t px[3 * 4 * 3];
+    for (int y = 0; y < 3; y++)
+        for (int x = 0; x < 4; x++)
+            for (int c = 0; c < 3; c++) px[(y * 4 + x) * 3 + c] = (uint8_t)(10 * x + 100 * y);
+    mr_image img = {px, 3, 4};
+    mr_input_geometry g;
+    float *out = run_preprocess(&cfg, &img, &g);
+    assert_int_equal(g.resized_h, 4);
+    assert_int_equal(g.resized_w, 5);
+    const float sx[5] = {0.0f, 0.625f, 1.375f, 2.125f, 2.875f};
+    const float sy[4] = {0.0f, 0.625f, 1.375f, 2.0f};
+    for (int y = 0; y < 4; y++)
+        for (int x = 0; x < 5; x++)
+            for (int c = 0; c < 3; c++)
+                assert_float_equal(out[(y * 5 + x) * 3 + c], 10 * sx[x] + 100 * sy[y], 1e-4);
+    free(out);
+}
+
+/* The PIL path's scratch holds the resized uint8 image and the horizontal
+ * pass's uint8 rows on top of the weights; the torch path only column taps. */
+static void test_preprocess_scratch_sizes(void **state)
+{
+    (void)state;
+    mr_input_config cfg = tv_config();
+    mr_input_geometry g;
+    mr_error err = {0};
+    assert_int_equal(image_geometry(&cfg, 480, 640, &g, &err), MR_OK);
+    assert_int_equal(image_preprocess_scratch_bytes(&g), (size_t)1066 * sizeof(mr_lerp_tap));
+    cfg.resize_method = MR_RESIZE_PIL_BILINEAR;
+    assert_int_equal(image_geometry(&cfg, 480, 640, &g, &err), MR_OK);
+    /* 800x1066 resized + 480 intermediate rows of 1066, 3 bytes a pixel */
+    assert_true(image_preprocess_scratch_bytes(&g) >= (size_t)(800 + 480) * 1066 * 3);
+    assert_true(image_preprocess_scratch_bytes(&g) < (size_t)(800 + 480) * 1066 * 3 + 200000);
+    /* a 20x downscale reads about all rows and 41+ taps per pixel */
+    mr_resize_pil p = {16000, 16000, 800, 800};
+    const size_t taps = (size_t)800 * (2 * 20 + 1) * 4 * 2;
+    assert_true(resize_pil_scratch_bytes(&p) >= (size_t)16000 * 800 * 3 + taps);
+}
+
 /* The torchvision normalisation divides by 255 (to_tensor) rather than
  * multiplying by 1/255: check level 48, where the two differ in R even
  * after normalisation. */
@@ -680,6 +824,7 @@ int main(void)
         cmocka_unit_test(test_geometry_identity),
         cmocka_unit_test(test_geometry_downscale_and_long_cap),
         cmocka_unit_test(test_geometry_detectron_round),
+        cmocka_unit_test(test_geometry_detectron2),
         cmocka_unit_test(test_geometry_refusals),
         cmocka_unit_test(test_png_rgb8_roundtrip),
         cmocka_unit_test(test_png_variants),
@@ -688,6 +833,9 @@ int main(void)
         cmocka_unit_test(test_jpeg),
         cmocka_unit_test(test_preprocess_identity_bgr_padding),
         cmocka_unit_test(test_preprocess_upscale_hand),
+        cmocka_unit_test(test_preprocess_pil_hand),
+        cmocka_unit_test(test_preprocess_cv2_hand),
+        cmocka_unit_test(test_preprocess_scratch_sizes),
         cmocka_unit_test(test_preprocess_div255),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
