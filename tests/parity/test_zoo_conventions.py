@@ -878,7 +878,6 @@ def torch_grid_sample_is_fused():
     return bool(np.array_equal(val, out))
 
 
-@pytest.mark.xfail(strict=True, reason="finding: mask_paste_d2_coord/_sample round without FMA (fixed next)")
 @pytest.mark.parametrize("seed", range(2))
 def test_paste_detectron2_bitwise(shim, seed):
     """Where torch's grid_sample is the fused (AVX2) kernel, the engine's
