@@ -484,59 +484,72 @@ def test_nms_tie_order_small_n(lib):
 
 # ---------------------------------------------------------------- FPN level mapping
 
-def level_boxes(rng, n):
-    """Boxes of sqrt-area spread over levels 1..7, plus the exact canonical
-    sizes with and without +1, and tiny / zero boxes."""
+def level_boxes(rng, n, plus_one):
+    """(random, exact) boxes. Random: sqrt-areas spread over levels 1..7.
+    Exact: the canonical sides (224 px is [0,0,223,223] with +1, [0,0,224,224]
+    without), zero and tiny boxes, and sides 5e-5..1.5e-4 px below a level
+    boundary, where the eps placement decides the level (inside the log2 at
+    1e-6 vs 1e-8, or after it). The exact ones are compared with no
+    exemption."""
     s = np.exp2(rng.uniform(2, 11, n))
     ar = np.exp2(rng.uniform(-2, 2, n))
     w, h = s * np.sqrt(ar), s / np.sqrt(ar)
     x, y = rng.uniform(0, 100, n), rng.uniform(0, 100, n)
     b = np.stack([x, y, x + w, y + h], 1)
+    one = 1.0 if plus_one else 0.0
     exact = []
     for side in (56, 112, 224, 448, 896):
         exact += [[0, 0, side - 1, side - 1], [0, 0, side, side], [5, 5, 5 + side - 1, 5 + side - 1],
                   [0, 0, side - 2, side - 2]]
     exact += [[0, 0, 0, 0], [3, 3, 2, 2], [0, 0, 1e-3, 1e-3]]
-    return f32(np.concatenate([b, exact]))
+    for side in (112, 224, 448):
+        for d in (1.5e-4, 1e-4, 5e-5):
+            exact.append([0, 0, side - d - one, side - d - one])
+    return f32(b), f32(exact)
+
+
+def run_levels(shim, boxes, eps, plus_one, inside):
+    got = np.zeros(len(boxes), np.int32)
+    shim.t_level(2, 5, 224, 4, F32(eps), plus_one, inside, ptr(boxes), len(boxes), ptr(got, IP))
+    return got
 
 
 @pytest.mark.parametrize("seed", range(2))
 def test_level_mapping_detectron(shim, seed):
     """FPN.py map_rois_to_fpn_levels: sqrt(+1 area), floor(4 + log2(s/224 +
-    1e-6)), clip [2,5]. Exact, except where the reference's unfloored level
-    is within 2e-6 of an integer (log2f vs numpy's log2, 1 ulp)."""
+    1e-6)), clip [2,5]. Random boxes exact except where the reference's
+    unfloored level is within 2e-6 of an integer (log2f vs numpy's log2 may
+    differ by an ulp); the exact cases with no exemption."""
     rng = seeded(5500 + seed)
-    boxes = level_boxes(rng, 20000)
-    want, v = ref.map_rois_to_fpn_levels(boxes, 2, 5)
-    got = np.zeros(len(boxes), np.int32)
-    shim.t_level(2, 5, 224, 4, F32(1e-6), 1, 1, ptr(boxes), len(boxes), ptr(got, IP))
+    rnd, exact = level_boxes(rng, 20000, True)
+    want, v = ref.map_rois_to_fpn_levels(rnd, 2, 5)
+    got = run_levels(shim, rnd, 1e-6, 1, 1)
     near = np.abs(v - np.round(v)) < 2e-6
-    bad = (got != want) & ~near
-    assert not bad.any(), boxes[bad][:5]
-    assert np.array_equal(got[-23:], want[-23:])  # the exact sizes, not exempt
-    print(f"levels: {len(boxes)} boxes, {int(near.sum())} within 2e-6 of a boundary, "
+    assert not ((got != want) & ~near).any(), rnd[(got != want) & ~near][:5]
+    print(f"levels: {len(rnd)} random boxes, {int(near.sum())} within 2e-6 of a boundary, "
           f"{int((got != want).sum())} differ there")
-    tv = np.zeros(len(boxes), np.int32)
-    shim.t_level(2, 5, 224, 4, F32(1e-6), 0, 0, ptr(boxes), len(boxes), ptr(tv, IP))
-    assert np.any(tv != want)
-    # [0,0,223,223] is 224 px with +1: level 4 (torchvision: 223 px -> 3)
-    assert want[-23 + 8] == 4 and tv[-23 + 8] == 3
+    want_x, _ = ref.map_rois_to_fpn_levels(exact, 2, 5)
+    assert np.array_equal(run_levels(shim, exact, 1e-6, 1, 1), want_x)
+    # [0,0,223,223] is 224 px with +1: level 4 (torchvision, no +1: 223 px -> 3)
+    assert want_x[8] == 4 and run_levels(shim, exact, 1e-6, 0, 0)[8] == 3
+    # eps after the log2 (torchvision's placement), +1 kept: differs near a boundary
+    assert np.any(run_levels(shim, exact, 1e-6, 1, 0) != want_x)
 
 
 @pytest.mark.parametrize("seed", range(2))
 def test_level_mapping_detectron2(shim, seed):
     """poolers.py assign_boxes_to_levels: no +1, eps 1e-8 inside the log2."""
     rng = seeded(5550 + seed)
-    boxes = level_boxes(rng, 20000)
-    want, v = ref.assign_boxes_to_levels_d2(boxes, 2, 5)
-    got = np.zeros(len(boxes), np.int32)
-    shim.t_level(2, 5, 224, 4, F32(1e-8), 0, 1, ptr(boxes), len(boxes), ptr(got, IP))
+    rnd, exact = level_boxes(rng, 20000, False)
+    want, v = ref.assign_boxes_to_levels_d2(rnd, 2, 5)
+    got = run_levels(shim, rnd, 1e-8, 0, 1)
     near = np.abs(v - np.round(v)) < 2e-6
     assert not ((got != want) & ~near).any()
-    assert np.array_equal(got[-23:], want[-23:])
-    tv = np.zeros(len(boxes), np.int32)
-    shim.t_level(2, 5, 224, 4, F32(1e-6), 1, 1, ptr(boxes), len(boxes), ptr(tv, IP))
-    assert np.any(tv != want)
+    want_x, _ = ref.assign_boxes_to_levels_d2(exact, 2, 5)
+    assert np.array_equal(run_levels(shim, exact, 1e-8, 0, 1), want_x)
+    # torchvision's eps 1e-6 after the log2 differs near a boundary; Detectron's +1 anywhere
+    assert np.any(run_levels(shim, exact, 1e-6, 0, 0) != want_x)
+    assert np.any(run_levels(shim, exact, 1e-6, 1, 1) != want_x)
 
 
 # ---------------------------------------------------------------- anchors
@@ -577,6 +590,11 @@ def test_filter_boxes_detectron(shim, seed):
     boxes[:2000, 3] = boxes[:2000, 1] + t[:, 1]
     # centres straddling the padded border
     boxes[2000:2100] = f32([[1210, 790, 1222, 810]]) + rng.uniform(-3, 3, (100, 1)).astype(F32)
+    # exact boundaries: centre x1 + (w+1)/2 exactly at 1216 / 800 (dropped),
+    # one pixel less (kept); at im_scale 2, min_size 4: w = 6 is an
+    # original side of exactly 4 (kept), w = 5.99 and w = 0 (side 1) dropped
+    boxes[2100:2108] = f32([[1200, 10, 1231, 20], [1199, 10, 1230, 20], [10, 780, 20, 819], [10, 779, 20, 818],
+                            [50, 50, 50, 50], [50, 50, 56, 56], [50, 50, 55.99, 56], [50, 50, 49.99, 51]])
     differs = False
     for im_scale, min_size, (ph, pw) in ((1.6, 0.0, (800, 1216)), (0.53, 0.0, (800, 1216)), (2.0, 4.0, (800, 1216)),
                                          (1.0, 0.5, (808, 1216))):
@@ -586,6 +604,8 @@ def test_filter_boxes_detectron(shim, seed):
         got = np.zeros(n, np.int32)
         shim.t_keep(KEEP_DETECTRON, min_size, info[2], ph, pw, 1, ptr(boxes), n, ptr(got, IP))
         assert np.array_equal(got.astype(bool), want), (im_scale, min_size)
+        if im_scale == 2.0:
+            assert want[2100:2108].tolist() == [False, True, False, True, False, True, False, False]
         tv = np.zeros(n, np.int32)
         shim.t_keep(KEEP_GE, min_size, info[2], ph, pw, 0, ptr(boxes), n, ptr(tv, IP))
         differs |= not np.array_equal(tv.astype(bool), want)
@@ -779,6 +799,32 @@ def test_box_results_detectron(shim, seed, ties):
     assert len(run(0, im_scale, (H, W))[0]) == 100
     rb, _, _ = run(1, 1.0, (round(H * im_scale), round(W * im_scale)))
     assert len(rb) != len(got_b) or box_err(rb, got_b) > 1e-3
+
+
+def test_decode_original_pixels_bitwise(shim):
+    """im_detect_bbox's rois / im_scale (float32 division) with zero deltas
+    (exp(0) = 1 in any libm): every box bitwise, so the division itself is
+    checked, not just to a tolerance."""
+    rng = seeded(5950)
+    n, K, im_scale = 400, 2, 1.6625
+    H, W = 481, 641
+    xy = rng.uniform(-20, 1000, (n, 2))
+    rois = f32(np.concatenate([xy, xy + rng.uniform(0, 300, (n, 2))], 1))
+    logits = np.zeros((n, K), F32)
+    logits[:, 1] = f32(1 + 3 * rng.permutation(n) / n)  # distinct scores, all > 0.05
+    deltas = np.zeros((n, 4 * K), F32)
+    probs = ref.softmax(logits)
+    boxes = ref.im_detect_bbox_decode(rois, deltas, im_scale, H, W)
+    want = ref.box_results_with_nms_and_limit(probs, boxes, 0.05, 1.01, 0)  # no NMS, no limit
+    want_b = np.array([b for _, _, _, b in sorted(want, key=lambda t: -t[2])])
+    cap = n * K
+    ob, os_, ol = np.zeros((cap, 4), F32), np.zeros(cap, F32), np.zeros(cap, F32)
+    d = shim.t_box_post(K, ptr(f32([10, 10, 5, 5])), CLIP, 1, F32(im_scale), H, W, 1.01, 0.05, 0.0, cap, 1, cap,
+                        ptr(rois), ptr(logits), ptr(deltas), n, ptr(ob), ptr(os_), ptr(ol))
+    assert d == n
+    assert np.array_equal(ob[:d], want_b)
+    # multiplying by the reciprocal instead (a different rounding) is caught
+    assert not np.array_equal(rois / F32(im_scale), rois * (F32(1) / F32(im_scale)))
 
 
 def test_tie_rule_exact_ties(shim):
