@@ -275,6 +275,38 @@ def prep_im_for_blob_geometry(h, w, target_size, max_size, coarsest_stride=32):
                 im_info=np.array([ph, pw, im_scale], np.float32))
 
 
+def resize_get_size_mrcnn(h, w, min_size=800, max_size=1333):
+    """maskrcnn-benchmark `data/transforms/transforms.py: Resize.get_size`
+    (Python floats): size = min_size, but if max/min * size > max_size then
+    size = int(round(max_size * min / max)) (half to even); the short side
+    becomes size and the long side int(size * long / short) (truncated), so
+    the long side can exceed max_size by one. Returns (h, w)."""
+    mn, mx = float(min(w, h)), float(max(w, h))
+    size = min_size
+    if mx / mn * size > max_size:
+        size = int(round(max_size * mn / mx))
+    if (w <= h and w == size) or (h <= w and h == size):
+        return (h, w)
+    if w < h:
+        return (int(size * h / w), size)
+    return (size, int(size * w / h))
+
+
+def resize_shortest_edge_d2(h, w, short_edge_length=800, max_size=1333):
+    """detectron2 `data/transforms/augmentation_impl.py:
+    ResizeShortestEdge.get_output_shape` (Python floats): scale =
+    short/min(h,w); the short side becomes short, the long scale*long; if the
+    larger exceeds max_size both are multiplied by max_size/larger; then
+    int(x + 0.5) (half up). Returns (h, w)."""
+    size = short_edge_length * 1.0
+    scale = size / min(h, w)
+    newh, neww = (size, scale * w) if h < w else (scale * h, size)
+    if max(newh, neww) > max_size:
+        scale = max_size * 1.0 / max(newh, neww)
+        newh, neww = newh * scale, neww * scale
+    return (int(newh + 0.5), int(neww + 0.5))
+
+
 # ---------------------------------------------------------------- core/test.py
 
 def softmax(logits):
@@ -317,6 +349,18 @@ def box_results_with_nms_and_limit(scores, boxes, score_thresh=0.05, nms_thresh=
         for j in range(1, K):
             per_class[j] = per_class[j][scores[per_class[j], j] >= image_thresh]
     return [(int(r), j, scores[r, j], boxes[r, 4 * j:4 * j + 4]) for j in range(1, K) for r in per_class[j]]
+
+
+# ---------------------------------------------------------------- maskrcnn-benchmark
+
+def remove_small_boxes_mrcnn(boxes, min_size):
+    """maskrcnn-benchmark `structures/boxlist_ops.py: remove_small_boxes`
+    (after `BoxList.convert("xywh")`, which adds TO_REMOVE = 1): keep boxes
+    with x2 - x1 + 1 >= min_size and y2 - y1 + 1 >= min_size, float32, in
+    resized-image pixels (its RPN clips to the unpadded image first)."""
+    b = np.asarray(boxes, F32)
+    t = F32(min_size)
+    return ((b[:, 2] - b[:, 0] + F32(1)) >= t) & ((b[:, 3] - b[:, 1] + F32(1)) >= t)
 
 
 # ---------------------------------------------------------------- detectron2
