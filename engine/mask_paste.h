@@ -165,15 +165,25 @@ MR_HD static inline void mask_paste_d2_window(float b0, float b1, int n, int *lo
 }
 
 /* detectron2 rule, steps 2-3 for one axis: pixel index -> source coordinate
- * in the M-sized mask, in torch's float32 operation order. */
+ * in the M-sized mask, in torch's float32 operation order. The grid is
+ * separate torch ops (no fusion); grid_sample's unnormalize is fused:
+ * torch's AVX2 CPU kernel (aten/src/ATen/native/cpu/GridSamplerKernel.cpp,
+ * `(in + 1) * scaling_factor - 0.5`, built with FMA contraction) rounds
+ * once, as fma(g + 1, M/2, -0.5); the CUDA kernel's ((g + 1) * M - 1) / 2
+ * contracted by nvcc is the same value (the factor 2 is exact). A separate
+ * multiply and subtract differs by an ulp of u (2e-6 for u in [16, 32)),
+ * ~1e-6 in the pasted probability. */
 MR_HD static inline float mask_paste_d2_coord(int pixel, float b0, float b1, int M)
 {
     float g = ((float)pixel + 0.5f - b0) / (b1 - b0) * 2.0f - 1.0f;
-    return (g + 1.0f) * ((float)M / 2.0f) - 0.5f;
+    return fmaf(g + 1.0f, (float)M / 2.0f, -0.5f);
 }
 
 /* detectron2 rule, step 3: bilinear sample with zero padding, the weights
- * and the sum in grid_sample's order (nw, ne, sw, se). */
+ * and the sum in grid_sample's order (nw, ne, sw, se). The sum is a chain
+ * of fused multiply-adds, as torch's CPU kernel (FMA-contracted) and its
+ * CUDA kernel (`out_acc += tap * weight`, contracted by nvcc) both round
+ * it; a zero tap leaves the running sum unchanged in either. */
 MR_HD static inline float mask_paste_d2_sample(const float *mask, int M, float u, float v)
 {
     /* every tap is outside (or NaN): 0, and no int overflow below */
@@ -187,7 +197,7 @@ MR_HD static inline float mask_paste_d2_sample(const float *mask, int M, float u
     for (int j = 0; j < 2; j++)
         for (int i = 0; i < 2; i++)
             if (xs[i] >= 0 && xs[i] < M && ys[j] >= 0 && ys[j] < M) tap[2 * j + i] = mask[ys[j] * M + xs[i]];
-    return tap[0] * wnw + tap[1] * wne + tap[2] * wsw + tap[3] * wse;
+    return fmaf(tap[3], wse, fmaf(tap[2], wsw, fmaf(tap[1], wne, tap[0] * wnw)));
 }
 
 /* Bytes of scratch for one paste: the padded mask, (M+2p)^2 floats. */

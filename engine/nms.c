@@ -62,12 +62,16 @@ static nms_work nms_work_layout(void *scratch, int n)
     return w;
 }
 
-/* For a float x, x > thr (in double, as the reference compares) exactly
- * when x > f, f being the largest float <= thr: if f == thr trivially, and
- * otherwise no float lies in (f, thr]. So the loops compare in float. */
-static float float_threshold(double thr)
+/* The loops suppress x when x > f. Default rule: for a float x, x > thr
+ * (in double, as the reference compares) exactly when x > f, f being the
+ * largest float <= thr: if f == thr trivially, and otherwise no float lies
+ * in (f, thr]. MR_NMS_SUPPRESS_GE (Detectron utils/cython_nms.pyx:
+ * `ovr >= thresh` with a float32 thresh): x >= t, t = (float)thr, exactly
+ * when x > the float just below t. NaN IoUs fail both, as in the references. */
+static float float_threshold(double thr, int flags)
 {
     float f = (float)thr;
+    if (flags & MR_NMS_SUPPRESS_GE) return nextafterf(f, -INFINITY);
     if ((double)f > thr) f = nextafterf(f, -INFINITY);
     return f;
 }
@@ -128,8 +132,7 @@ static int nms_range(const nms_work *w, const float *boxes, int lo, int hi, floa
     return nkeep;
 }
 
-int nms_cpu(const float *boxes, const float *scores, int n, double iou_thresh, int plus_one, int *keep,
-            void *scratch)
+int nms_cpu(const float *boxes, const float *scores, int n, double iou_thresh, int flags, int *keep, void *scratch)
 {
     if (n <= 0) return 0;
     nms_work w = nms_work_layout(scratch, n);
@@ -139,11 +142,11 @@ int nms_cpu(const float *boxes, const float *scores, int n, double iou_thresh, i
         w.keys[i].idx = i;
     }
     qsort(w.keys, (size_t)n, sizeof(nms_key), nms_key_cmp);
-    return nms_range(&w, boxes, 0, n, float_threshold(iou_thresh), plus_one, keep);
+    return nms_range(&w, boxes, 0, n, float_threshold(iou_thresh, flags), flags & MR_NMS_PLUS_ONE, keep);
 }
 
-int batched_nms_cpu(const float *boxes, const float *scores, const int *groups, int n, double iou_thresh,
-                    int plus_one, int *keep, void *scratch)
+int batched_nms_cpu(const float *boxes, const float *scores, const int *groups, int n, double iou_thresh, int flags,
+                    int *keep, void *scratch)
 {
     if (n <= 0) return 0;
     nms_work w = nms_work_layout(scratch, n);
@@ -158,7 +161,8 @@ int batched_nms_cpu(const float *boxes, const float *scores, const int *groups, 
     for (int lo = 0; lo < n;) {
         int hi = lo + 1;
         while (hi < n && w.keys[hi].group == w.keys[lo].group) hi++;
-        nkeep += nms_range(&w, boxes, lo, hi, float_threshold(iou_thresh), plus_one, keep + nkeep);
+        nkeep += nms_range(&w, boxes, lo, hi, float_threshold(iou_thresh, flags), flags & MR_NMS_PLUS_ONE,
+                           keep + nkeep);
         lo = hi;
     }
     /* merge the groups: all kept, by descending score, ties by index */

@@ -206,7 +206,8 @@ def test_batched_nms_matches_torchvision(lib, seed):
 
 
 def detectron_nms(boxes, scores, thr):
-    """Detectron utils/cython_nms.pyx (float32 arrays, +1 widths, double thr)."""
+    """Detectron utils/cython_nms.pyx (float32 arrays, +1 widths, suppress at
+    IoU >= float32(thr): `np.float32_t thresh`, `if ovr >= thresh`)."""
     x1, y1, x2, y2 = boxes.T
     one = np.float32(1)
     areas = (x2 - x1 + one) * (y2 - y1 + one)
@@ -224,7 +225,7 @@ def detectron_nms(boxes, scores, thr):
             h = max(np.float32(0), min(y2[i], y2[j]) - max(y1[i], y1[j]) + one)
             inter = np.float32(w * h)
             ovr = np.float32(inter / np.float32(areas[i] + areas[j] - inter))
-            if float(ovr) > thr:
+            if ovr >= np.float32(thr):
                 suppressed[j] = True
     return keep
 
@@ -236,7 +237,8 @@ def test_nms_plus_one_matches_detectron(lib, seed):
         boxes = random_boxes(rng, n, integer=True, span=120)
         scores = distinct_scores(rng, n)
         for thr in (0.3, 0.5, 0.7):
-            assert our_nms(lib, boxes, scores, thr, plus_one=1) == detectron_nms(boxes, scores, thr), (n, thr)
+            # flags: MR_NMS_PLUS_ONE | MR_NMS_SUPPRESS_GE (nms.h)
+            assert our_nms(lib, boxes, scores, thr, plus_one=3) == detectron_nms(boxes, scores, thr), (n, thr)
 
 
 # ----------------------------------------------------------------- RoIAlign

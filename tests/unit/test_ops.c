@@ -197,6 +197,31 @@ static void test_nms_threshold_is_double_and_degenerate(void **state)
     free(s);
 }
 
+/* Detectron utils/cython_nms.pyx suppresses at IoU >= float32(thresh); the
+ * default rule (torchvision) only above the double thresh. */
+static void test_nms_suppress_ge(void **state)
+{
+    (void)state;
+    /* +1 boxes: [0,0,19,9] (200 px) and [0,0,9,9] (100 px): IoU exactly 0.5 */
+    const float half[8] = {0, 0, 19, 9, 0, 0, 9, 9};
+    /* 70 of 100 px: IoU 0.7f, which is below 0.7 */
+    const float seven[8] = {0, 0, 99, 0, 0, 0, 69, 0};
+    const float scores[2] = {1, 0.5f};
+    int keep[2];
+    void *s = xmalloc(nms_scratch_bytes(2));
+    assert_int_equal(nms_cpu(half, scores, 2, 0.5, MR_NMS_PLUS_ONE, keep, s), 2);
+    assert_int_equal(nms_cpu(half, scores, 2, 0.5, MR_NMS_PLUS_ONE | MR_NMS_SUPPRESS_GE, keep, s), 1);
+    assert_int_equal(nms_cpu(seven, scores, 2, 0.7, MR_NMS_PLUS_ONE, keep, s), 2);
+    assert_int_equal(nms_cpu(seven, scores, 2, 0.7, MR_NMS_PLUS_ONE | MR_NMS_SUPPRESS_GE, keep, s), 1);
+    /* just above the threshold: both rules suppress; NaN IoU: neither */
+    assert_int_equal(nms_cpu(seven, scores, 2, 0.69, MR_NMS_PLUS_ONE, keep, s), 1);
+    const float z[8] = {3, 3, 3, 8, 3, 3, 3, 8};
+    assert_int_equal(nms_cpu(z, scores, 2, 0.1, MR_NMS_SUPPRESS_GE, keep, s), 2);
+    int groups[2] = {4, 4};
+    assert_int_equal(batched_nms_cpu(half, scores, groups, 2, 0.5, MR_NMS_PLUS_ONE | MR_NMS_SUPPRESS_GE, keep, s), 1);
+    free(s);
+}
+
 static void test_batched_nms(void **state)
 {
     (void)state;
@@ -623,6 +648,7 @@ int main(void)
         cmocka_unit_test(test_nms_empty),
         cmocka_unit_test(test_nms_basic_and_ties),
         cmocka_unit_test(test_nms_threshold_is_double_and_degenerate),
+        cmocka_unit_test(test_nms_suppress_ge),
         cmocka_unit_test(test_batched_nms),
         cmocka_unit_test(test_nms_large_stable),
         cmocka_unit_test(test_roi_align_empty),
