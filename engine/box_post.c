@@ -53,7 +53,7 @@ int box_post_cpu(const mr_box_post_params *p, const float *rois, const float *lo
             cand++;
         }
     }
-    int kept = batched_nms_cpu(s.boxes, s.scores, s.groups, cand, p->nms_thresh, p->coder.plus_one, s.keep, s.nms);
+    int kept = batched_nms_cpu(s.boxes, s.scores, s.groups, cand, p->nms_thresh, p->nms_flags, s.keep, s.nms);
     int d = kept < p->max_dets ? kept : p->max_dets;
     if (p->keep_ties && d > 0)
         while (d < kept && d < p->out_capacity && s.scores[s.keep[d]] == s.scores[s.keep[d - 1]]) d++;

@@ -31,6 +31,7 @@ typedef struct {
     float score_thresh, min_size;
     int max_dets;
     int keep_ties;
+    int nms_flags;    /* nms.h MR_NMS_* */
     int out_capacity; /* rows the outputs can hold (>= max_dets) */
 } mr_box_post_params;
 

@@ -152,6 +152,11 @@ typedef struct {
 
 typedef enum { MR_MASK_THRESH_GT = 0, MR_MASK_THRESH_GE } mr_mask_thresh_rule;
 
+/* When NMS suppresses a box (RPN and box head): IoU > thresh (torchvision,
+ * detectron2, maskrcnn-benchmark's CUDA kernel) or IoU >= (float)thresh
+ * (Detectron's utils/cython_nms.pyx). */
+typedef enum { MR_NMS_RULE_GT = 0, MR_NMS_RULE_GE } mr_nms_rule;
+
 /* How a 28x28 mask is pasted (mask_paste.h): "torchvision" (pad, expand the
  * box, integer window, bilinear resize; Detectron's cv2 paste is the same
  * algorithm) or "detectron2" (grid_sample at pixel centres of the float box). */
@@ -169,6 +174,7 @@ typedef struct {
 
 typedef struct {
     int legacy_plus_one;        /* "legacy_plus_one": false; Detectron's w = x2-x1+1 */
+    mr_nms_rule nms_rule;       /* "nms_rule": ">" | ">="; Detectron's cython_nms suppresses at IoU >= thresh */
     float bbox_xform_clip;      /* "bbox_xform_clip": log(1000/16)               */
 } mr_box_config;
 

@@ -17,6 +17,7 @@ _Static_assert(sizeof(mr_rpn_min_size_rule) == sizeof(int), "enum size");
 _Static_assert(sizeof(mr_clip_window) == sizeof(int), "enum size");
 _Static_assert(sizeof(mr_decode_coordinates) == sizeof(int), "enum size");
 _Static_assert(sizeof(mr_mask_paste_rule) == sizeof(int), "enum size");
+_Static_assert(sizeof(mr_nms_rule) == sizeof(int), "enum size");
 
 const char *const cfg_coco_names[CFG_COCO_NUM_CLASSES] = {
     "__background__", "person", "bicycle", "car", "motorcycle", "airplane", "bus", "train", "truck",
@@ -152,6 +153,7 @@ static const char *const decode_coordinates_names[] = {
     [MR_DECODE_RESIZED] = "resized", [MR_DECODE_ORIGINAL] = "original", NULL};
 static const char *const paste_rule_names[] = {
     [MR_MASK_PASTE_TORCHVISION] = "torchvision", [MR_MASK_PASTE_DETECTRON2] = "detectron2", NULL};
+static const char *const nms_rule_names[] = {[MR_NMS_RULE_GT] = ">", [MR_NMS_RULE_GE] = ">=", NULL};
 static const int depth_choices[] = {50, 101, 152, 0};
 
 #define FIELD(S, F) .name = #F, .offset = offsetof(S, F), .size = sizeof(((S *)0)->F)
@@ -222,6 +224,7 @@ static const cfg_key rpn_keys[] = {
 
 static const cfg_key box_keys[] = {
     K_BOOL(mr_box_config, legacy_plus_one),
+    K_ENUM(mr_box_config, nms_rule, nms_rule_names),
     K_POS_FLOAT(mr_box_config, bbox_xform_clip, 64),
 };
 

@@ -5,6 +5,7 @@
 
 #include "image.h"
 #include "model.h"
+#include "nms.h"
 #include "roi_align.h"
 #include "weights.h"
 
@@ -87,6 +88,12 @@ mr_status model_reserve_host_scratch(mr_model *m, size_t bytes, mr_error *err);
 /* Multi-level RoIAlign of rois [N,4] (resized-image pixels) from P2..P5
  * into out [N,R,R,F] (roi_heads.c; the mask head uses it too). */
 void model_level_map(const mr_model *m, const mr_pooler_config *pc, mr_level_map *map);
+
+/* The nms.h flags of the config's box conventions (RPN and box head NMS). */
+static inline int model_nms_flags(const mr_config *c)
+{
+    return (c->box.legacy_plus_one ? MR_NMS_PLUS_ONE : 0) | (c->box.nms_rule == MR_NMS_RULE_GE ? MR_NMS_SUPPRESS_GE : 0);
+}
 mr_status model_roi_align(mr_model *m, const mr_pooler_config *pc, const mr_tensor *rois, mr_tensor *out,
                           mr_error *err);
 

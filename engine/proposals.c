@@ -92,7 +92,7 @@ int proposals_cpu(const mr_proposal_params *p, const float *const *logits, const
             n++;
         }
     }
-    int kept = batched_nms_cpu(s.boxes, s.scores, s.groups, n, p->nms_thresh, p->coder.plus_one, s.keep, s.nms);
+    int kept = batched_nms_cpu(s.boxes, s.scores, s.groups, n, p->nms_thresh, p->nms_flags, s.keep, s.nms);
     int per_level[MR_PROPOSAL_MAX_LEVELS] = {0}, out = 0;
     for (int k = 0; k < kept && out < p->post_nms_top_n; k++) {
         int i = s.keep[k];

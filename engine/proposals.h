@@ -43,6 +43,7 @@ typedef struct {
     double nms_thresh;
     float min_size, score_thresh;
     mr_proposal_size_rule size_rule;
+    int nms_flags;                                   /* nms.h MR_NMS_* */
     float im_scale;                                  /* resized / original (DETECTRON rule only) */
     mr_box_coder coder;
     float img_h, img_w;                              /* clip window */

@@ -119,10 +119,12 @@ mr_status box_head_forward(mr_model *m, mr_error *err)
     MR_TRY(be->linear(m->be.ctx, m->bbox_pred, &b->fc7, &b->box_deltas, err));
 
     mr_box_post_params p;
+    memset(&p, 0, sizeof p);
     p.num_classes = K;
     for (int k = 0; k < 4; k++) p.coder.weights[k] = c->box_head.box_weights[k];
     p.coder.clip = c->box.bbox_xform_clip;
     p.coder.plus_one = c->box.legacy_plus_one;
+    p.nms_flags = model_nms_flags(c);
     int original = c->box_head.decode_coordinates == MR_DECODE_ORIGINAL;
     p.roi_divisor = original ? (float)m->geo.factor_h : 1.0f;
     p.img_h = (float)(original ? m->geo.in_h : m->geo.resized_h);

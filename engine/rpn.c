@@ -3,6 +3,7 @@
  * (proposals.h). The head's NHWC outputs are already in the (y, x, anchor)
  * order the selection walks, so nothing is permuted. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "anchors.h"
 #include "model_internal.h"
@@ -29,6 +30,7 @@ mr_status rpn_load(mr_model *m, mr_weights *w, mr_error *err)
 static void proposal_params(const mr_model *m, mr_proposal_params *p)
 {
     const mr_config *c = &m->cfg;
+    memset(p, 0, sizeof *p);
     p->num_levels = m->num_levels;
     p->num_anchors = m->num_anchors;
     for (int l = 0; l < m->num_levels; l++) {
@@ -58,6 +60,7 @@ static void proposal_params(const mr_model *m, mr_proposal_params *p)
     for (int k = 0; k < 4; k++) p->coder.weights[k] = c->rpn.box_weights[k];
     p->coder.clip = c->box.bbox_xform_clip;
     p->coder.plus_one = c->box.legacy_plus_one;
+    p->nms_flags = model_nms_flags(c);
     int padded = c->rpn.clip_window == MR_CLIP_PADDED;
     p->img_h = (float)(padded ? m->geo.padded_h : m->geo.resized_h);
     p->img_w = (float)(padded ? m->geo.padded_w : m->geo.resized_w);

@@ -184,7 +184,7 @@ int t_geometry(int min_size, int max_size, int rounding, int divisibility, int h
     out[1] = g.resized_w;
     out[2] = g.padded_h;
     out[3] = g.padded_w;
-    *im_scale = g.im_scale;
+    *im_scale = g.factor_h; /* Detectron's im_scale under "round" */
     return (int)st;
 }
 
@@ -751,23 +751,15 @@ def zoo_resize_rule(zoo):
             "maskrcnn-benchmark": ref.resize_get_size_mrcnn}[zoo]
 
 
-@pytest.mark.parametrize("zoo", [
-    "detectron",
-    pytest.param("detectron2", marks=pytest.mark.xfail(strict=True, reason=(
-        "finding: the detectron2 configs say resize_rounding 'floor'; detectron2 rounds int(x + 0.5) after a "
-        "max-size test on the unrounded side (~74% of sizes differ by a pixel from 'floor', ~0.06% from "
-        "'round': half up vs half to even)"))),
-    pytest.param("maskrcnn-benchmark", marks=pytest.mark.xfail(strict=True, reason=(
-        "finding: maskrcnn-benchmark's Resize.get_size (short side = round(max*min/max) or 800, long side "
-        "truncated, may exceed max_size) is neither 'floor' nor 'round' (~70% of sizes differ)"))),
-])
+@pytest.mark.parametrize("zoo", ["detectron", "detectron2", "maskrcnn-benchmark"])
 def test_resize_geometry_per_zoo_config(shim, zoo):
     """The resized size the zoo's R-101 config gives, against that zoo's own
     rule, on 2000 random sizes."""
     import json
     with open(os.path.join(REPO, "configs", f"mask_rcnn_R-101-FPN_{zoo}.json")) as f:
         inp = json.load(f)["input"]
-    rounding = {"floor": RESIZE_FLOOR, "round": RESIZE_ROUND}[inp["resize_rounding"]]
+    rounding = {"floor": RESIZE_FLOOR, "round": RESIZE_ROUND, "detectron2": 2,
+                "maskrcnn_benchmark": 3}[inp["resize_rounding"]]  # engine/config.h mr_resize_rounding
     rule = zoo_resize_rule(zoo)
     rng = seeded(5850)
     out, s = np.zeros(4, np.int32), C.c_double()
