@@ -134,6 +134,9 @@ class TensorRef(_NoState):
         self.stride = tuple(int(s) for s in stride)
         if len(self.stride) != len(self.shape) or self.offset < 0 or min(self.shape, default=0) < 0:
             raise ConvertError("malformed tensor record (size/stride)")
+        if max((abs(v) for v in self.shape + self.stride + (self.offset,)), default=0) >= 1 << 48:
+            # numpy's strides are C longs: 2**63 overflowed inside as_strided (found by fuzzing)
+            raise ConvertError("malformed tensor record (size/stride/offset out of range)")
         self.dtype = np.dtype("<f4") if storage.stype.bf16 else storage.stype.dtype
 
     def __repr__(self):
@@ -370,6 +373,9 @@ def _check_memo_indices(f):
     """The C unpickler sizes its memo table by the largest PUT index it meets, so a few
     hundred bytes with LONG_BINPUT 1258647924 make it allocate and zero 20 GB.  A pickler
     numbers memo entries from 0, at most one per op: refuse an index past the op count.
+    Likewise a length-prefixed string (BINBYTES8, BYTEARRAY8, ...) longer than the data left:
+    the C unpickler may allocate the declared size first (and on a short BYTEARRAY8 from a
+    BytesIO, CPython 3.11 prints a SystemError about exported buffers).
     Scans f from its position to the pickle's STOP and seeks back; other breakage is left
     for the unpickler to report."""
     start = f.tell()
@@ -379,6 +385,9 @@ def _check_memo_indices(f):
                 raise ConvertError(f"malformed pickle (memo index {arg} at op {n})")
     except ConvertError:
         raise
+    except ValueError as e:
+        if "remain" in str(e):  # pickletools: "expected N bytes in a bytes8, but only M remain"
+            raise ConvertError(f"truncated pickle data ({e})") from None
     except Exception:  # a broken pickle: the unpickler says how
         pass
     f.seek(start)
@@ -561,7 +570,10 @@ def read_pickle_checkpoint(path, opaque=None):
             data = f.read()
     except OSError as e:
         raise ConvertError(f"cannot read: {e.strerror or e}") from None
+    return read_pickle_checkpoint_bytes(data, opaque)
 
+
+def read_pickle_checkpoint_bytes(data, opaque=None):
     def no_persistent(pid):
         raise ConvertError("a .pkl with persistent ids (a torch pickle without its archive?)")
 
@@ -1290,7 +1302,7 @@ DTYPES = {"f32": np.dtype(np.float32), "f16": np.dtype(np.float16)}
 
 
 def _materialize(t):
-    return t.numpy() if isinstance(t, TensorRef) else np.asarray(t)
+    return np.asarray(t) if isinstance(t, np.ndarray) else t.numpy()
 
 
 def convert_state_dict(state, source_format="torchvision", dtype="f32"):

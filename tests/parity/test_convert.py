@@ -390,3 +390,12 @@ def test_pickle_build_cannot_change_the_reader(tmp_path):
         sd = convert.extract_state_dict(convert.read_torch_checkpoint(str(p)))
         assert sorted(sd) == ["bias", "num_batches_tracked", "running_mean", "running_var", "weight"]
     assert_fails(str(shadow), str(tmp_path / "o.safetensors"), r"unknown tensor name")
+
+
+def test_huge_stride_is_refused():
+    """A tensor record with a stride of 2**62 elements: numpy's as_strided raised OverflowError
+    (strides in bytes are C longs) instead of convert.py's one-line error."""
+    st = convert._Storage(convert._STORAGE_TYPES["FloatStorage"], 4, lambda: bytes(16))
+    with pytest.raises(convert.ConvertError, match=r"out of range"):
+        convert.TensorRef(st, 0, (2,), (1 << 62,))
+    assert convert.TensorRef(st, 0, (2,), (2,)).numpy().shape == (2,)
