@@ -437,3 +437,60 @@ def test_oversized_length_prefix_is_refused(tmp_path):
     (tmp_path / "big.pkl").write_bytes(bad)
     err = assert_fails(str(tmp_path / "big.pkl"), str(tmp_path / "o.safetensors"), r"truncated pickle data")
     assert "SystemError" not in err
+
+
+# ---- models/download.sh (offline: this machine cannot reach the zoos' hosts) ----------------
+
+def run_download(name, zoo_dir, timeout=120):
+    # A proxy on a closed local port: curl fails at once, as on a machine without network
+    # access, and never downloads anything even where a network is reachable.
+    env = dict(os.environ, DETECT_ZOO_DIR=str(zoo_dir), PYTHON=sys.executable,
+               https_proxy="http://127.0.0.1:9", HTTPS_PROXY="http://127.0.0.1:9",
+               http_proxy="http://127.0.0.1:9", no_proxy="", NO_PROXY="")
+    return subprocess.run(["bash", DOWNLOAD, name], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def test_download_without_network(tmp_path):
+    r = run_download("detectron-R101", tmp_path)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+    url = ("https://dl.fbaipublicfiles.com/detectron/35861858/12_2017_baselines/"
+           "e2e_mask_rcnn_R-101-FPN_2x.yaml.02_32_51.SgT4y1cO/output/train/"
+           "coco_2014_train%3Acoco_2014_valminusminival/generalized_rcnn/model_final.pkl")
+    assert f"cannot download {url}" in r.stderr
+    assert f"put it at {tmp_path}/detectron-R101.pkl" in r.stderr and "models/download.sh detectron-R101 again" in r.stderr
+    assert os.listdir(tmp_path) == []  # no partial file
+    r = run_download("torchvision-R50", tmp_path)
+    assert r.returncode == 1 and "https://download.pytorch.org/models/maskrcnn_resnet50_fpn_coco-bf2d0c1e.pth" in r.stderr
+    r = run_download("detectron-R102", tmp_path)
+    assert r.returncode == 2 and "usage: models/download.sh NAME" in r.stderr and "detectron2-R101" in r.stderr
+
+
+def test_download_converts_a_file_put_there_by_hand(tmp_path, tiny):
+    # maskrcnn-benchmark publishes no checksum: the file is converted (as maskrcnn-benchmark)
+    sd = mb_checkpoint(tiny, legacy=True, path=tmp_path / "maskrcnn-benchmark-R50.pth")
+    r = run_download("maskrcnn-benchmark-R50", tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "publishes no checksum; SHA-256 " in r.stdout and "maskrcnn-benchmark checkpoint (given with --from)" in r.stdout
+    t, meta = safetensors_io.load(tmp_path / "maskrcnn-benchmark-R50.safetensors")
+    assert_tensors(t, mb_expected(tiny, sd))
+    assert meta["source_format"] == "maskrcnn-benchmark"
+
+    # a file whose hash does not match the prefix its zoo publishes is not converted
+    (tmp_path / "torchvision-R50.pth").write_bytes(b"not the COCO weights")
+    r = run_download("torchvision-R50", tmp_path)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1
+    assert "says it starts with bf2d0c1e" in r.stderr and "Delete it" in r.stderr
+    assert not (tmp_path / "torchvision-R50.safetensors").exists()
+    sd2, _ = zoo.d2_tensors(tiny)
+    with open(tmp_path / "detectron2-R50.pkl", "wb") as f:
+        pickle.dump({"model": sd2, "__author__": "Detectron2 Model Zoo"}, f)
+    r = run_download("detectron2-R50", tmp_path)
+    assert r.returncode == 1 and "says it starts with f10217" in r.stderr
+    # Detectron's checksum is published online only (URL.md5sum): offline it is not verified
+    blobs, exp = zoo.detectron_blobs(tiny)
+    (tmp_path / "detectron-R50.pkl").write_bytes(zoo.py2_pickle([("cfg", CFG_YAML), ("blobs", blobs)]))
+    r = run_download("detectron-R50", tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "warning: cannot fetch" in r.stderr and "not verified" in r.stderr
+    t, _ = safetensors_io.load(tmp_path / "detectron-R50.safetensors")
+    assert_tensors(t, exp)
