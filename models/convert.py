@@ -1,22 +1,25 @@
 #!/usr/bin/python3
 """Convert a Mask R-CNN checkpoint to the canonical `detect` safetensors file.
 
-    convert.py SRC DST.safetensors [--from torchvision] [--dtype f32|f16]
+    convert.py SRC DST.safetensors [--from detectron|detectron2|maskrcnn-benchmark|torchvision]
+                                   [--dtype f32|f16] [-q]
 
-SRC is read without importing torch: a torch.save() file (zip format, or the legacy
-pre-1.6 pickle stream) is parsed with a restricted unpickler that can only build
-OrderedDicts and tensors.  Tensor names are mapped to our canonical scheme
-(models/README.md) through a per-source-format table, the result is checked
-(no unknown names, nothing missing, consistent shapes; depth and widths inferred from
-shapes) and written with safetensors_io.save().
+SRC is read without importing torch or running any code from the file: a torch.save() file
+(zip format, or the legacy pre-1.6 pickle stream) or a plain pickle of numpy arrays
+(Detectron / detectron2 .pkl) goes through one restricted unpickler whose allow-listed globals
+are convert.py's own stand-ins and whose every other global is an inert placeholder.  The
+source format is detected from the file's structure and names (or forced with --from).
+Tensor names are mapped to our canonical scheme (models/README.md) through a per-format rule
+table, format-specific value changes are applied (detectron2's background-last class rows,
+maskrcnn-benchmark's eps-free FrozenBatchNorm folded into AffineChannel form), the result is
+checked (no unknown names, nothing missing, consistent shapes; depth, widths and groups
+inferred from shapes) and written with safetensors_io.save(), with metadata naming the
+source, classes and the config to use.
 
 On any problem: one line `convert.py: SRC: <problem>` on stderr, exit status 2, and
 DST is not created (the writer renames a finished temporary file into place).
 
-Adding a source format (Detectron .pkl, detectron2, maskrcnn-benchmark): write a reader
-returning {name: array-like with .shape/.dtype}, a rule table (source template,
-canonical template) with its Field definitions, and register a SourceFormat in
-SOURCE_FORMATS.  Validation, dtype conversion and writing are shared.
+Adding a source format: see SourceFormat and models/README.md.
 """
 
 import argparse
