@@ -138,7 +138,8 @@ def check_allow_list():
     """The allow-list may hold only convert.py's own stand-ins: a real
     callable from elsewhere (os.system) would run before any trip-wire could see it."""
     for key, obj in convert._ALLOWED_GLOBALS.items():
-        own = isinstance(obj, convert._StorageType) or getattr(obj, "__module__", None) == convert.__name__
+        own = (isinstance(obj, convert._StorageType)
+               or getattr(obj, "__module__", None) == convert.checkpoint_reader.__name__)
         if not own:
             raise Crash(f"allow-list entry {'.'.join(key)} is {obj!r}, not one of convert.py's stand-ins")
 _PLAIN = (str, bytes, bytearray, int, float, complex, bool, type(None))
@@ -413,7 +414,8 @@ def classify(data, path):
     except (Exception, Tripped, Hang, RecursionError) as e:
         tb = traceback.format_exc()
         frames = [f for f in traceback.extract_tb(e.__traceback__)
-                  if os.path.basename(f.filename) in ("convert.py", "fuzz_convert.py")]
+                  if os.path.basename(f.filename) in ("convert.py", "checkpoint_reader.py", "zoo_formats.py",
+                                                      "fuzz_convert.py")]
         where = f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else "?"
         return f"{type(e).__name__} at {where}", tb
     finally:
