@@ -7,6 +7,7 @@ FrozenBatchNorm folded into AffineChannel form).  detect_format() recognises a l
 Part of models/convert.py.
 """
 
+import copy
 import re
 
 import numpy as np
@@ -105,9 +106,8 @@ class SourceFormat:
         """This format with the rules that depend on the names in `state`."""
         if self.dynamic_rules is None:
             return self
-        bound = SourceFormat(self.name, self.containers, self.extract, self.rules + self.dynamic_rules(state),
-                             [], None, self.transform, self.warn)
-        bound.ignore = self.ignore
+        bound = copy.copy(self)
+        bound.rules, bound.dynamic_rules = self.rules + self.dynamic_rules(state), None
         return bound
 
     def source_name(self, canonical_name):
@@ -343,7 +343,10 @@ def _d2_classes_to_ours(mapped):
                                f"expected {rows}")
 
     def rotate(t):
-        return lambda: np.concatenate([_materialize(t)[-1:], _materialize(t)[:-1]]).astype(np.float32)
+        def f():
+            a = _materialize(t).astype(np.float32)
+            return np.concatenate([a[-1:], a[:-1]])
+        return f
 
     def pad(t, n):
         return lambda: np.concatenate([np.zeros((n,) + tuple(t.shape[1:]), np.float32),
