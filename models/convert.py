@@ -1,35 +1,36 @@
 #!/usr/bin/python3
 """Convert a Mask R-CNN checkpoint to the canonical `detect` safetensors file.
 
-    convert.py SRC DST.safetensors [--from torchvision] [--dtype f32|f16]
+    convert.py SRC DST.safetensors [--from detectron|detectron2|maskrcnn-benchmark|torchvision]
+                                   [--dtype f32|f16] [-q]
 
-SRC is read without importing torch: a torch.save() file (zip format, or the legacy
-pre-1.6 pickle stream) is parsed with a restricted unpickler that can only build
-OrderedDicts and tensors.  Tensor names are mapped to our canonical scheme
-(models/README.md) through a per-source-format table, the result is checked
-(no unknown names, nothing missing, consistent shapes; depth and widths inferred from
-shapes) and written with safetensors_io.save().
+SRC is read without importing torch or running any code from the file: a torch.save() file
+(zip format, or the legacy pre-1.6 pickle stream) or a plain pickle of numpy arrays
+(Detectron / detectron2 .pkl) goes through one restricted unpickler whose allow-listed globals
+are convert.py's own stand-ins and whose every other global is an inert placeholder.  The
+source format is detected from the file's structure and names (or forced with --from).
+Tensor names are mapped to our canonical scheme (models/README.md) through a per-format rule
+table, format-specific value changes are applied (detectron2's background-last class rows,
+maskrcnn-benchmark's eps-free FrozenBatchNorm folded into AffineChannel form), the result is
+checked (no unknown names, nothing missing, consistent shapes; depth, widths and groups
+inferred from shapes) and written with safetensors_io.save(), with metadata naming the
+source, classes and the config to use.
 
 On any problem: one line `convert.py: SRC: <problem>` on stderr, exit status 2, and
 DST is not created (the writer renames a finished temporary file into place).
 
-Adding a source format (Detectron .pkl, detectron2, maskrcnn-benchmark): write a reader
-returning {name: array-like with .shape/.dtype}, a rule table (source template,
-canonical template) with its Field definitions, and register a SourceFormat in
-SOURCE_FORMATS.  Validation, dtype conversion and writing are shared.
+Reading: checkpoint_reader.py; the zoos' layouts: zoo_formats.py (adding a source format:
+models/README.md).
 """
 
 import argparse
 import collections
 import hashlib
+import json
 import math
 import os
-import pickle
-import pickletools
 import re
-import struct
 import sys
-import zipfile
 
 try:
     import numpy as np
@@ -38,530 +39,49 @@ except ImportError:  # e.g. a python3 without numpy earlier on PATH
     sys.exit(2)
 
 try:  # imported as part of a package
-    from . import safetensors_io
+    from . import checkpoint_reader, coco_classes, safetensors_io, zoo_formats
 except ImportError:  # run as a script, or imported with models/ on sys.path
+    import checkpoint_reader
+    import coco_classes
     import safetensors_io
+    import zoo_formats
+
+# Used below, and by tests/ and tests/fuzz/ as convert.<name> (convert.py is the entry point).
+ConvertError = checkpoint_reader.ConvertError
+TensorRef = checkpoint_reader.TensorRef
+_ALLOWED_GLOBALS = checkpoint_reader._ALLOWED_GLOBALS
+_ArrayBuilder = checkpoint_reader._ArrayBuilder
+_DType = checkpoint_reader._DType
+_LEGACY_MAGIC = checkpoint_reader._LEGACY_MAGIC
+_Opaque = checkpoint_reader._Opaque
+_OrderedDict = checkpoint_reader._OrderedDict
+_RestrictedUnpickler = checkpoint_reader._RestrictedUnpickler
+_STORAGE_TYPES = checkpoint_reader._STORAGE_TYPES
+_Storage = checkpoint_reader._Storage
+_StorageType = checkpoint_reader._StorageType
+_materialize = checkpoint_reader._materialize
+_names = checkpoint_reader._names
+extract_state_dict = checkpoint_reader.extract_state_dict
+load_checkpoint = checkpoint_reader.load_checkpoint
+read_pickle_checkpoint = checkpoint_reader.read_pickle_checkpoint
+read_pickle_checkpoint_bytes = checkpoint_reader.read_pickle_checkpoint_bytes
+read_torch_checkpoint = checkpoint_reader.read_torch_checkpoint
+AFFINE_PARAMS = zoo_formats.AFFINE_PARAMS
+BN_PARAMS = zoo_formats.BN_PARAMS
+SOURCE_FORMATS = zoo_formats.SOURCE_FORMATS
+SourceFormat = zoo_formats.SourceFormat
+Field = zoo_formats.Field
+Rule = zoo_formats.Rule
+detect_format = zoo_formats.detect_format
 
 FORMAT = "detect-maskrcnn"
 FORMAT_VERSION = "1"
-
-
-class ConvertError(Exception):
-    """A problem with the input (or output) that is reported as one line, exit status 2."""
-
-
-def _names(names, limit=8):
-    names = list(names)
-    s = ", ".join(names[:limit])
-    if len(names) > limit:
-        s += f", ... ({len(names) - limit} more)"
-    return s
-
-
-# ---------------------------------------------------------------------------------------
-# Reading torch.save() files without torch
-# ---------------------------------------------------------------------------------------
-
-class _NoState:
-    """Base of every object the unpickler hands a checkpoint: pickle's BUILD on one is refused.
-    BUILD would set its attributes: torch.FloatStorage's dtype for every later file in the
-    process, or a tensor's shape after it was checked."""
-
-    __slots__ = ()
-
-    def __setstate__(self, state):
-        raise ConvertError(f"pickle sets attributes of {self!r:.60}, which a state dict never does")
-
-
-class _StorageType(_NoState):
-    """Stands in for torch.FloatStorage etc. inside the unpickler."""
-
-    def __init__(self, name, dtype, bf16=False):
-        self.name, self.dtype, self.bf16 = name, np.dtype(dtype), bf16
-
-    def __repr__(self):
-        return f"torch.{self.name}"
-
-
-_STORAGE_TYPES = {
-    t.name: t
-    for t in [
-        _StorageType("DoubleStorage", "<f8"),
-        _StorageType("FloatStorage", "<f4"),
-        _StorageType("HalfStorage", "<f2"),
-        _StorageType("BFloat16Storage", "<u2", bf16=True),  # widened to float32 on read
-        _StorageType("LongStorage", "<i8"),
-        _StorageType("IntStorage", "<i4"),
-        _StorageType("ShortStorage", "<i2"),
-        _StorageType("CharStorage", "i1"),
-        _StorageType("ByteStorage", "u1"),
-        _StorageType("BoolStorage", "?"),
-    ]
-}
-
-
-class _Storage(_NoState):
-    """A typed storage whose bytes are fetched on first use by `fetch()`."""
-
-    def __init__(self, stype, numel, fetch):
-        self.stype, self.numel, self._fetch, self._array = stype, int(numel), fetch, None
-
-    def array(self):
-        if self._array is None:
-            raw = self._fetch()
-            want = self.numel * self.stype.dtype.itemsize
-            if len(raw) < want:
-                raise ConvertError(f"storage data truncated ({len(raw)} of {want} bytes)")
-            self._array = np.frombuffer(raw, dtype=self.stype.dtype, count=self.numel)
-        return self._array
-
-    def __repr__(self):
-        return f"a {self.stype!r} of {self.numel} elements"
-
-
-class TensorRef(_NoState):
-    """A tensor in a checkpoint: storage + offset/size/stride, read only when needed."""
-
-    def __init__(self, storage, offset, size, stride):
-        if not isinstance(storage, _Storage):
-            raise ConvertError("malformed tensor record (no storage)")
-        self.storage = storage
-        self.offset = int(offset)
-        self.shape = tuple(int(s) for s in size)
-        self.stride = tuple(int(s) for s in stride)
-        if len(self.stride) != len(self.shape) or self.offset < 0 or min(self.shape, default=0) < 0:
-            raise ConvertError("malformed tensor record (size/stride)")
-        self.dtype = np.dtype("<f4") if storage.stype.bf16 else storage.stype.dtype
-
-    def __repr__(self):
-        return f"a tensor of shape {list(self.shape)}"
-
-    def numpy(self):
-        st = self.storage
-        if 0 in self.shape:
-            return np.zeros(self.shape, dtype=self.dtype)
-        if min(self.stride, default=0) < 0:
-            raise ConvertError("negative strides are not supported")
-        last = self.offset + sum((n - 1) * s for n, s in zip(self.shape, self.stride))
-        if last >= st.numel:
-            raise ConvertError(f"tensor view exceeds its storage ({last + 1} > {st.numel} elements)")
-        base = st.array()[self.offset:]
-        item = base.dtype.itemsize
-        a = np.lib.stride_tricks.as_strided(
-            base, shape=self.shape, strides=[s * item for s in self.stride], writeable=False)
-        a = np.array(a, dtype=base.dtype.newbyteorder("="), order="C")
-        if st.stype.bf16:
-            a = (a.astype(np.uint32) << 16).view(np.float32)
-        return a
-
-
-def _rebuild_tensor(storage, storage_offset, size, stride, *_ignored):
-    # torch._utils._rebuild_tensor(_v2)(storage, offset, size, stride[, requires_grad,
-    # backward_hooks[, metadata]]): only the view parameters matter here.
-    return TensorRef(storage, storage_offset, size, stride)
-
-
-def _rebuild_parameter(data, *_ignored):
-    # torch._utils._rebuild_parameter(data, requires_grad, backward_hooks[, state])
-    return data
-
-
-class _Function(_NoState):
-    """A function as the unpickler hands it out (BUILD on a plain function sets attributes)."""
-
-    def __init__(self, fn):
-        self.fn = fn
-
-    def __call__(self, *args):
-        return self.fn(*args)
-
-    def __repr__(self):
-        return f"torch._utils.{self.fn.__name__}"
-
-
-class _OrderedDict(collections.OrderedDict):
-    """collections.OrderedDict inside the unpickler.  A module's state_dict() carries a
-    `_metadata` attribute, pickled with BUILD; it is dropped, so that no file can set
-    attributes shadowing the methods extract_state_dict calls (`values`, `items`)."""
-
-    def __setstate__(self, state):
-        pass
-
-
-# The only globals a plain state dict (or a {'model': state_dict} wrapper) needs.
-_ALLOWED_GLOBALS = {
-    ("collections", "OrderedDict"): _OrderedDict,
-    ("torch._utils", "_rebuild_tensor"): _Function(_rebuild_tensor),
-    ("torch._utils", "_rebuild_tensor_v2"): _Function(_rebuild_tensor),
-    ("torch._utils", "_rebuild_parameter"): _Function(_rebuild_parameter),
-    ("torch._utils", "_rebuild_parameter_with_state"): _Function(_rebuild_parameter),
-}
-_ALLOWED_GLOBALS.update({("torch", n): t for n, t in _STORAGE_TYPES.items()})
-
-
-def _check_memo_indices(f):
-    """The C unpickler sizes its memo table by the largest PUT index it meets, so a few
-    hundred bytes with LONG_BINPUT 1258647924 make it allocate and zero 20 GB.  A pickler
-    numbers memo entries from 0, at most one per op: refuse an index past the op count.
-    Scans f from its position to the pickle's STOP and seeks back; other breakage is left
-    for the unpickler to report."""
-    start = f.tell()
-    try:
-        for n, (op, arg, _) in enumerate(pickletools.genops(f)):
-            if op.name in ("PUT", "BINPUT", "LONG_BINPUT") and arg > n:
-                raise ConvertError(f"malformed pickle (memo index {arg} at op {n})")
-    except ConvertError:
-        raise
-    except Exception:  # a broken pickle: the unpickler says how
-        pass
-    f.seek(start)
-
-
-class _RestrictedUnpickler(pickle.Unpickler):
-    def __init__(self, file, storage_for):
-        super().__init__(file)
-        self._file = file
-        self._storage_for = storage_for  # callable(pid tuple) -> _Storage
-
-    def load(self):
-        _check_memo_indices(self._file)
-        return super().load()
-
-    def find_class(self, module, name):
-        obj = _ALLOWED_GLOBALS.get((module, name))
-        if obj is None:
-            hint = ""
-            if module.startswith("numpy"):
-                hint = " (a pickle of numpy arrays, e.g. a Detectron/detectron2 .pkl, is another source format)"
-            raise ConvertError(f"pickle refers to {module}.{name}, which a state dict does not need{hint}")
-        return obj
-
-    def persistent_load(self, pid):
-        if not isinstance(pid, tuple) or not pid or pid[0] != "storage":
-            raise ConvertError(f"unsupported persistent id {str(pid)[:60]}")
-        return self._storage_for(pid)
-
-
-def _check_pid(pid, n):
-    if len(pid) < n or not isinstance(pid[1], _StorageType):
-        raise ConvertError(f"malformed storage record {str(pid)[:80]}")
-
-
-def _read_zip_checkpoint(path):
-    try:
-        zf = zipfile.ZipFile(path)
-    except zipfile.BadZipFile as e:
-        raise ConvertError(f"truncated or corrupt zip archive ({e})") from None
-    names = zf.namelist()
-    pkls = [n for n in names if n == "data.pkl" or (n.endswith("/data.pkl") and n.count("/") == 1)]
-    if len(pkls) != 1:
-        raise ConvertError("zip archive is not a torch.save() file (no <archive>/data.pkl)")
-    prefix = pkls[0][: -len("data.pkl")]
-    order = "<"
-    if prefix + "byteorder" in names:
-        bo = zf.read(prefix + "byteorder").decode("ascii", "replace").strip()
-        if bo not in ("little", "big"):
-            raise ConvertError(f"unknown byteorder record {bo!r}")
-        order = "<" if bo == "little" else ">"
-    members = set(names)
-    storages = {}
-
-    def storage_for(pid):
-        # zip format: ('storage', storage_type, key, location, numel)
-        _check_pid(pid, 5)
-        stype, key, numel = pid[1], str(pid[2]), pid[4]
-        if key not in storages:
-            member = f"{prefix}data/{key}"
-            if member not in members:
-                raise ConvertError(f"storage record {member} missing from the archive")
-            if order == ">":
-                stype = _StorageType(stype.name, stype.dtype.newbyteorder(">"), stype.bf16)
-            storages[key] = _Storage(stype, numel, lambda m=member: zf.read(m))
-        return storages[key]
-
-    with zf.open(pkls[0]) as f:
-        obj = _RestrictedUnpickler(f, storage_for).load()
-    return obj
-
-
-_LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
-_LEGACY_PROTOCOL = 1001
-
-
-def _read_legacy_checkpoint(path):
-    f = open(path, "rb")  # kept open by the storages' fetch closures
-
-    def plain(f):
-        return _RestrictedUnpickler(f, lambda pid: None).load()
-
-    if plain(f) != _LEGACY_MAGIC:
-        raise ConvertError("not a torch.save() file (bad legacy magic number)")
-    proto = plain(f)
-    if proto != _LEGACY_PROTOCOL:
-        raise ConvertError(f"unsupported legacy torch.save protocol {proto!r}")
-    sys_info = plain(f)
-    if isinstance(sys_info, dict) and not sys_info.get("little_endian", True):
-        raise ConvertError("big-endian legacy checkpoints are not supported")
-
-    roots, views = {}, []
-
-    def storage_for(pid):
-        # legacy: ('storage', storage_type, root_key, location, numel, view_metadata)
-        _check_pid(pid, 6)
-        stype, key, numel, view = pid[1], str(pid[2]), pid[4], pid[5]
-        if key not in roots:
-            roots[key] = _Storage(stype, numel, None)
-        if view is None:
-            return roots[key]
-        _, voff, vsize = view  # a storage view: elements [voff, voff+vsize) of the root
-        s = _Storage(stype, vsize, None)
-        views.append((s, key, int(voff)))
-        return s
-
-    obj = _RestrictedUnpickler(f, storage_for).load()
-    keys = plain(f)
-    file_size = os.fstat(f.fileno()).st_size
-    if not isinstance(keys, list):
-        raise ConvertError("malformed legacy checkpoint (storage key list)")
-    for key in keys:
-        st = roots.get(str(key))
-        if st is None:
-            raise ConvertError(f"legacy storage {key} is not referenced")
-        head = f.read(8)
-        if len(head) != 8:
-            raise ConvertError("truncated legacy checkpoint (storage data missing)")
-        (numel,) = struct.unpack("<q", head)
-        nbytes = numel * st.stype.dtype.itemsize
-        pos = f.tell()
-        if numel < 0 or pos + nbytes > file_size:
-            raise ConvertError("truncated legacy checkpoint (storage data missing)")
-        f.seek(nbytes, os.SEEK_CUR)
-        st.numel = numel
-
-        def fetch(pos=pos, nbytes=nbytes):
-            f.seek(pos)
-            return f.read(nbytes)
-
-        st._fetch = fetch
-    unread = [k for k, st in roots.items() if st._fetch is None]
-    if unread:
-        raise ConvertError(f"malformed legacy checkpoint (no data for storage {unread[0][:40]})")
-    for s, key, voff in views:
-        root = roots[key]
-        s._fetch = lambda root=root, voff=voff, s=s: root.array()[voff:voff + s.numel].tobytes()
-    return obj
-
-
-def read_torch_checkpoint(path):
-    """Read a torch.save() file (zip or legacy) without torch.  Returns the unpickled top-level
-    object, with tensors as TensorRef.  Raises ConvertError."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(16)
-    except OSError as e:
-        raise ConvertError(f"cannot read: {e.strerror or e}") from None
-    try:
-        if head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
-            return _read_zip_checkpoint(path)
-        if head.startswith(b"\x80\x02\x8a\x0a" + _LEGACY_MAGIC.to_bytes(10, "little")):
-            return _read_legacy_checkpoint(path)
-    except ConvertError:
-        raise
-    except EOFError:
-        raise ConvertError("truncated checkpoint (unexpected end of pickle data)") from None
-    except Exception as e:  # arbitrary input: any parse failure is a format error
-        raise ConvertError(f"cannot parse checkpoint ({type(e).__name__}: {e})") from None
-    if len(head) == 0:
-        raise ConvertError("empty file")
-    if head[:1] == b"\x80":
-        raise ConvertError("a plain pickle, not a torch.save() file (zip archive or legacy stream)")
-    raise ConvertError("not a torch.save() file (neither a zip archive nor a legacy pickle stream)")
-
-
-def _is_tensor(x):
-    return isinstance(x, (TensorRef, np.ndarray))
-
-
-def extract_state_dict(obj):
-    """The flat {name: tensor} state dict inside a checkpoint object: accepts a plain state dict,
-    {'model': sd} / {'state_dict': sd} wrappers and a DataParallel 'module.' prefix."""
-    if isinstance(obj, dict) and not all(_is_tensor(v) for v in obj.values()):
-        for k in ("model", "state_dict"):
-            if isinstance(obj.get(k), dict):
-                obj = obj[k]
-                break
-    if not isinstance(obj, dict):
-        raise ConvertError(f"top-level object is a {type(obj).__name__}, not a state dict")
-    bad = [str(k) for k, v in obj.items() if not isinstance(k, str) or not _is_tensor(v)]
-    if bad:
-        raise ConvertError(f"state dict entries that are not tensors: {_names(bad)}")
-    if not obj:
-        raise ConvertError("state dict is empty")
-    if all(k.startswith("module.") for k in obj):
-        obj = {k[len("module."):]: v for k, v in obj.items()}
-    return dict(obj)
-
-
-# ---------------------------------------------------------------------------------------
-# Name mapping: per-source rule tables, shared machinery
-# ---------------------------------------------------------------------------------------
-
-class Field:
-    """A `{placeholder}` in a source name template.
-
-    regex: what it matches in the source name; canon: the canonical placeholder it fills;
-    offset: canonical value = source value + offset (integers).  Formats whose fields are
-    not integer shifts (Detectron's branch2a/b/c -> conv1/2/3) pass to_canon/from_canon."""
-
-    def __init__(self, regex, canon, offset=0, to_canon=None, from_canon=None):
-        self.regex, self.canon = regex, canon
-        self.to_canon = to_canon or (lambda v: str(int(v) + offset) if offset else v)
-        self.from_canon = from_canon or (lambda v: str(int(v) - offset) if offset else v)
-
-
-# Placeholders of canonical templates (used to describe missing canonical names).
-_CANON_FIELD_RE = {
-    "S": r"[2-5]", "b": r"0|[1-9][0-9]*", "k": r"[123]", "n": r"[1-4]",
-    "p": r"weight|bias|running_mean|running_var|scale|shift", "t": r"weight|bias",
-}
-
-_PLACEHOLDER = re.compile(r"\{(\w+)\}")
-
-
-def _template_regex(template, field_re):
-    out, pos = [], 0
-    for m in _PLACEHOLDER.finditer(template):
-        out.append(re.escape(template[pos:m.start()]))
-        out.append(f"(?P<{m.group(1)}>{field_re[m.group(1)]})")
-        pos = m.end()
-    out.append(re.escape(template[pos:]))
-    return re.compile("".join(out) + r"\Z")
-
-
-class Rule:
-    def __init__(self, source, canonical, fields, legacy=False):
-        self.source, self.canonical, self.fields, self.legacy = source, canonical, fields, legacy
-        self.source_re = _template_regex(source, {k: f.regex for k, f in fields.items()})
-        self.canon_re = _template_regex(canonical, _CANON_FIELD_RE)
-
-    def to_canonical(self, name):
-        m = self.source_re.match(name)
-        if not m:
-            return None
-        vals = {self.fields[k].canon: self.fields[k].to_canon(v) for k, v in m.groupdict().items()}
-        return _PLACEHOLDER.sub(lambda mm: vals[mm.group(1)], self.canonical)
-
-    def to_source(self, canonical_name):
-        m = self.canon_re.match(canonical_name)
-        if not m:
-            return None
-        cvals = m.groupdict()
-        try:
-            vals = {k: f.from_canon(cvals[f.canon]) for k, f in self.fields.items()
-                    if f.canon in cvals}
-        except ValueError:
-            return None
-        name = _PLACEHOLDER.sub(lambda mm: vals[mm.group(1)], self.source)
-        return name if self.source_re.match(name) else None
-
-
-class SourceFormat:
-    def __init__(self, name, read, rules, skip=()):
-        self.name, self.read, self.rules = name, read, rules
-        self.skip = [re.compile(s) for s in skip]
-
-    def source_name(self, canonical_name):
-        """The (current, non-legacy) source name of a canonical tensor, or None."""
-        for r in self.rules:
-            if not r.legacy:
-                s = r.to_source(canonical_name)
-                if s is not None:
-                    return s
-        return None
-
-    def map_names(self, state):
-        """{source name: tensor} -> {canonical name: (source name, tensor)}; unknown names and
-        two source names for one canonical tensor are errors."""
-        out, unknown = {}, []
-        for name, t in state.items():
-            if any(s.search(name) for s in self.skip):
-                continue
-            canon = None
-            for r in self.rules:
-                canon = r.to_canonical(name)
-                if canon is not None:
-                    break
-            if canon is None:
-                unknown.append(name)
-            elif canon in out:
-                raise ConvertError(f"{out[canon][0]} and {name} both map to {canon}")
-            else:
-                out[canon] = (name, t)
-        if unknown:
-            raise ConvertError(f"unknown tensor name(s) for --from {self.name}: {_names(unknown)}")
-        return out
-
-
-_TV_FIELDS = {
-    "L": Field(r"[1-4]", "S", offset=1),  # body.layer1..4 -> res2..5
-    "l": Field(r"[0-3]", "S", offset=2),  # fpn blocks 0..3 -> levels 2..5
-    "j": Field(r"[0-3]", "n", offset=1),  # mask_head.0..3 -> fcn1..4
-    "n": Field(r"[1-4]", "n"),
-    "b": Field(r"0|[1-9][0-9]*", "b"),
-    "k": Field(r"[123]", "k"),
-    "p": Field(r"weight|bias|running_mean|running_var", "p"),
-    "t": Field(r"weight|bias", "t"),
-}
-
-# (torchvision 0.14 state_dict name, canonical name[, legacy]).  Legacy rows: names saved by
-# torchvision before the Conv2dNormActivation refactor (0.13), which 0.14 still renames on
-# load (FeaturePyramidNetwork / RPNHead / MaskRCNNHeads._load_from_state_dict).
-_TV_TABLE = [
-    ("backbone.body.conv1.weight", "backbone.stem.conv.weight"),
-    ("backbone.body.bn1.{p}", "backbone.stem.norm.{p}"),
-    ("backbone.body.layer{L}.{b}.conv{k}.weight", "backbone.res{S}.{b}.conv{k}.weight"),
-    ("backbone.body.layer{L}.{b}.bn{k}.{p}", "backbone.res{S}.{b}.conv{k}.norm.{p}"),
-    ("backbone.body.layer{L}.{b}.downsample.0.weight", "backbone.res{S}.{b}.shortcut.weight"),
-    ("backbone.body.layer{L}.{b}.downsample.1.{p}", "backbone.res{S}.{b}.shortcut.norm.{p}"),
-    ("backbone.fpn.inner_blocks.{l}.0.{t}", "fpn.lateral{S}.{t}"),
-    ("backbone.fpn.layer_blocks.{l}.0.{t}", "fpn.output{S}.{t}"),
-    ("rpn.head.conv.0.0.{t}", "rpn.conv.{t}"),
-    ("rpn.head.cls_logits.{t}", "rpn.objectness.{t}"),
-    ("rpn.head.bbox_pred.{t}", "rpn.deltas.{t}"),
-    ("roi_heads.box_head.fc6.{t}", "box_head.fc6.{t}"),
-    ("roi_heads.box_head.fc7.{t}", "box_head.fc7.{t}"),
-    ("roi_heads.box_predictor.cls_score.{t}", "box_predictor.cls_score.{t}"),
-    ("roi_heads.box_predictor.bbox_pred.{t}", "box_predictor.bbox_pred.{t}"),
-    ("roi_heads.mask_head.{j}.0.{t}", "mask_head.fcn{n}.{t}"),
-    ("roi_heads.mask_predictor.conv5_mask.{t}", "mask_head.deconv.{t}"),
-    ("roi_heads.mask_predictor.mask_fcn_logits.{t}", "mask_head.logits.{t}"),
-    ("backbone.fpn.inner_blocks.{l}.{t}", "fpn.lateral{S}.{t}", True),
-    ("backbone.fpn.layer_blocks.{l}.{t}", "fpn.output{S}.{t}", True),
-    ("rpn.head.conv.{t}", "rpn.conv.{t}", True),
-    ("roi_heads.mask_head.mask_fcn{n}.{t}", "mask_head.fcn{n}.{t}", True),
-]
-
-
-def _read_torchvision(path):
-    return extract_state_dict(read_torch_checkpoint(path))
-
-
-SOURCE_FORMATS = {
-    "torchvision": SourceFormat(
-        "torchvision",
-        read=_read_torchvision,
-        rules=[Rule(row[0], row[1], _TV_FIELDS, legacy=len(row) > 2 and row[2]) for row in _TV_TABLE],
-        skip=[r"(^|\.)num_batches_tracked\Z"],
-    ),
-}
 
 
 # ---------------------------------------------------------------------------------------
 # The canonical model: required names, shapes, depth
 # ---------------------------------------------------------------------------------------
 
-BN_PARAMS = ("weight", "bias", "running_mean", "running_var")
-AFFINE_PARAMS = ("scale", "shift")
 DEPTHS = {(3, 4, 6, 3): 50, (3, 4, 23, 3): 101, (3, 8, 36, 3): 152}
 _BLOCK_RE = re.compile(r"backbone\.res([2-5])\.(0|[1-9][0-9]*)\.")
 
@@ -704,8 +224,11 @@ def check_canonical(shapes, describe=lambda n: n):
             f"{','.join(map(str, counts))}; supported: "
             + "; ".join(f"{d}: {','.join(map(str, c))}" for c, d in DEPTHS.items()))
     norm = "affine" if any(n.endswith(".norm.scale") for n in shapes) else "batchnorm"
+    res2_conv1 = ck.shape("backbone.res2.0.conv1.weight")
     info = dict(depth=depth, blocks=counts, num_classes=K, num_anchors=A, fpn_dim=F,
-                pooler=pool, representation=R, mask_dim=M, groups=groups, norm=norm)
+                pooler=pool, representation=R, mask_dim=M, groups=groups, norm=norm,
+                stem_out_channels=stem[0], res2_out_channels=stage_out[2],
+                width_per_group=res2_conv1[0] // groups)
     return [n for n in ck.order if n in shapes], info
 
 
@@ -716,15 +239,15 @@ def check_canonical(shapes, describe=lambda n: n):
 DTYPES = {"f32": np.dtype(np.float32), "f16": np.dtype(np.float16)}
 
 
-def _materialize(t):
-    return t.numpy() if isinstance(t, TensorRef) else np.asarray(t)
-
-
 def convert_state_dict(state, source_format="torchvision", dtype="f32"):
     """{source name: ndarray or TensorRef} -> (OrderedDict {canonical name: ndarray}, info).
-    The shared path of convert.py and tests/parity/oracle.py export_weights()."""
-    fmt = SOURCE_FORMATS[source_format]
-    mapped = fmt.map_names(state)
+    The shared path of convert.py and tests/parity/oracle.py export_weights().  info has the
+    checks' results plus `ignored` ({label: [source names]}) and `warnings`."""
+    fmt = SOURCE_FORMATS[source_format].bind(state)
+    ignored = {}
+    mapped = fmt.map_names(state, ignored)
+    if fmt.transform is not None:
+        mapped = fmt.transform(mapped)
 
     def describe(canon):
         if canon in mapped:
@@ -753,18 +276,65 @@ def convert_state_dict(state, source_format="torchvision", dtype="f32"):
         if not np.all(np.isfinite(a)):
             raise ConvertError(f"{describe(name)} overflows {dtype}")
         out[name] = a
+    info["ignored"] = {label: [n for n, _ in items] for label, items in ignored.items()}
+    info["warnings"] = fmt.warn(ignored) if fmt.warn is not None else []
     return out, info
 
 
+# torchvision's COCO_V1 file (maskrcnn_resnet50_fpn_coco-bf2d0c1e.pth, the file name's hash is
+# a SHA-256 prefix): torchvision's maskrcnn_resnet50_fpn calls overwrite_eps(model, 0.0) after
+# loading exactly these weights (torchvision/models/detection/mask_rcnn.py).
+_TORCHVISION_COCO_SHA256_PREFIX = "bf2d0c1e"
+
+
+def norm_eps_of(info, source_format, source_sha256):
+    """The FrozenBatchNorm eps the source framework uses with these weights (config key
+    backbone.norm_eps), or None when the file holds folded AffineChannel norms."""
+    if info["norm"] != "batchnorm":
+        return None
+    if source_format == "torchvision" and str(source_sha256).startswith(_TORCHVISION_COCO_SHA256_PREFIX):
+        return "0"
+    return "1e-05"  # torchvision and detectron2 FrozenBatchNorm2d
+
+
+def class_names_of(source_format, num_classes):
+    if source_format == "torchvision" and num_classes == 91:
+        return coco_classes.TORCHVISION_91
+    if num_classes == 81:
+        return coco_classes.COCO_81
+    return None
+
+
+def suggested_config_of(info, source_format):
+    """configs/mask_rcnn_R-{50,101}-FPN_<format>.json (written by the engine's owners), or ""
+    where no config exists (R-152, grouped convolutions)."""
+    if info["depth"] not in (50, 101) or info["groups"] != 1:
+        return ""
+    return f"configs/mask_rcnn_R-{info['depth']}-FPN_{source_format}.json"
+
+
 def make_metadata(info, source_format, source_sha256):
-    return {
+    meta = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "source_format": source_format,
         "source_sha256": source_sha256,
         "num_classes": str(info["num_classes"]),
         "depth": str(info["depth"]),
+        "num_groups": str(info["groups"]),
+        "width_per_group": str(info["width_per_group"]),
+        "stem_out_channels": str(info["stem_out_channels"]),
+        "res2_out_channels": str(info["res2_out_channels"]),
+        "norm": info["norm"],
+        "suggested_config": suggested_config_of(info, source_format),
     }
+    eps = norm_eps_of(info, source_format, source_sha256)
+    if eps is not None:
+        meta["norm_eps"] = eps
+    names = class_names_of(source_format, info["num_classes"])
+    if names is not None:
+        meta["class_names"] = json.dumps(names)
+    return meta
 
 
 def sha256_file(path):
@@ -775,9 +345,13 @@ def sha256_file(path):
     return h.hexdigest()
 
 
-def convert_file(src, dst, source_format="torchvision", dtype="f32"):
-    """Convert SRC to DST.  Returns info; raises ConvertError (DST untouched on error)."""
-    if source_format not in SOURCE_FORMATS:
+_CONTAINER_WORDS = {"torch": "a torch.save() file (.pth)", "pickle": "a plain pickle of numpy arrays (.pkl)"}
+
+
+def convert_file(src, dst, source_format="auto", dtype="f32"):
+    """Convert SRC to DST.  Returns info (with `source_format`, `detected`, `opaque`,
+    `ignored_entries`); raises ConvertError (DST untouched on error)."""
+    if source_format != "auto" and source_format not in SOURCE_FORMATS:
         raise ConvertError(f"unknown source format {source_format!r}")
     if os.path.exists(dst) and os.path.exists(src) and os.path.samefile(src, dst):
         raise ConvertError("SRC and DST are the same file")
@@ -785,24 +359,58 @@ def convert_file(src, dst, source_format="torchvision", dtype="f32"):
         digest = sha256_file(src)
     except OSError as e:
         raise ConvertError(f"cannot read: {e.strerror or e}") from None
-    state = SOURCE_FORMATS[source_format].read(src)
-    tensors, info = convert_state_dict(state, source_format, dtype)
+    opaque, entries = set(), []
+    kind, obj = load_checkpoint(src, opaque)
+    detected = source_format == "auto"
+    name = detect_format(kind, obj) if detected else source_format
+    fmt = SOURCE_FORMATS[name]
+    if kind not in fmt.containers:
+        raise ConvertError(f"--from {name} reads {' or '.join(_CONTAINER_WORDS[c] for c in fmt.containers)}; "
+                           f"this is {_CONTAINER_WORDS[kind]} (leave out --from to detect the format)")
+    state = fmt.extract(kind, obj, entries)
+    tensors, info = convert_state_dict(state, name, dtype)
     try:
-        safetensors_io.save(tensors, dst, make_metadata(info, source_format, digest))
+        safetensors_io.save(tensors, dst, make_metadata(info, name, digest))
     except OSError as e:
         raise ConvertError(f"cannot write {dst}: {e.strerror or e}") from None
+    info.update(source_format=name, detected=detected, opaque=sorted(opaque), ignored_entries=entries,
+                suggested_config=suggested_config_of(info, name))
     return info
+
+
+def _report(args, info):
+    fmt = info["source_format"]
+    how = "detected" if info["detected"] else "given with --from"
+    print(f"{args.src}: {fmt} checkpoint ({how})")
+    if info["ignored_entries"]:
+        print(f"  not weights, ignored: {', '.join(info['ignored_entries'])}")
+    if info["opaque"]:
+        print(f"  pickled objects of classes outside the allow-list, not loaded: {_names(info['opaque'], 6)}")
+    n = sum(len(v) for v in info["ignored"].values())
+    if n:
+        print(f"  ignored {n} source tensors: "
+              + "; ".join(f"{len(v)} {label}" for label, v in info["ignored"].items()))
+    if info["groups"] != 1:
+        print(f"  grouped 3x3 convolutions: {info['groups']} groups x {info['width_per_group']} "
+              "(ResNeXt; recorded in the metadata; the engine does not run grouped convolutions yet)")
+    print(f"{args.dst}: R-{info['depth']} FPN, {info['num_classes']} classes, "
+          f"{info['num_anchors']} anchors/position, {info['norm']} norms, {args.dtype}")
+    cfg = info["suggested_config"]
+    print(f"suggested config: {cfg}" if cfg else "suggested config: none (no config for this backbone yet)")
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(
         prog="convert.py",
-        description="Convert a Mask R-CNN checkpoint to canonical detect safetensors (models/README.md).")
-    ap.add_argument("src", metavar="SRC", help="checkpoint (torch.save file for --from torchvision)")
+        description="Convert a Mask R-CNN checkpoint (Detectron .pkl, detectron2 .pkl/.pth, "
+                    "maskrcnn-benchmark .pth, torchvision .pth) to canonical detect safetensors "
+                    "(models/README.md).")
+    ap.add_argument("src", metavar="SRC", help="checkpoint")
     ap.add_argument("dst", metavar="DST", help="output .safetensors")
-    ap.add_argument("--from", dest="source_format", default="torchvision", choices=sorted(SOURCE_FORMATS))
+    ap.add_argument("--from", dest="source_format", default="auto", choices=["auto"] + sorted(SOURCE_FORMATS),
+                    help="source format (default: detected from the file's structure and names)")
     ap.add_argument("--dtype", default="f32", choices=sorted(DTYPES))
-    ap.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+    ap.add_argument("-q", "--quiet", action="store_true", help="print nothing on success (warnings still)")
     args = ap.parse_args(argv)
     try:
         info = convert_file(args.src, args.dst, args.source_format, args.dtype)
@@ -813,9 +421,10 @@ def main(argv=None):
     except MemoryError:
         print(f"convert.py: {args.src}: out of memory", file=sys.stderr)
         return 2
+    for w in info["warnings"]:
+        print(f"convert.py: {args.src}: warning: {w}", file=sys.stderr)
     if not args.quiet:
-        print(f"{args.dst}: R-{info['depth']} FPN, {info['num_classes']} classes, "
-              f"{info['num_anchors']} anchors/position, {info['norm']} norms, {args.dtype}")
+        _report(args, info)
     return 0
 
 

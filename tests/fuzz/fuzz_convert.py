@@ -1,13 +1,14 @@
 #!/usr/bin/python3
-"""Fuzzes models/convert.py's torch.save() reader in-process: a seeded mutation loop.
+"""Fuzzes models/convert.py's checkpoint readers in-process: a seeded mutation loop.
 
     tests/fuzz/fuzz_convert.py [--seconds 60] [--seed N] [--corpus DIR] [--crashes DIR]
     tests/fuzz/fuzz_convert.py --replay FILE...
 
 Each execution mutates one seed of tests/fuzz/corpus/convert/ (small torch.save files, zip and
-legacy format, written by make_corpus.py) and runs what convert.py does with a checkpoint before
-the name mapping needs a real model: read_torch_checkpoint, extract_state_dict, each tensor's
-TensorRef.numpy() (up to 2^20 elements) and convert_state_dict. The contract under test:
+legacy format, and .pkl pickles of numpy arrays as Detectron (Python 2) and detectron2 write
+them, written by make_corpus.py) and runs what convert.py does with a checkpoint before
+the name mapping needs a real model: load_checkpoint, detect_format, the format's extract,
+each tensor's numpy() (up to 2^20 elements) and convert_state_dict. The contract under test:
 
   * the only exception is ConvertError (convert.py's documented error, printed as one line).
     Materialising a tensor may also meet the archive's own read errors (anything raised
@@ -17,7 +18,8 @@ TensorRef.numpy() (up to 2^20 elements) and convert_state_dict. The contract und
   * nothing runs but the allow-listed globals: (posix|os).system, os.popen, exec*, subprocess,
     exec, eval and compile are trip-wired during each execution (the
     mutator plants pickles that call them), the unpickled object graph may hold only plain
-    containers, numbers, strings, TensorRefs and the allow-listed globals themselves, and the
+    containers, numbers, strings, TensorRefs, numpy array records, inert placeholders for
+    other globals and the allow-listed globals themselves, and the
     allow-listed objects (the storage types, the rebuild functions) must come out unchanged;
   * a tensor that reads back has the shape and dtype (kind and size) its record promised;
   * each execution finishes within 10 s.
@@ -136,15 +138,16 @@ def check_allow_list():
     """The allow-list may hold only convert.py's own stand-ins: a real
     callable from elsewhere (os.system) would run before any trip-wire could see it."""
     for key, obj in convert._ALLOWED_GLOBALS.items():
-        own = isinstance(obj, convert._StorageType) or getattr(obj, "__module__", None) == convert.__name__
+        own = (isinstance(obj, convert._StorageType)
+               or getattr(obj, "__module__", None) == convert.checkpoint_reader.__name__)
         if not own:
             raise Crash(f"allow-list entry {'.'.join(key)} is {obj!r}, not one of convert.py's stand-ins")
 _PLAIN = (str, bytes, bytearray, int, float, complex, bool, type(None))
 
 
 def check_graph(obj):
-    """Every object reachable from the unpickled result is plain data, a TensorRef or an
-    allow-listed global."""
+    """Every object reachable from the unpickled result is plain data, a TensorRef, a numpy
+    array record, an allow-listed global or an inert _Opaque stand-in."""
     seen, stack = set(), [obj]
     while stack:
         o = stack.pop()
@@ -159,8 +162,10 @@ def check_graph(obj):
             stack.extend(getattr(o, "__dict__", {}).values())
         elif type(o) in (list, tuple, set, frozenset):
             stack.extend(o)
-        elif type(o) in (convert.TensorRef, convert._Storage):
+        elif type(o) in (convert.TensorRef, convert._Storage, convert._ArrayBuilder, convert._DType):
             pass
+        elif isinstance(o, convert._Opaque) or (isinstance(o, type) and issubclass(o, convert._Opaque)):
+            pass  # a global outside the allow-list: an inert stand-in that ran nothing
         else:
             raise Crash(f"unpickled object of type {type(o).__module__}.{type(o).__qualname__}")
 
@@ -177,11 +182,14 @@ def _archive_error(e):
 def run_one(path):
     """One execution. Returns normally or raises ConvertError (both fine); anything else is
     a crash."""
-    obj = convert.read_torch_checkpoint(path)
+    kind, obj = convert.load_checkpoint(path)
     check_graph(obj)
-    state = convert.extract_state_dict(obj)
+    fmt = convert.detect_format(kind, obj)
+    if kind not in convert.SOURCE_FORMATS[fmt].containers:
+        raise Crash(f"detected {fmt} for a {kind} file")
+    state = convert.SOURCE_FORMATS[fmt].extract(kind, obj, [])
     for name, t in state.items():
-        if not isinstance(t, convert.TensorRef):
+        if not isinstance(t, (convert.TensorRef, convert._ArrayBuilder)):
             continue
         numel = 1
         for n in t.shape:
@@ -199,7 +207,7 @@ def run_one(path):
         want = np.dtype(t.dtype)
         if a.shape != t.shape or a.dtype.kind != want.kind or a.dtype.itemsize != want.itemsize:
             raise Crash(f"{name}: read {a.shape} {a.dtype}, record says {t.shape} {t.dtype}")
-    convert.convert_state_dict(state)
+    convert.convert_state_dict(state, fmt)
 
 
 # ---- mutation ------------------------------------------------------------------------
@@ -212,7 +220,9 @@ _EVIL = [b"cos\nsystem\n", b"cposix\nsystem\n", b"cbuiltins\neval\n", b"cbuiltin
 _GOOD_GLOBALS = [b"ccollections\nOrderedDict\n", b"ctorch._utils\n_rebuild_tensor_v2\n",
                  b"ctorch._utils\n_rebuild_tensor\n", b"ctorch._utils\n_rebuild_parameter\n",
                  b"ctorch\nFloatStorage\n", b"ctorch\nHalfStorage\n", b"ctorch\nBFloat16Storage\n",
-                 b"ctorch\nLongStorage\n", b"ctorch\nBoolStorage\n"]
+                 b"ctorch\nLongStorage\n", b"ctorch\nBoolStorage\n", b"cnumpy.core.multiarray\n_reconstruct\n",
+                 b"cnumpy\nndarray\n", b"cnumpy\ndtype\n", b"cnumpy.core.numeric\n_frombuffer\n",
+                 b"c_codecs\nencode\n"]
 _STRUCT = [b"b", b"R", b"\x81", b"o", b"(", b")", b"t", b"]", b"}", b"s", b"u", b"a", b"e", b"2", b"0",
            b"1", b"Q", b"P0\n", b"N", b"\x88", b"\x89", b".", b"\x94", b"h\x00", b"h\x05", b"q\x00",
            b"\x85", b"\x86", b"\x87", b"\x8f", b"\x90", b"\x91", b"\x93", b"d", b"l", b"p0\n", b"g0\n",
@@ -377,6 +387,8 @@ def mutate(data, rng, seeds):
         return data[:i] + other[j:]
     if data.startswith(b"PK"):
         return mutate_zip(data, rng, seeds)
+    if not data.startswith(b"\x80\x02\x8a\x0a"):  # a plain pickle (.pkl of numpy arrays)
+        return mutate_pickle(data, rng) if rng.random() < 0.75 else mutate_bytes(data, rng)
     return mutate_legacy(data, rng)
 
 
@@ -402,7 +414,8 @@ def classify(data, path):
     except (Exception, Tripped, Hang, RecursionError) as e:
         tb = traceback.format_exc()
         frames = [f for f in traceback.extract_tb(e.__traceback__)
-                  if os.path.basename(f.filename) in ("convert.py", "fuzz_convert.py")]
+                  if os.path.basename(f.filename) in ("convert.py", "checkpoint_reader.py", "zoo_formats.py",
+                                                      "fuzz_convert.py")]
         where = f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else "?"
         return f"{type(e).__name__} at {where}", tb
     finally:

@@ -10,7 +10,7 @@ tensors, PNGs of every colour type, bit depth and interlace (written here
 with zlib: Pillow cannot write interlaced or 16-bit RGB PNGs), JPEGs from
 Pillow (baseline, progressive, grey, subsamplings, EXIF orientations,
 CMYK), RLE strings, and torch.save files in the zip and the legacy format
-for the converter. Deterministic (fixed seeds) except the legacy torch.save files, whose
+plus Detectron/detectron2 .pkl pickles for the converter. Deterministic (fixed seeds) except the legacy torch.save files, whose
 storage keys are object ids. torch is needed only for the converter's
 seeds (skipped without it).
 """
@@ -322,6 +322,25 @@ def make_convert():
             b = io.BytesIO()
             torch.save(obj, b, _use_new_zipfile_serialization=not legacy)
             write(d, f"{name}{'_legacy' if legacy else ''}.pth", b.getvalue())
+
+    # .pkl pickles of numpy arrays: Detectron's Python 2 layout (tests/parity/zoo_checkpoints.py
+    # writes the opcodes Python 2 + numpy write) and detectron2's Python 3 ones, protocols 2/4/5
+    import pickle
+    sys.path.insert(0, os.path.join(REPO, "tests", "parity"))
+    import zoo_checkpoints
+
+    rng = np.random.default_rng(0)
+    blobs = [("conv1_w", rng.standard_normal((2, 3, 1, 1), dtype=np.float32)),
+             ("res_conv1_bn_s", np.ones(2, np.float32)), ("res_conv1_bn_b", np.zeros(2, np.float32)),
+             ("conv1_b", np.zeros(2, np.float32)), ("fc6_w_momentum", np.zeros((1, 300), np.float32)),
+             ("half", np.arange(3, dtype=np.float16)), ("fortran", np.asfortranarray(np.eye(2, 3, dtype=np.float32)))]
+    write(d, "detectron_py2.pkl", zoo_checkpoints.py2_pickle([("cfg", b"MODEL:\n  NUM_CLASSES: 81\n"),
+                                                              ("blobs", blobs[:5])]))
+    model = dict(blobs)
+    for proto in (2, 4, 5):
+        write(d, f"detectron2_p{proto}.pkl", pickle.dumps(
+            {"model": {"backbone.bottom_up.stem.conv1.weight": model["conv1_w"], "h": model["half"],
+                       "f": model["fortran"]}, "__author__": "Detectron2 Model Zoo"}, protocol=proto))
 
 
 if __name__ == "__main__":

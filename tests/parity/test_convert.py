@@ -6,6 +6,7 @@ The name mapping below is written out independently of convert.py's rule table.
 
 import argparse
 import hashlib
+import json
 import os
 import pickle
 import re
@@ -110,11 +111,16 @@ def test_convert_exact(work):
     tensors, meta = safetensors_io.load(work["out"])
     assert_same_as_source(tensors, work["sd"])
     assert len(tensors) == 562
+    names81 = meta.pop("class_names")
     assert meta == {
         "format": "detect-maskrcnn", "format_version": "1", "source_format": "torchvision",
         "source_sha256": hashlib.sha256(work["pth"].read_bytes()).hexdigest(),
-        "num_classes": "81", "depth": "101",
+        "num_classes": "81", "depth": "101", "num_groups": "1", "width_per_group": "64",
+        "stem_out_channels": "64", "res2_out_channels": "256", "norm": "batchnorm",
+        "norm_eps": "1e-05", "suggested_config": "configs/mask_rcnn_R-101-FPN_torchvision.json",
     }
+    names = json.loads(names81)
+    assert len(names) == 81 and names[:3] == ["__background__", "person", "bicycle"]
     # File layout: data section 8-aligned, tensors in canonical (stem -> mask head) order.
     with open(work["out"], "rb") as f:
         (n,) = struct.unpack("<Q", f.read(8))
@@ -215,7 +221,7 @@ def test_errors(work):
 
 
 def test_refuses_foreign_pickle_globals(work, tmp_path):
-    """A pickle that would call os.system is refused by find_class, never executed."""
+    """A pickle that would call os.system never runs it: find_class hands out an inert stand-in."""
     marker = tmp_path / "pwned"
 
     class Evil:
@@ -228,9 +234,22 @@ def test_refuses_foreign_pickle_globals(work, tmp_path):
     assert_fails(str(evil), str(tmp_path / "o.safetensors"), r"(posix|os|nt)\.system")
     assert not marker.exists()
 
+    # Outside the weights (a training script's args, an LR scheduler) such globals become inert
+    # placeholders: never called, reported, and the weights still convert.
     ns = tmp_path / "namespace.pth"
-    torch.save({"model": {"a": torch.zeros(1)}, "args": argparse.Namespace(lr=1)}, ns)
-    assert_fails(str(ns), str(tmp_path / "o.safetensors"), r"argparse\.Namespace")
+    sd = dict(work["sd"])
+    torch.save({"model": sd, "args": argparse.Namespace(lr=1), "evil": Evil()}, ns)
+    r = run_convert(ns, tmp_path / "ns.safetensors")
+    assert r.returncode == 0, r.stderr
+    assert "argparse.Namespace" in r.stdout and "system" in r.stdout and "args, evil" in r.stdout
+    assert not marker.exists()
+    t, _ = safetensors_io.load(tmp_path / "ns.safetensors")
+    assert_same_as_source(t, work["sd"])
+    # ... but a weight that is such an object is an error naming it
+    sd["backbone.body.conv1.weight"] = argparse.Namespace(lr=1)
+    torch.save(sd, ns)
+    assert_fails(str(ns), str(tmp_path / "o.safetensors"), r"backbone\.body\.conv1\.weight \(argparse\.Namespace")
+    assert not marker.exists()
 
 
 def test_f16(work):
@@ -371,3 +390,12 @@ def test_pickle_build_cannot_change_the_reader(tmp_path):
         sd = convert.extract_state_dict(convert.read_torch_checkpoint(str(p)))
         assert sorted(sd) == ["bias", "num_batches_tracked", "running_mean", "running_var", "weight"]
     assert_fails(str(shadow), str(tmp_path / "o.safetensors"), r"unknown tensor name")
+
+
+def test_huge_stride_is_refused():
+    """A tensor record with a stride of 2**62 elements: numpy's as_strided raised OverflowError
+    (strides in bytes are C longs) instead of convert.py's one-line error."""
+    st = convert._Storage(convert._STORAGE_TYPES["FloatStorage"], 4, lambda: bytes(16))
+    with pytest.raises(convert.ConvertError, match=r"out of range"):
+        convert.TensorRef(st, 0, (2,), (1 << 62,))
+    assert convert.TensorRef(st, 0, (2,), (2,)).numpy().shape == (2,)

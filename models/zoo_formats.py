@@ -1,0 +1,507 @@
+"""The model zoos' checkpoint layouts: name rule tables and value changes per source format.
+
+Each SourceFormat maps a zoo's tensor names to the canonical names of models/README.md
+(Detectron .pkl, detectron2 .pkl/.pth, maskrcnn-benchmark .pth, torchvision .pth) and applies
+what is not a rename (detectron2's background-last class rows, maskrcnn-benchmark's eps-free
+FrozenBatchNorm folded into AffineChannel form).  detect_format() recognises a loaded file.
+Part of models/convert.py.
+"""
+
+import copy
+import re
+
+import numpy as np
+
+try:  # imported as part of a package
+    from .checkpoint_reader import ConvertError, _Derived, _is_tensor, _materialize, _names, _not_tensor, \
+        extract_state_dict
+except ImportError:  # models/ on sys.path
+    from checkpoint_reader import ConvertError, _Derived, _is_tensor, _materialize, _names, _not_tensor, \
+        extract_state_dict
+
+BN_PARAMS = ("weight", "bias", "running_mean", "running_var")
+AFFINE_PARAMS = ("scale", "shift")
+
+# ---------------------------------------------------------------------------------------
+# Name mapping: per-source rule tables, shared machinery
+# ---------------------------------------------------------------------------------------
+
+class Field:
+    """A `{placeholder}` in a source name template.
+
+    regex: what it matches in the source name; canon: the canonical placeholder it fills;
+    offset: canonical value = source value + offset (integers).  Formats whose fields are
+    not integer shifts (Detectron's branch2a/b/c -> conv1/2/3) pass to_canon/from_canon."""
+
+    def __init__(self, regex, canon, offset=0, to_canon=None, from_canon=None):
+        self.regex, self.canon = regex, canon
+        self.to_canon = to_canon or (lambda v: str(int(v) + offset) if offset else v)
+        self.from_canon = from_canon or (lambda v: str(int(v) - offset) if offset else v)
+
+
+# Placeholders of canonical templates (used to describe missing canonical names).
+_CANON_FIELD_RE = {
+    "S": r"[2-5]", "b": r"0|[1-9][0-9]*", "k": r"[123]", "n": r"[1-4]",
+    "p": r"weight|bias|running_mean|running_var|scale|shift", "t": r"weight|bias",
+}
+
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+def _template_regex(template, field_re):
+    out, pos = [], 0
+    for m in _PLACEHOLDER.finditer(template):
+        out.append(re.escape(template[pos:m.start()]))
+        out.append(f"(?P<{m.group(1)}>{field_re[m.group(1)]})")
+        pos = m.end()
+    out.append(re.escape(template[pos:]))
+    return re.compile("".join(out) + r"\Z")
+
+
+class Rule:
+    def __init__(self, source, canonical, fields, legacy=False):
+        self.source, self.canonical, self.fields, self.legacy = source, canonical, fields, legacy
+        self.source_re = _template_regex(source, {k: f.regex for k, f in fields.items()})
+        self.canon_re = _template_regex(canonical, _CANON_FIELD_RE)
+
+    def to_canonical(self, name):
+        m = self.source_re.match(name)
+        if not m:
+            return None
+        vals = {self.fields[k].canon: self.fields[k].to_canon(v) for k, v in m.groupdict().items()}
+        return _PLACEHOLDER.sub(lambda mm: vals[mm.group(1)], self.canonical)
+
+    def to_source(self, canonical_name):
+        m = self.canon_re.match(canonical_name)
+        if not m:
+            return None
+        cvals = m.groupdict()
+        try:
+            vals = {k: f.from_canon(cvals[f.canon]) for k, f in self.fields.items()
+                    if f.canon in cvals}
+        except ValueError:
+            return None
+        name = _PLACEHOLDER.sub(lambda mm: vals[mm.group(1)], self.source)
+        return name if self.source_re.match(name) else None
+
+
+class SourceFormat:
+    """One model zoo's checkpoint layout.
+
+    containers: the file kinds it comes in ('torch': torch.save(), 'pickle': a .pkl of numpy
+    arrays); extract(kind, obj, ignored) -> {source name: tensor}; rules: (source template,
+    canonical template) pairs; ignore: (label, regex) pairs of source names that are not
+    weights of the model (counted and reported); dynamic_rules(state) -> more Rules that
+    depend on the file (Detectron's FPN blob names carry the last block index of a stage);
+    transform(mapped) -> mapped: value changes that are not renames; warn(ignored) -> list of
+    warnings about ignored tensors."""
+
+    def __init__(self, name, containers, extract, rules, ignore=(), dynamic_rules=None,
+                 transform=None, warn=None):
+        self.name, self.containers, self.extract, self.rules = name, containers, extract, rules
+        self.ignore = [(label, re.compile(rx)) for label, rx in ignore]
+        self.dynamic_rules, self.transform, self.warn = dynamic_rules, transform, warn
+
+    def bind(self, state):
+        """This format with the rules that depend on the names in `state`."""
+        if self.dynamic_rules is None:
+            return self
+        bound = copy.copy(self)
+        bound.rules, bound.dynamic_rules = self.rules + self.dynamic_rules(state), None
+        return bound
+
+    def source_name(self, canonical_name):
+        """The (current, non-legacy) source name of a canonical tensor, or None."""
+        for r in self.rules:
+            if not r.legacy:
+                s = r.to_source(canonical_name)
+                if s is not None:
+                    return s
+        return None
+
+    def map_names(self, state, ignored=None):
+        """{source name: tensor} -> {canonical name: (source name, tensor)}; unknown names and
+        two source names for one canonical tensor are errors.  Ignored names are collected in
+        `ignored` ({label: [(name, tensor)]})."""
+        out, unknown = {}, []
+        for name, t in state.items():
+            label = next((lb for lb, rx in self.ignore if rx.search(name)), None)
+            if label is not None:
+                if ignored is not None:
+                    ignored.setdefault(label, []).append((name, t))
+                continue
+            canon = None
+            for r in self.rules:
+                canon = r.to_canonical(name)
+                if canon is not None:
+                    break
+            if canon is None:
+                unknown.append(name)
+            elif canon in out:
+                raise ConvertError(f"{out[canon][0]} and {name} both map to {canon}")
+            else:
+                out[canon] = (name, t)
+        if unknown:
+            raise ConvertError(f"unknown tensor name(s) for --from {self.name}: {_names(unknown)}")
+        return out
+
+
+def _enum(regex, canon, table):
+    """A Field whose values are renamed through `table` (source value -> canonical value)."""
+    back = {v: k for k, v in table.items()}
+
+    def lookup(d, v):
+        if v not in d:
+            raise ValueError(v)  # Rule.to_source: this canonical name has no such source name
+        return d[v]
+
+    return Field(regex, canon, to_canon=lambda v: lookup(table, v), from_canon=lambda v: lookup(back, v))
+
+
+_BLOCK = Field(r"0|[1-9][0-9]*", "b")
+_BN = Field(r"weight|bias|running_mean|running_var", "p")
+_WB = Field(r"weight|bias", "t")
+
+# ---- torchvision ------------------------------------------------------------------------
+
+_TV_FIELDS = {
+    "L": Field(r"[1-4]", "S", offset=1),  # body.layer1..4 -> res2..5
+    "l": Field(r"[0-3]", "S", offset=2),  # fpn blocks 0..3 -> levels 2..5
+    "j": Field(r"[0-3]", "n", offset=1),  # mask_head.0..3 -> fcn1..4
+    "n": Field(r"[1-4]", "n"),
+    "b": _BLOCK,
+    "k": Field(r"[123]", "k"),
+    "p": _BN,
+    "t": _WB,
+}
+
+# (torchvision 0.14 state_dict name, canonical name[, legacy]).  Legacy rows: names saved by
+# torchvision before the Conv2dNormActivation refactor (0.13), which 0.14 still renames on
+# load (FeaturePyramidNetwork / RPNHead / MaskRCNNHeads._load_from_state_dict).
+_TV_TABLE = [
+    ("backbone.body.conv1.weight", "backbone.stem.conv.weight"),
+    ("backbone.body.bn1.{p}", "backbone.stem.norm.{p}"),
+    ("backbone.body.layer{L}.{b}.conv{k}.weight", "backbone.res{S}.{b}.conv{k}.weight"),
+    ("backbone.body.layer{L}.{b}.bn{k}.{p}", "backbone.res{S}.{b}.conv{k}.norm.{p}"),
+    ("backbone.body.layer{L}.{b}.downsample.0.weight", "backbone.res{S}.{b}.shortcut.weight"),
+    ("backbone.body.layer{L}.{b}.downsample.1.{p}", "backbone.res{S}.{b}.shortcut.norm.{p}"),
+    ("backbone.fpn.inner_blocks.{l}.0.{t}", "fpn.lateral{S}.{t}"),
+    ("backbone.fpn.layer_blocks.{l}.0.{t}", "fpn.output{S}.{t}"),
+    ("rpn.head.conv.0.0.{t}", "rpn.conv.{t}"),
+    ("rpn.head.cls_logits.{t}", "rpn.objectness.{t}"),
+    ("rpn.head.bbox_pred.{t}", "rpn.deltas.{t}"),
+    ("roi_heads.box_head.fc6.{t}", "box_head.fc6.{t}"),
+    ("roi_heads.box_head.fc7.{t}", "box_head.fc7.{t}"),
+    ("roi_heads.box_predictor.cls_score.{t}", "box_predictor.cls_score.{t}"),
+    ("roi_heads.box_predictor.bbox_pred.{t}", "box_predictor.bbox_pred.{t}"),
+    ("roi_heads.mask_head.{j}.0.{t}", "mask_head.fcn{n}.{t}"),
+    ("roi_heads.mask_predictor.conv5_mask.{t}", "mask_head.deconv.{t}"),
+    ("roi_heads.mask_predictor.mask_fcn_logits.{t}", "mask_head.logits.{t}"),
+    ("backbone.fpn.inner_blocks.{l}.{t}", "fpn.lateral{S}.{t}", True),
+    ("backbone.fpn.layer_blocks.{l}.{t}", "fpn.output{S}.{t}", True),
+    ("rpn.head.conv.{t}", "rpn.conv.{t}", True),
+    ("roi_heads.mask_head.mask_fcn{n}.{t}", "mask_head.fcn{n}.{t}", True),
+]
+
+
+def _rules(table, fields):
+    return [Rule(row[0], row[1], fields, legacy=len(row) > 2 and row[2]) for row in table]
+
+
+def _extract_torch(kind, obj, ignored):
+    return extract_state_dict(obj, ignored=ignored)
+
+
+_IGNORE_BN_COUNTER = ("BatchNorm num_batches_tracked counters", r"(^|\.)num_batches_tracked\Z")
+
+# ---- maskrcnn-benchmark -----------------------------------------------------------------
+# Names from facebookresearch/maskrcnn-benchmark: modeling/backbone/resnet.py (StemWithFixedBatchNorm
+# conv1/bn1 in `stem`; stages "layer1".."layer4" = res2..res5 (StageSpec index 1..4); Bottleneck
+# conv1..3/bn1..3, downsample = Sequential(Conv2d, FrozenBatchNorm2d)), backbone/backbone.py
+# (Sequential body/fpn), backbone/fpn.py ("fpn_inner{1..4}"/"fpn_layer{1..4}" for res2..res5),
+# rpn/rpn.py RPNHead (conv, cls_logits, bbox_pred), roi_heads/box_head (feature_extractor
+# fc6/fc7, predictor cls_score/bbox_pred), roi_heads/mask_head (feature_extractor
+# mask_fcn1..4, predictor conv5_mask/mask_fcn_logits).  utils/checkpoint.py saves
+# {'model': model.state_dict(), 'optimizer', 'scheduler', 'iteration'}, 'module.'-prefixed
+# when trained with DistributedDataParallel.  Classes: 81 rows, background 0 (as Detectron).
+
+_MB_FIELDS = dict(_TV_FIELDS, i=Field(r"[1-4]", "S", offset=1))
+
+_MB_TABLE = [
+    ("backbone.body.stem.conv1.weight", "backbone.stem.conv.weight"),
+    ("backbone.body.stem.bn1.{p}", "backbone.stem.norm.{p}"),
+    ("backbone.body.layer{L}.{b}.conv{k}.weight", "backbone.res{S}.{b}.conv{k}.weight"),
+    ("backbone.body.layer{L}.{b}.bn{k}.{p}", "backbone.res{S}.{b}.conv{k}.norm.{p}"),
+    ("backbone.body.layer{L}.{b}.downsample.0.weight", "backbone.res{S}.{b}.shortcut.weight"),
+    ("backbone.body.layer{L}.{b}.downsample.1.{p}", "backbone.res{S}.{b}.shortcut.norm.{p}"),
+    ("backbone.fpn.fpn_inner{i}.{t}", "fpn.lateral{S}.{t}"),
+    ("backbone.fpn.fpn_layer{i}.{t}", "fpn.output{S}.{t}"),
+    ("rpn.head.conv.{t}", "rpn.conv.{t}"),
+    ("rpn.head.cls_logits.{t}", "rpn.objectness.{t}"),
+    ("rpn.head.bbox_pred.{t}", "rpn.deltas.{t}"),
+    ("roi_heads.box.feature_extractor.fc6.{t}", "box_head.fc6.{t}"),
+    ("roi_heads.box.feature_extractor.fc7.{t}", "box_head.fc7.{t}"),
+    ("roi_heads.box.predictor.cls_score.{t}", "box_predictor.cls_score.{t}"),
+    ("roi_heads.box.predictor.bbox_pred.{t}", "box_predictor.bbox_pred.{t}"),
+    ("roi_heads.mask.feature_extractor.mask_fcn{n}.{t}", "mask_head.fcn{n}.{t}"),
+    ("roi_heads.mask.predictor.conv5_mask.{t}", "mask_head.deconv.{t}"),
+    ("roi_heads.mask.predictor.mask_fcn_logits.{t}", "mask_head.logits.{t}"),
+]
+
+
+def _fold_frozen_bn_no_eps(mapped):
+    """maskrcnn-benchmark's FrozenBatchNorm2d (layers/batch_norm.py, master) has no eps:
+    scale = weight * running_var.rsqrt(); bias = bias - running_mean * scale; y = x*scale + bias.
+    Each complete group is folded here, in float32 with the same operations, into the
+    AffineChannel form norm.{scale,shift}, so the file needs no eps (the config's
+    backbone.norm_eps does not apply to it).  Incomplete groups are left for check_canonical
+    to report."""
+    out = dict(mapped)
+    groups = sorted({n[: -len(".running_var")] for n in mapped if n.endswith(".norm.running_var")})
+    for g in groups:
+        names = [f"{g}.{p}" for p in BN_PARAMS]
+        if not all(n in mapped for n in names):
+            continue
+        srcs = [mapped[n] for n in names]
+        shape = tuple(srcs[0][1].shape)
+        if any(tuple(t.shape) != shape or len(shape) != 1 for _, t in srcs):
+            continue  # check_canonical reports the shapes
+
+        def fold(srcs=srcs):
+            w, b, m, v = (_materialize(t).astype(np.float32) for _, t in srcs)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                scale = w * (np.float32(1) / np.sqrt(v))
+                shift = b - m * scale
+            return scale, shift
+
+        cache = {}
+
+        def part(i, fold=fold, cache=cache):
+            if "v" not in cache:
+                cache["v"] = fold()
+            return cache["v"][i]
+
+        src = srcs[0][0].rsplit(".", 1)[0] + ".{weight,bias,running_mean,running_var} (folded, no eps)"
+        for n in names:
+            del out[n]
+        out[g + ".scale"] = (src, _Derived(shape, lambda part=part: part(0)))
+        out[g + ".shift"] = (src, _Derived(shape, lambda part=part: part(1)))
+    return out
+
+
+# ---- detectron2 -------------------------------------------------------------------------
+# Names: /work/shared/reference/detectron2_r101_keys.txt (detectron2 modeling/backbone/
+# resnet.py BasicStem/BottleneckBlock with FrozenBatchNorm2d `norm`, fpn.py fpn_lateral/
+# fpn_output{2..5}, proposal_generator/rpn.py StandardRPNHead, roi_heads/box_head.py fc1/fc2,
+# fast_rcnn.py FastRCNNOutputLayers, mask_head.py MaskRCNNConvUpsampleHead).  FrozenBN keeps
+# running stats with eps 1e-5 (layers/batch_norm.py): the BatchNorm form is kept and the
+# config says backbone.norm_eps 1e-5.
+
+_D2_FIELDS = {"S": Field(r"[2-5]", "S"), "b": _BLOCK, "k": Field(r"[123]", "k"),
+              "n": Field(r"[1-4]", "n"), "p": _BN, "t": _WB}
+
+_D2_TABLE = [
+    ("backbone.bottom_up.stem.conv1.weight", "backbone.stem.conv.weight"),
+    ("backbone.bottom_up.stem.conv1.norm.{p}", "backbone.stem.norm.{p}"),
+    ("backbone.bottom_up.res{S}.{b}.conv{k}.weight", "backbone.res{S}.{b}.conv{k}.weight"),
+    ("backbone.bottom_up.res{S}.{b}.conv{k}.norm.{p}", "backbone.res{S}.{b}.conv{k}.norm.{p}"),
+    ("backbone.bottom_up.res{S}.{b}.shortcut.weight", "backbone.res{S}.{b}.shortcut.weight"),
+    ("backbone.bottom_up.res{S}.{b}.shortcut.norm.{p}", "backbone.res{S}.{b}.shortcut.norm.{p}"),
+    ("backbone.fpn_lateral{S}.{t}", "fpn.lateral{S}.{t}"),
+    ("backbone.fpn_output{S}.{t}", "fpn.output{S}.{t}"),
+    ("proposal_generator.rpn_head.conv.{t}", "rpn.conv.{t}"),
+    ("proposal_generator.rpn_head.objectness_logits.{t}", "rpn.objectness.{t}"),
+    ("proposal_generator.rpn_head.anchor_deltas.{t}", "rpn.deltas.{t}"),
+    ("roi_heads.box_head.fc1.{t}", "box_head.fc6.{t}"),
+    ("roi_heads.box_head.fc2.{t}", "box_head.fc7.{t}"),
+    ("roi_heads.box_predictor.cls_score.{t}", "box_predictor.cls_score.{t}"),
+    ("roi_heads.box_predictor.bbox_pred.{t}", "box_predictor.bbox_pred.{t}"),
+    ("roi_heads.mask_head.mask_fcn{n}.{t}", "mask_head.fcn{n}.{t}"),
+    ("roi_heads.mask_head.deconv.{t}", "mask_head.deconv.{t}"),
+    ("roi_heads.mask_head.predictor.{t}", "mask_head.logits.{t}"),
+]
+
+
+def _d2_classes_to_ours(mapped):
+    """detectron2 keeps K = 80+1 rows in cls_score with background LAST (row 80;
+    FastRCNNOutputLayers: softmax over K+1, background = index K), bbox_pred has 4 rows per
+    foreground class only (320, row 4c+j = class c) and the mask predictor one channel per
+    foreground class (80).  Our layout has background at row/channel 0: cls_score rows are
+    rotated (row 80 -> 0, rows 0..79 -> 1..80); bbox_pred gets 4 zero rows in front (the
+    background deltas, never used); mask logits get a zero channel 0 (never used)."""
+    out = dict(mapped)
+    cls = mapped.get("box_predictor.cls_score.weight")
+    if cls is None or len(cls[1].shape) != 2:
+        return out  # check_canonical reports it
+    K = cls[1].shape[0]
+    for name, rows, per in (("box_predictor.bbox_pred", 4 * (K - 1), 4), ("mask_head.logits", K - 1, 1)):
+        w = mapped.get(name + ".weight")
+        if w is not None and len(w[1].shape) >= 1 and w[1].shape[0] != rows:
+            agnostic = " (class-agnostic, not supported)" if w[1].shape[0] == per else ""
+            raise ConvertError(f"{w[0]} has {w[1].shape[0]} rows{agnostic}; detectron2 stores {per} per "
+                               f"foreground class, and {cls[0]} has {K} rows (80+1 background): "
+                               f"expected {rows}")
+
+    def rotate(t):
+        def f():
+            a = _materialize(t).astype(np.float32)
+            return np.concatenate([a[-1:], a[:-1]])
+        return f
+
+    def pad(t, n):
+        return lambda: np.concatenate([np.zeros((n,) + tuple(t.shape[1:]), np.float32),
+                                       _materialize(t).astype(np.float32)])
+
+    for p in ("weight", "bias"):
+        for name, how in (("box_predictor.cls_score", "rotated: background row moved from last to 0"),
+                          ("box_predictor.bbox_pred", "4 zero background rows inserted at 0"),
+                          ("mask_head.logits", "zero background channel inserted at 0")):
+            e = mapped.get(f"{name}.{p}")
+            if e is None or len(e[1].shape) == 0:
+                continue
+            src, t = e
+            if name == "box_predictor.cls_score":
+                out[f"{name}.{p}"] = (f"{src} ({how})", _Derived(t.shape, rotate(t)))
+            else:
+                n = 4 if name == "box_predictor.bbox_pred" else 1
+                out[f"{name}.{p}"] = (f"{src} ({how})",
+                                      _Derived((t.shape[0] + n,) + tuple(t.shape[1:]), pad(t, n)))
+    return out
+
+
+def _extract_d2(kind, obj, ignored):
+    if kind == "pickle":  # model zoo .pkl: {'model': {name: ndarray}, '__author__': ..., ...}
+        if not isinstance(obj, dict) or not isinstance(obj.get("model"), dict):
+            raise ConvertError("a .pkl without a 'model' dict (not a detectron2 model zoo file)")
+        return extract_state_dict(obj, wrapper_keys=("model",), ignored=ignored)
+    return extract_state_dict(obj, ignored=ignored)  # .pth: {'model', 'optimizer', 'scheduler', 'iteration'}
+
+
+# ---- Detectron (Caffe2) ---------------------------------------------------------------------
+# detectron/utils/net.py save_model_to_weights_file: pickle.dump(dict(blobs=..., cfg=yaml),
+# protocol 2, Python 2) of every param, its *_momentum, and the blobs of the ImageNet init file
+# the model never used ("preserved": fc1000_*, zero biases of bias-less convs that
+# tools/pickle_caffe_blobs.py add_missing_biases created).  Blob names: modeling/ResNet.py
+# (conv1 + res_conv1_bn; res{S}_{b}_branch2{a,b,c} + _bn, res{S}_0_branch1 + _bn;
+# AffineChannel _bn_s/_bn_b), modeling/FPN.py (fpn_inner_res5_{last}_sum, fpn_inner_res{S}_
+# {last}_sum_lateral, fpn_res{S}_{last}_sum; conv_rpn_fpn2/rpn_cls_logits_fpn2/rpn_bbox_pred_
+# fpn2 shared by all levels), fast_rcnn_heads.py (fc6, fc7, cls_score, bbox_pred),
+# mask_rcnn_heads.py (_[mask]_fcn1..4, conv5_mask, mask_fcn_logits).  Classes: 81 rows,
+# background 0, bbox_pred 4*81 rows: our layout already.
+
+_DT_FIELDS = {
+    "S": Field(r"[2-5]", "S"), "b": _BLOCK, "n": Field(r"[1-4]", "n"),
+    "x": _enum(r"[abc]", "k", {"a": "1", "b": "2", "c": "3"}),  # branch2a/b/c -> conv1/2/3
+    "q": _enum(r"s|b", "p", {"s": "scale", "b": "shift"}),  # AffineChannel _bn_s/_bn_b
+    "t": _enum(r"w|b", "t", {"w": "weight", "b": "bias"}),
+}
+
+_DT_TABLE = [
+    ("conv1_w", "backbone.stem.conv.weight"),
+    ("res_conv1_bn_{q}", "backbone.stem.norm.{p}"),
+    ("res{S}_{b}_branch2{x}_w", "backbone.res{S}.{b}.conv{k}.weight"),
+    ("res{S}_{b}_branch2{x}_bn_{q}", "backbone.res{S}.{b}.conv{k}.norm.{p}"),
+    ("res{S}_{b}_branch1_w", "backbone.res{S}.{b}.shortcut.weight"),
+    ("res{S}_{b}_branch1_bn_{q}", "backbone.res{S}.{b}.shortcut.norm.{p}"),
+    ("conv_rpn_fpn2_{t}", "rpn.conv.{t}"),
+    ("rpn_cls_logits_fpn2_{t}", "rpn.objectness.{t}"),
+    ("rpn_bbox_pred_fpn2_{t}", "rpn.deltas.{t}"),
+    ("fc6_{t}", "box_head.fc6.{t}"),
+    ("fc7_{t}", "box_head.fc7.{t}"),
+    ("cls_score_{t}", "box_predictor.cls_score.{t}"),
+    ("bbox_pred_{t}", "box_predictor.bbox_pred.{t}"),
+    ("_[mask]_fcn{n}_{t}", "mask_head.fcn{n}.{t}"),
+    ("conv5_mask_{t}", "mask_head.deconv.{t}"),
+    ("mask_fcn_logits_{t}", "mask_head.logits.{t}"),
+]
+
+_DT_BLOCK = re.compile(r"res([2-5])_(0|[1-9][0-9]*)_branch2a_w\Z")
+_DT_UNUSED_BIAS = "zero biases of bias-less backbone convs (Detectron's add_missing_biases)"
+
+
+def _detectron_fpn_rules(state):
+    """FPN blobs are named after the last block of each stage (fpn_inner_res4_22_sum_lateral
+    for R-101, res4_5 for R-50): rules for the block counts found in `state`."""
+    last = {}
+    for name in state:
+        m = _DT_BLOCK.match(name)
+        if m:
+            last[int(m.group(1))] = max(last.get(int(m.group(1)), 0), int(m.group(2)))
+    rows = []
+    for S, b in sorted(last.items()):
+        inner = f"fpn_inner_res{S}_{b}_sum" if S == 5 else f"fpn_inner_res{S}_{b}_sum_lateral"
+        rows += [(inner + "_{t}", f"fpn.lateral{S}.{{t}}"), (f"fpn_res{S}_{b}_sum_{{t}}", f"fpn.output{S}.{{t}}")]
+    return _rules(rows, _DT_FIELDS)
+
+
+def _detectron_warn(ignored):
+    """Detectron's convs are no_bias (ResNet.py ConvAffine), so it never used these blobs; say so
+    when one is not zero, since ignoring it then changes nothing Detectron computed but the file
+    is unusual."""
+    out = []
+    for name, t in ignored.get(_DT_UNUSED_BIAS, []):
+        a = _materialize(t)
+        if a.size and np.any(a != 0):
+            out.append(f"ignored blob {name} is not zero (max |b| = {float(np.max(np.abs(a))):.3g}); "
+                       "Detectron never applies it (its backbone convs have no bias)")
+    return out
+
+
+def _extract_detectron(kind, obj, ignored):
+    if not isinstance(obj, dict):
+        raise ConvertError(f"top-level object is a {type(obj).__name__}, not Detectron's {{'blobs': ...}}")
+    if "blobs" in obj:  # model_final.pkl; a dict of blobs alone is the older layout
+        if not isinstance(obj["blobs"], dict):
+            raise ConvertError("'blobs' is not a dict")
+        ignored.extend(str(k) for k in obj if k != "blobs")
+        obj = obj["blobs"]
+    bad = [_not_tensor(k, v) for k, v in obj.items() if not isinstance(k, str) or not _is_tensor(v)]
+    if bad:
+        raise ConvertError(f"blobs that are not arrays: {_names(bad)}")
+    if not obj:
+        raise ConvertError("no blobs")
+    return dict(obj)
+
+
+SOURCE_FORMATS = {
+    "torchvision": SourceFormat(
+        "torchvision", ("torch",), _extract_torch, _rules(_TV_TABLE, _TV_FIELDS),
+        ignore=[_IGNORE_BN_COUNTER]),
+    "maskrcnn-benchmark": SourceFormat(
+        "maskrcnn-benchmark", ("torch",), _extract_torch, _rules(_MB_TABLE, _MB_FIELDS),
+        ignore=[("anchor buffers rpn.anchor_generator.cell_anchors.* (the config's anchors)",
+                 r"\Arpn\.anchor_generator\.cell_anchors\.[0-9]+\Z"), _IGNORE_BN_COUNTER],
+        transform=_fold_frozen_bn_no_eps),
+    "detectron2": SourceFormat(
+        "detectron2", ("pickle", "torch"), _extract_d2, _rules(_D2_TABLE, _D2_FIELDS),
+        ignore=[("pixel_mean/pixel_std buffers (config keys input.pixel_*)", r"\Apixel_(mean|std)\Z"),
+                ("anchor buffers (the config's anchors)", r"\Aproposal_generator\.anchor_generator\.cell_anchors\.[0-9]+\Z"),
+                _IGNORE_BN_COUNTER],
+        transform=_d2_classes_to_ours),
+    "detectron": SourceFormat(
+        "detectron", ("pickle",), _extract_detectron, _rules(_DT_TABLE, _DT_FIELDS),
+        ignore=[("optimizer momentum blobs *_momentum", r"_momentum\Z"),
+                ("ImageNet classifier blobs fc1000_*", r"\Afc1000_[wb]\Z"),
+                (_DT_UNUSED_BIAS, r"\A(conv1|res[2-5]_[0-9]+_branch(1|2[abc]))_b\Z")],
+        dynamic_rules=_detectron_fpn_rules, warn=_detectron_warn),
+}
+
+
+def detect_format(kind, obj):
+    """The source format of a loaded checkpoint, from its structure and tensor names."""
+    if kind == "pickle":
+        if isinstance(obj, dict) and "blobs" in obj:
+            return "detectron"
+        if isinstance(obj, dict) and isinstance(obj.get("model"), dict):
+            return "detectron2"
+        if isinstance(obj, dict) and "conv1_w" in obj:
+            return "detectron"
+        raise ConvertError("a pickle that is neither Detectron's {'blobs': ...} nor detectron2's "
+                           "{'model': ...} (use --from to say which it is)")
+    names = list(extract_state_dict(obj))
+    for prefixes, fmt in ((("backbone.bottom_up.", "proposal_generator."), "detectron2"),
+                          (("backbone.body.stem.", "roi_heads.box.", "roi_heads.mask."), "maskrcnn-benchmark"),
+                          (("backbone.body.",), "torchvision")):
+        if any(n.startswith(prefixes) for n in names):
+            return fmt
+    return "torchvision"  # the historical default: its unknown-name error lists the names

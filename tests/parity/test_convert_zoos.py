@@ -1,0 +1,496 @@
+"""models/convert.py on checkpoints in each model zoo's own format.
+
+Run with Debian's Python: cd tests/parity && /usr/bin/python3 -m pytest -q test_convert_zoos.py
+
+Synthetic files with the zoos' real names, shapes and layouts (zoo_checkpoints.py), random
+values.  Each converted tensor is compared with the value computed here from the source
+arrays after the documented reordering or folding: detectron2's class rows, maskrcnn-benchmark's
+eps-free FrozenBatchNorm2d folded with torch's own ops.
+"""
+
+import base64
+import collections
+import hashlib
+import json
+import os
+import pickle
+import pickletools
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+CONVERT = os.path.join(REPO, "models", "convert.py")
+DOWNLOAD = os.path.join(REPO, "models", "download.sh")
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(REPO, "models"))
+import coco_classes  # noqa: E402
+import safetensors_io  # noqa: E402
+import zoo_checkpoints as zoo  # noqa: E402
+
+torch = pytest.importorskip("torch")
+
+CFG_YAML = b"MODEL:\n  TYPE: generalized_rcnn\n  NUM_CLASSES: 81\n"
+
+
+def run_convert(src, dst, *extra):
+    return subprocess.run([sys.executable, CONVERT, str(src), str(dst), *extra],
+                          capture_output=True, text=True, timeout=600)
+
+
+def convert_ok(src, dst, *extra):
+    r = run_convert(src, dst, *extra)
+    assert r.returncode == 0, r.stderr
+    tensors, meta = safetensors_io.load(dst)
+    return tensors, meta, r
+
+
+def assert_fails(src, dst, *patterns):
+    r = run_convert(src, dst)
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert r.stderr.startswith(f"convert.py: {src}: ") and r.stderr.count("\n") == 1, r.stderr
+    for p in patterns:
+        assert re.search(p, r.stderr), (p, r.stderr)
+    assert not os.path.exists(dst)
+    return r.stderr
+
+
+def assert_tensors(tensors, expected):
+    assert sorted(tensors) == sorted(expected)
+    for k, want in expected.items():
+        got = tensors[k]
+        assert got.dtype == np.float32 and got.shape == want.shape, (k, got.shape, want.shape)
+        assert np.array_equal(got, want.astype(np.float32)), k
+
+
+def assert_meta(meta, src, fmt, depth, K, norm, eps, names):
+    assert meta["format"] == "detect-maskrcnn" and meta["source_format"] == fmt
+    assert meta["source_sha256"] == hashlib.sha256(open(src, "rb").read()).hexdigest()
+    assert (meta["depth"], meta["num_classes"], meta["norm"]) == (str(depth), str(K), norm)
+    assert meta.get("norm_eps") == eps
+    assert meta["num_groups"] == "1"
+    assert meta["suggested_config"] == f"configs/mask_rcnn_R-{depth}-FPN_{fmt}.json"
+    assert json.loads(meta["class_names"]) == names
+
+
+@pytest.fixture(scope="module")
+def r101():
+    return zoo.canonical_model(seed=0, depth=101)
+
+
+@pytest.fixture(scope="module")
+def r50():
+    return zoo.canonical_model(seed=1, depth=50)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return zoo.canonical_model(seed=2, depth=50, **zoo.TINY)
+
+
+# ---- Detectron ---------------------------------------------------------------------------
+
+# Made by Python 2.7.18 + numpy 1.16.6 (cPickle.dumps(d, 2)) with
+#   rs = np.random.RandomState(0); blobs = {'conv1_w': rs.randn(4,3,2,2).astype(np.float32),
+#   'conv1_b': np.zeros(4, np.float32), 'res_conv1_bn_s': rs.randn(4)..., 'res_conv1_bn_b':
+#   rs.randn(4)..., 'fc6_w_momentum': rs.randn(3,30)..., '_[mask]_fcn1_w': rs.randn(2,2,3,3)...}
+#   d = dict(blobs=blobs, cfg='MODEL:\n  NUM_CLASSES: 81\n  TYPE: generalized_rcnn\n' + '# padding\n'*30)
+# (Python 2 iterated d as cfg, blobs and blobs in the order of PY2_BLOB_ORDER.)  A 1100-blob
+# dict with computed keys (SETITEMS batches of 1000, LONG_BINPUT, unmemoized keys) was also
+# compared byte for byte once when the emitter was written.
+PY2_FIXTURE = (
+    "gAJ9cQEoVQNjZmdxAlReAQAATU9ERUw6CiAgTlVNX0NMQVNTRVM6IDgxCiAgVFlQRTogZ2VuZXJhbGl6ZWRfcmNubgoj"
+    "IHBhZGRpbmcKIyBwYWRkaW5nCiMgcGFkZGluZwojIHBhZGRpbmcKIyBwYWRkaW5nCiMgcGFkZGluZwojIHBhZGRpbmcK"
+    "IyBwYWRkaW5nCiMgcGFkZGluZwojIHBhZGRpbmcKIyBwYWRkaW5nCiMgcGFkZGluZwojIHBhZGRpbmcKIyBwYWRkaW5n"
+    "CiMgcGFkZGluZwojIHBhZGRpbmcKIyBwYWRkaW5nCiMgcGFkZGluZwojIHBhZGRpbmcKIyBwYWRkaW5nCiMgcGFkZGlu"
+    "ZwojIHBhZGRpbmcKIyBwYWRkaW5nCiMgcGFkZGluZwojIHBhZGRpbmcKIyBwYWRkaW5nCiMgcGFkZGluZwojIHBhZGRp"
+    "bmcKIyBwYWRkaW5nCiMgcGFkZGluZwpxA1UFYmxvYnNxBH1xBShVDnJlc19jb252MV9ibl9icQZjbnVtcHkuY29yZS5t"
+    "dWx0aWFycmF5Cl9yZWNvbnN0cnVjdApxB2NudW1weQpuZGFycmF5CnEISwCFVQFih1JxCShLAUsEhWNudW1weQpkdHlw"
+    "ZQpxClUCZjRLAEsBh1JxCyhLA1UBPE5OTkr/////Sv////9LAHRiiVUQIMQCv/Uel79r3ua8UU7bPnRiVQ5mYzZfd19t"
+    "b21lbnR1bXEMaAdoCEsAhVUBYodScQ0oSwFLA0sehmgLiVRoAQAALjqIPZndmj7vYiK/Nrm5vl4mLL9aF7i+WypQv9T2"
+    "3L8zrzU+O7bNvleq0L/M8ew+tURov7LEVD2upTo/GRQEPuLXkT/GDp6/uf/NPrdPL7+Q7F6/fi8Uv9CDn76hDWY9oSOV"
+    "v5GcZj9Pa+4+oqPEvwx/vj9/rPI/QOKWPzc+OL5sDom/RviGPzVtzr4UeZw/CUZVPgQFej+odbY+++E0P0cILDxol+Q/"
+    "PvUBPo3RzT4VC/E/XoOsv0Gfor9iKng/6CiWv5TI+D/exdO+M1k/v/ci9j+Cgb0/LAzvP4vyZz9JeVy/An30P703ib7I"
+    "bU0/G39yP/e6Hr5ONB0/vRVsP9m6wD4quYy/rbKYPgPHqT8zzzG/zDkZvnLM3r6ttOw/ghssP9ae0D44GUW/PAwKPxGh"
+    "LL/CYAI9z8Yiv7sqLT91mxM/RUxVvmTByj5x6Yu/h+G+v/P34D51rCo+bJEiP3KFGEBoyXE/dGJVB2NvbnYxX2JxDmgH"
+    "aAhLAIVVAWKHUnEPKEsBSwSFaAuJVRAAAAAAAAAAAAAAAAAAAAAAdGJVDnJlc19jb252MV9ibl9zcRBoB2gISwCFVQFi"
+    "h1JxEShLAUsEhWgLiVUQNJTOv5fYWb5MPWW/FhjGPnRiVQ5fW21hc2tdX2ZjbjFfd3ESaAdoCEsAhVUBYodScRMoSwEo"
+    "SwJLAksDSwN0aAuJVZC4rmm/ZPqOP6dvqL/RVOy+QcKLvdBO2z9BqD6/epFTv3qhyb232Sm/mzWQPzI7ir9B4JK/8yng"
+    "vhz+/r7o+vY/Pg1zPxFOsz0S25y/LChYPw4HgL8Pu8W/XBGYP01Goj5nvWs/RTCjPkBZWz+dqSa/EmKEv/p8Lj9BrE2/"
+    "VoYwv4476b50MI88sT61vmf+r790YlUHY29udjFfd3EUaAdoCEsAhVUBYodScRUoSwEoSwRLA0sCSwJ0aAuJVcB4zOE/"
+    "aOHMPpOOej/Lag9AJAzvP+Iuer//OHM/Yv0avmhk0734OdI+KIATPqIluj9e00I/wDD5PQtC4z5d16o+/D2/PwIVUr5p"
+    "SqA+BaZavy9kI8CMUyc/sUtdP4f+Pb+pQxFAqCi6v0htOz0grT++HDLEP/MTvD+Kqh4+hZ7BPu1FY7+9iv2/iyGyvvIZ"
+    "ID4qep0/leeZP7NPxr5tx5q+/DaGvybDtb8QZ9q/ArP5P5F4Ar9GS+C+mVugv5wJRz90YnV1Lg==")
+PY2_BLOB_ORDER = ["res_conv1_bn_b", "fc6_w_momentum", "conv1_b", "res_conv1_bn_s", "_[mask]_fcn1_w", "conv1_w"]
+
+
+def py2_fixture_blobs():
+    rs = np.random.RandomState(0)  # the legacy generator's stream is stable across numpy versions
+    b = {"conv1_w": rs.randn(4, 3, 2, 2).astype(np.float32), "conv1_b": np.zeros(4, np.float32)}
+    b["res_conv1_bn_s"] = rs.randn(4).astype(np.float32)
+    b["res_conv1_bn_b"] = rs.randn(4).astype(np.float32)
+    b["fc6_w_momentum"] = rs.randn(3, 30).astype(np.float32)
+    b["_[mask]_fcn1_w"] = rs.randn(2, 2, 3, 3).astype(np.float32)
+    return [(k, b[k]) for k in PY2_BLOB_ORDER]
+
+
+def test_py2_emitter_is_byte_identical_to_python2():
+    ref = base64.b64decode(PY2_FIXTURE)
+    blobs = py2_fixture_blobs()
+    cfg = b"MODEL:\n  NUM_CLASSES: 81\n  TYPE: generalized_rcnn\n" + b"# padding\n" * 30
+    assert zoo.py2_pickle([("cfg", cfg), ("blobs", blobs)], inner_keys_shared=True) == ref
+    ops = {op.name for op, _, _ in pickletools.genops(ref)}
+    assert {"SHORT_BINSTRING", "BINSTRING"} <= ops and not ops & {"BINBYTES", "BINUNICODE", "SHORT_BINBYTES"}
+    # numpy itself reads it (latin-1 decoding of the Py2 str data) ...
+    real = pickle.loads(ref, encoding="latin1")
+    # ... and so does convert.py's restricted reader, without numpy's globals
+    import convert
+    ours = convert.read_pickle_checkpoint_bytes(ref)
+    assert real["cfg"] == ours["cfg"] == cfg.decode()
+    for k, a in blobs:
+        assert np.array_equal(real["blobs"][k], a) and np.array_equal(ours["blobs"][k].numpy(), a), k
+        assert ours["blobs"][k].dtype == np.float32
+
+
+def detectron_pkl(tmp, canon, name="model_final.pkl"):
+    blobs, expected = zoo.detectron_blobs(canon)
+    p = tmp / name
+    p.write_bytes(zoo.py2_pickle([("cfg", CFG_YAML), ("blobs", blobs)]))
+    return p, dict(blobs), expected
+
+
+def test_detectron_r101(tmp_path, r101):
+    src, blobs, expected = detectron_pkl(tmp_path, r101)
+    tensors, meta, r = convert_ok(src, tmp_path / "r101.safetensors")
+    assert_tensors(tensors, expected)
+    assert len(tensors) == 562 - 104 * 2  # AffineChannel: 2 params per norm instead of 4
+    assert_meta(meta, src, "detectron", 101, 81, "affine", None, coco_classes.COCO_81)
+    assert tensors["backbone.res4.22.conv3.norm.scale"] is not None
+    assert np.array_equal(tensors["fpn.lateral4.weight"], blobs["fpn_inner_res4_22_sum_lateral_w"])
+    assert np.array_equal(tensors["mask_head.fcn3.bias"], blobs["_[mask]_fcn3_b"])
+    n_mom = sum(k.endswith("_momentum") for k in blobs)
+    assert "detectron checkpoint (detected)" in r.stdout
+    assert f"ignored {104 + n_mom + 2} source tensors" in r.stdout
+    assert "104 zero biases" in r.stdout and f"{n_mom} optimizer momentum" in r.stdout
+    assert "suggested config: configs/mask_rcnn_R-101-FPN_detectron.json" in r.stdout
+    assert r.stderr == ""
+
+
+def test_detectron_tiny_r50_warnings_and_errors(tmp_path, tiny):
+    blobs, expected = zoo.detectron_blobs(tiny)
+    d = dict(blobs)
+    assert "fpn_inner_res4_5_sum_lateral_w" in d and "fpn_res5_2_sum_b" in d  # R-50's last blocks
+    src = tmp_path / "r50.pkl"
+    bias = np.zeros_like(d["res3_1_branch2b_b"])
+    bias[2] = 0.25
+    items = [(k, bias if k == "res3_1_branch2b_b" else v) for k, v in blobs]
+    src.write_bytes(zoo.py2_pickle([("cfg", CFG_YAML), ("blobs", items)]))
+    tensors, meta, r = convert_ok(src, tmp_path / "r50.safetensors", "--from", "detectron")
+    assert_tensors(tensors, expected)
+    assert meta["depth"] == "50" and meta["suggested_config"] == "configs/mask_rcnn_R-50-FPN_detectron.json"
+    assert "given with --from" in r.stdout
+    assert r.stderr.count("\n") == 1 and "warning: ignored blob res3_1_branch2b_b is not zero" in r.stderr
+
+    def write(items, name):
+        p = tmp_path / name
+        p.write_bytes(zoo.py2_pickle([("cfg", CFG_YAML), ("blobs", items)]))
+        return str(p)
+
+    dst = str(tmp_path / "err.safetensors")
+    assert_fails(write(blobs + [("res3_1_branch2d_w", d["res3_1_branch2b_w"])], "unknown.pkl"), dst,
+                 r"unknown tensor name\(s\) for --from detectron: res3_1_branch2d_w")
+    assert_fails(write([(k, v) for k, v in blobs if k != "res4_3_branch2b_bn_s"], "missing.pkl"), dst,
+                 r"missing tensor\(s\): backbone\.res4\.3\.conv2\.norm\.scale \(detectron: res4_3_branch2b_bn_s\)")
+    # A mis-numbered FPN blob: the names say which block ends res4
+    ren = [("fpn_inner_res4_4_sum_lateral_w" if k == "fpn_inner_res4_5_sum_lateral_w" else k, v) for k, v in blobs]
+    assert_fails(write(ren, "fpn.pkl"), dst, r"unknown.*fpn_inner_res4_4_sum_lateral_w")
+
+
+def test_detectron_pkl_globals_never_run(tmp_path, tiny):
+    """numpy's own functions are not among what the .pkl reader resolves; anything else is an
+    inert placeholder: an os.system in a blob is an error naming it, next to the blobs it is
+    ignored, and in neither case does it run."""
+    marker = tmp_path / "pwned"
+    evil = b"cposix\nsystem\n(V" + f"touch {marker}".encode() + b"\ntR"
+    blobs, _ = zoo.detectron_blobs(tiny)
+    good = zoo.py2_pickle([("cfg", CFG_YAML), ("blobs", blobs)])
+    # replace the data of the first array by an os.system call: the blob is then no array
+    at = good.index(b"cnumpy.core.multiarray\n_reconstruct\n")
+    i = good.index(b"\x89", at) + 1  # NEWFALSE, then the data string
+    assert good[i:i + 1] in (b"U", b"T")
+    n = good[i + 1] if good[i:i + 1] == b"U" else int.from_bytes(good[i + 1:i + 5], "little")
+    j = i + (2 if good[i:i + 1] == b"U" else 5) + n
+    bad = good[:i] + evil + good[j:]
+    (tmp_path / "evil.pkl").write_bytes(bad)
+    assert_fails(str(tmp_path / "evil.pkl"), str(tmp_path / "o.safetensors"), r"numpy array data is not a byte string")
+    # outside the blobs: ignored, reported, not run
+    extra = good[:-1] + b"U\x05extra" + evil + b"s."  # d['extra'] = os.system(...) before STOP
+    (tmp_path / "extra.pkl").write_bytes(extra)
+    t, _, r = convert_ok(tmp_path / "extra.pkl", tmp_path / "x.safetensors")
+    assert "posix.system" in r.stdout and "cfg, extra" in r.stdout
+    assert not marker.exists()
+
+
+# ---- detectron2 --------------------------------------------------------------------------
+
+def test_detectron2_pkl_r101(tmp_path, r101):
+    sd, expected = zoo.d2_tensors(r101)
+    with open("/work/shared/reference/detectron2_r101_keys.txt") as f:
+        ref = dict(re.match(r"(\S+) \[([\d, ]+)\]", l).groups() for l in f if re.match(r"\S+ \[", l))
+    assert {k: tuple(map(int, v.split(","))) for k, v in ref.items()} == {k: v.shape for k, v in sd.items()}
+    src = tmp_path / "model_final_a3ec72.pkl"
+    with open(src, "wb") as f:  # as detectron2's zoo writes it (Python 3 pickle of numpy arrays)
+        pickle.dump({"model": sd, "__author__": "Detectron2 Model Zoo"}, f, protocol=4)
+    tensors, meta, r = convert_ok(src, tmp_path / "d2.safetensors")
+    assert_tensors(tensors, expected)
+    assert_meta(meta, src, "detectron2", 101, 81, "batchnorm", "1e-05", coco_classes.COCO_81)
+    # the reordering, spelled out on the source arrays
+    cls = sd["roi_heads.box_predictor.cls_score.weight"]
+    assert np.array_equal(tensors["box_predictor.cls_score.weight"][0], cls[80])
+    assert np.array_equal(tensors["box_predictor.cls_score.weight"][1:], cls[:80])
+    assert not tensors["box_predictor.bbox_pred.bias"][:4].any()
+    assert np.array_equal(tensors["box_predictor.bbox_pred.weight"][4 * 5:4 * 6],
+                          sd["roi_heads.box_predictor.bbox_pred.weight"][4 * 4:4 * 5])
+    assert np.array_equal(tensors["mask_head.logits.weight"][7], sd["roi_heads.mask_head.predictor.weight"][6])
+    assert "detectron2 checkpoint (detected)" in r.stdout and "__author__" in r.stdout
+
+
+def test_detectron2_pth_r50_with_training_state(tmp_path, r50):
+    """A detectron2 training checkpoint: {'model', 'optimizer', 'scheduler', 'iteration'}; the
+    scheduler holds fvcore objects whose classes the reader does not resolve: they stay inert."""
+    import argparse
+    marker = tmp_path / "pwned"
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    sd, expected = zoo.d2_tensors(r50)
+    model = collections.OrderedDict((k, torch.from_numpy(v)) for k, v in sd.items())
+    model["pixel_mean"] = torch.zeros(3, 1, 1)  # persistent in older detectron2 versions
+    ckpt = {"model": model,
+            "optimizer": {"state": {0: {"momentum_buffer": torch.ones(3)}}, "param_groups": [{"lr": 0.02}]},
+            "scheduler": {"_multiplier": argparse.Namespace(milestones=[1, 2]), "evil": Evil()},
+            "iteration": 269999}
+    src = tmp_path / "model_final.pth"
+    torch.save(ckpt, src)
+    tensors, meta, r = convert_ok(src, tmp_path / "d2.safetensors")
+    assert_tensors(tensors, expected)
+    assert_meta(meta, src, "detectron2", 50, 81, "batchnorm", "1e-05", coco_classes.COCO_81)
+    assert not marker.exists()
+    assert "optimizer, scheduler, iteration" in r.stdout
+    assert "argparse.Namespace" in r.stdout and "system" in r.stdout
+    assert "1 pixel_mean/pixel_std" in r.stdout
+
+
+def test_detectron2_errors_and_groups(tmp_path, tiny):
+    sd, expected = zoo.d2_tensors(tiny)
+    dst = str(tmp_path / "err.safetensors")
+
+    def write(d, name, protocol=2):
+        p = tmp_path / name
+        with open(p, "wb") as f:
+            pickle.dump({"model": d, "__author__": "Detectron2 Model Zoo"}, f, protocol=protocol)
+        return str(p)
+
+    # protocol 2 (bytes as _codecs.encode(text, 'latin1')) and 5 (numpy's _frombuffer)
+    for proto in (2, 5):
+        t, _, _ = convert_ok(write(sd, f"p{proto}.pkl", proto), tmp_path / f"p{proto}.safetensors")
+        assert_tensors(t, expected)
+    agn = dict(sd)
+    agn["roi_heads.box_predictor.bbox_pred.weight"] = sd["roi_heads.box_predictor.bbox_pred.weight"][:4]
+    agn["roi_heads.box_predictor.bbox_pred.bias"] = sd["roi_heads.box_predictor.bbox_pred.bias"][:4]
+    assert_fails(write(agn, "agnostic.pkl"), dst, r"roi_heads\.box_predictor\.bbox_pred\.weight has 4 rows "
+                 r"\(class-agnostic, not supported\)", r"expected 320")
+    extra = dict(sd, **{"roi_heads.keypoint_head.conv_fcn1.weight": sd["roi_heads.mask_head.mask_fcn1.weight"]})
+    assert_fails(write(extra, "extra.pkl"), dst, r"unknown tensor name\(s\) for --from detectron2: "
+                 r"roi_heads\.keypoint_head\.conv_fcn1\.weight")
+    miss = {k: v for k, v in sd.items() if k != "backbone.bottom_up.res3.2.conv2.norm.running_var"}
+    assert_fails(write(miss, "miss.pkl"), dst, r"missing tensor\(s\): backbone\.res3\.2\.conv2\.norm\.running_var "
+                 r"\(detectron2: backbone\.bottom_up\.res3\.2\.conv2\.norm\.running_var\)")
+    # --from that does not fit the file
+    r = run_convert(write(sd, "ok.pkl"), dst, "--from", "torchvision")
+    assert r.returncode == 2 and "--from torchvision reads a torch.save() file (.pth)" in r.stderr
+    assert not os.path.exists(dst)
+
+    # ResNeXt-style grouped 3x3 convs (X-101 32x8d: 32 groups of 8): detected from the conv2 shape
+    x = zoo.canonical_model(seed=3, depth=50, groups=4, **dict(zoo.TINY, width=16))
+    xsd, xexp = zoo.d2_tensors(x)
+    t, meta, r = convert_ok(write(xsd, "x.pkl"), tmp_path / "x.safetensors")
+    assert_tensors(t, xexp)
+    assert (meta["num_groups"], meta["width_per_group"], meta["suggested_config"]) == ("4", "4", "")
+    assert "4 groups x 4" in r.stdout and "suggested config: none" in r.stdout
+
+
+# ---- maskrcnn-benchmark ------------------------------------------------------------------
+
+def mb_checkpoint(canon, legacy=True, path=None):
+    sd = collections.OrderedDict()
+    for name, a in canon.items():
+        sd["module." + zoo.mb_name(name)] = torch.from_numpy(a)
+    for i in range(5):  # AnchorGenerator's BufferList
+        sd[f"module.rpn.anchor_generator.cell_anchors.{i}"] = torch.zeros(3, 4)
+    ckpt = {"model": sd, "optimizer": {"state": {}, "param_groups": [{"lr": 0.02}]},
+            "scheduler": {"milestones": [60000, 80000], "last_epoch": 90000}, "iteration": 90000}
+    torch.save(ckpt, path, _use_new_zipfile_serialization=not legacy)
+    return sd
+
+
+def mb_expected(canon, sd):
+    """What maskrcnn-benchmark computes, with its own float32 torch ops
+    (layers/batch_norm.py FrozenBatchNorm2d: scale = weight * running_var.rsqrt(),
+    bias = bias - running_mean * scale)."""
+    out = collections.OrderedDict()
+    for name in canon:
+        if name.endswith((".running_mean", ".running_var", ".norm.bias")):
+            continue
+        src = sd["module." + zoo.mb_name(name)]
+        if name.endswith(".norm.weight"):
+            g = name[: -len(".weight")]
+            get = lambda p: sd["module." + zoo.mb_name(f"{g}.{p}")]  # noqa: E731
+            scale = get("weight") * get("running_var").rsqrt()
+            out[g + ".scale"] = scale.numpy()
+            out[g + ".shift"] = (get("bias") - get("running_mean") * scale).numpy()
+        else:
+            out[name] = src.numpy()
+    return out
+
+
+def test_maskrcnn_benchmark_r101(tmp_path, r101):
+    src = tmp_path / "e2e_mask_rcnn_R_101_FPN_1x.pth"
+    sd = mb_checkpoint(r101, legacy=True, path=src)  # the zoo's 2018 files predate torch 1.6's zip format
+    tensors, meta, r = convert_ok(src, tmp_path / "mb.safetensors")
+    assert_tensors(tensors, mb_expected(r101, sd))
+    assert_meta(meta, src, "maskrcnn-benchmark", 101, 81, "affine", None, coco_classes.COCO_81)
+    assert "maskrcnn-benchmark checkpoint (detected)" in r.stdout
+    assert "5 anchor buffers" in r.stdout and "optimizer, scheduler, iteration" in r.stdout
+
+
+def test_maskrcnn_benchmark_errors(tmp_path, tiny):
+    dst = str(tmp_path / "err.safetensors")
+    src = tmp_path / "zip.pth"
+    sd = mb_checkpoint(tiny, legacy=False, path=src)
+    t, meta, _ = convert_ok(src, tmp_path / "ok.safetensors", "--from", "maskrcnn-benchmark")
+    assert_tensors(t, mb_expected(tiny, sd))
+    # a zero running_var: maskrcnn-benchmark would divide by zero (no eps)
+    bad = dict(sd)
+    bad["module.backbone.body.layer2.1.bn2.running_var"] = torch.zeros_like(bad["module.backbone.body.layer2.1.bn2.running_var"])
+    torch.save({"model": bad}, tmp_path / "var0.pth")
+    assert_fails(str(tmp_path / "var0.pth"), dst, r"backbone\.res3\.1\.conv2\.norm\.scale", r"NaN or Inf")
+    miss = {k: v for k, v in sd.items() if k != "module.roi_heads.mask.feature_extractor.mask_fcn2.bias"}
+    torch.save({"model": miss}, tmp_path / "miss.pth")
+    assert_fails(str(tmp_path / "miss.pth"), dst,
+                 r"missing tensor\(s\): mask_head\.fcn2\.bias \(maskrcnn-benchmark: roi_heads\.mask\.feature_extractor\.mask_fcn2\.bias\)")
+    extra = dict(sd, **{"module.roi_heads.box.feature_extractor.fc8.weight": torch.zeros(2)})
+    torch.save({"model": extra}, tmp_path / "extra.pth")
+    assert_fails(str(tmp_path / "extra.pth"), dst, r"unknown tensor name\(s\) for --from maskrcnn-benchmark: "
+                 r"roi_heads\.box\.feature_extractor\.fc8\.weight")
+    r = run_convert(src, dst, "--from", "detectron")
+    assert r.returncode == 2 and "--from detectron reads a plain pickle of numpy arrays (.pkl)" in r.stderr
+
+
+# ---- torchvision -------------------------------------------------------------------------
+
+def test_torchvision_coco_r50_legacy_names(tmp_path, r50):
+    """torchvision's own COCO checkpoint is R-50 with 91 classes, saved by torchvision 0.3
+    (names before the 0.13 refactor)."""
+    canon = zoo.canonical_model(seed=4, depth=50, K=91)
+    sd = collections.OrderedDict((zoo.tv_legacy_name(k), torch.from_numpy(v)) for k, v in canon.items())
+    for k in [k for k in sd if k.endswith("running_var")]:
+        sd[k[: -len("running_var")] + "num_batches_tracked"] = torch.tensor(0)
+    assert "rpn.head.conv.weight" in sd and "roi_heads.mask_head.mask_fcn1.weight" in sd
+    assert "backbone.fpn.inner_blocks.0.weight" in sd
+    src = tmp_path / "maskrcnn_resnet50_fpn_coco.pth"
+    torch.save(sd, src, _use_new_zipfile_serialization=False)
+    tensors, meta, r = convert_ok(src, tmp_path / "tv.safetensors")
+    assert_tensors(tensors, canon)
+    assert_meta(meta, src, "torchvision", 50, 91, "batchnorm", "1e-05", coco_classes.TORCHVISION_91)
+    names = json.loads(meta["class_names"])
+    assert names[0] == "__background__" and names[12] == "N/A" and names[90] == "toothbrush"
+    assert "torchvision checkpoint (detected)" in r.stdout and "53 BatchNorm num_batches_tracked" in r.stdout
+
+
+def test_unreadable_inputs(tmp_path):
+    dst = str(tmp_path / "o.safetensors")
+    (tmp_path / "text.pkl").write_bytes(b"just text, no pickle")
+    assert_fails(str(tmp_path / "text.pkl"), dst, r"not a torch\.save\(\) file .* nor a pickle of numpy arrays")
+    (tmp_path / "list.pkl").write_bytes(pickle.dumps([1, 2, 3], protocol=2))
+    assert_fails(str(tmp_path / "list.pkl"), dst, r"neither Detectron's \{'blobs': \.\.\.\} nor detectron2's")
+    (tmp_path / "trunc.pkl").write_bytes(pickle.dumps({"blobs": {"conv1_w": np.ones(300, np.float32)}}, protocol=2)[:-700])
+    assert_fails(str(tmp_path / "trunc.pkl"), dst, r"truncated")
+    obj = pickle.dumps({"blobs": {"conv1_w": np.array(["a"], dtype=object)}}, protocol=2)
+    (tmp_path / "obj.pkl").write_bytes(obj)
+    assert_fails(str(tmp_path / "obj.pkl"), dst, r"numpy dtype 'O8?' is not a plain number type")
+
+
+def test_oversized_length_prefix_is_refused(tmp_path):
+    """Found by fuzzing the .pkl reader: a BYTEARRAY8 whose declared length exceeds the data made
+    CPython's unpickler allocate the declared size first, or print an ignored SystemError
+    ('deallocated bytearray object has exported buffers') besides our error line."""
+    good = pickle.dumps({"model": {"a": np.ones(3, np.float32)}}, protocol=5)
+    i = good.index(b"\x96")  # BYTEARRAY8 <u64 length>: numpy's in-band buffer
+    bad = good[:i + 1] + (1 << 40).to_bytes(8, "little") + good[i + 9:]
+    (tmp_path / "big.pkl").write_bytes(bad)
+    err = assert_fails(str(tmp_path / "big.pkl"), str(tmp_path / "o.safetensors"), r"truncated pickle data")
+    assert "SystemError" not in err
+
+
+# ---- models/download.sh (offline: this machine cannot reach the zoos' hosts) ----------------
+
+def run_download(name, zoo_dir, timeout=120):
+    # A proxy on a closed local port: curl fails at once, as on a machine without network
+    # access, and never downloads anything even where a network is reachable.
+    env = dict(os.environ, DETECT_ZOO_DIR=str(zoo_dir), PYTHON=sys.executable,
+               https_proxy="http://127.0.0.1:9", HTTPS_PROXY="http://127.0.0.1:9",
+               http_proxy="http://127.0.0.1:9", no_proxy="", NO_PROXY="")
+    return subprocess.run(["bash", DOWNLOAD, name], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def test_download_without_network(tmp_path):
+    r = run_download("detectron-R101", tmp_path)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+    url = ("https://dl.fbaipublicfiles.com/detectron/35861858/12_2017_baselines/"
+           "e2e_mask_rcnn_R-101-FPN_2x.yaml.02_32_51.SgT4y1cO/output/train/"
+           "coco_2014_train%3Acoco_2014_valminusminival/generalized_rcnn/model_final.pkl")
+    assert f"cannot download {url}" in r.stderr
+    assert f"put it at {tmp_path}/detectron-R101.pkl" in r.stderr and "models/download.sh detectron-R101 again" in r.stderr
+    assert os.listdir(tmp_path) == []  # no partial file
+    r = run_download("torchvision-R50", tmp_path)
+    assert r.returncode == 1 and "https://download.pytorch.org/models/maskrcnn_resnet50_fpn_coco-bf2d0c1e.pth" in r.stderr
+    r = run_download("detectron-R102", tmp_path)
+    assert r.returncode == 2 and "usage: models/download.sh NAME" in r.stderr and "detectron2-R101" in r.stderr
+
+
+def test_download_converts_a_file_put_there_by_hand(tmp_path, tiny):
+    # maskrcnn-benchmark publishes no checksum: the file is converted (as maskrcnn-benchmark)
+    sd = mb_checkpoint(tiny, legacy=True, path=tmp_path / "maskrcnn-benchmark-R50.pth")
+    r = run_download("maskrcnn-benchmark-R50", tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "publishes no checksum; SHA-256 " in r.stdout and "maskrcnn-benchmark checkpoint (given with --from)" in r.stdout
+    t, meta = safetensors_io.load(tmp_path / "maskrcnn-benchmark-R50.safetensors")
+    assert_tensors(t, mb_expected(tiny, sd))
+    assert meta["source_format"] == "maskrcnn-benchmark"
+
+    # a file whose hash does not match the prefix its zoo publishes is not converted
+    (tmp_path / "torchvision-R50.pth").write_bytes(b"not the COCO weights")
+    r = run_download("torchvision-R50", tmp_path)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1
+    assert "says it starts with bf2d0c1e" in r.stderr and "Delete it" in r.stderr
+    assert not (tmp_path / "torchvision-R50.safetensors").exists()
+    sd2, _ = zoo.d2_tensors(tiny)
+    with open(tmp_path / "detectron2-R50.pkl", "wb") as f:
+        pickle.dump({"model": sd2, "__author__": "Detectron2 Model Zoo"}, f)
+    r = run_download("detectron2-R50", tmp_path)
+    assert r.returncode == 1 and "says it starts with f10217" in r.stderr
+    # Detectron's checksum is published online only (URL.md5sum): offline it is not verified
+    blobs, exp = zoo.detectron_blobs(tiny)
+    (tmp_path / "detectron-R50.pkl").write_bytes(zoo.py2_pickle([("cfg", CFG_YAML), ("blobs", blobs)]))
+    r = run_download("detectron-R50", tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "warning: cannot fetch" in r.stderr and "not verified" in r.stderr
+    t, _ = safetensors_io.load(tmp_path / "detectron-R50.safetensors")
+    assert_tensors(t, exp)
