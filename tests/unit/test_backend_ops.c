@@ -28,6 +28,9 @@
 
 #include "anchors.h"
 #include "backend.h"
+#ifdef MR_HAVE_CUDA
+#include "backend_cuda.h"
+#endif
 
 #define DEFAULT_SEED 0x6d61736b52434e4eull
 
@@ -93,31 +96,38 @@ static int create_cpu(mr_backend *be, char *why, size_t why_len)
     return 1;
 }
 
-#ifdef MR_HAVE_CUDA
-/* Weak: a CUDA build may not have the CUDA backend yet. A weak reference
- * does not pull an object out of libdetect.a by itself; the backend's object
- * is linked when something else in the test needs it. */
-mr_status backend_cuda_create(mr_backend *out, int device, mr_error *err) __attribute__((weak));
-#endif
-
-static int create_cuda(mr_backend *be, char *why, size_t why_len)
+/* The CUDA backend, when this build has it (CUDA=1): strict fp32 so the
+ * dense ops meet the same tolerances as the CPU, once with the batchnorm
+ * folded (cuDNN's fused conv + bias + ReLU) and once not (conv, then the
+ * AffineChannel kernel). Without a GPU every CUDA case is skipped, visibly,
+ * with the CUDA runtime's reason. */
+static int create_cuda_fold(mr_backend *be, char *why, size_t why_len, int fold)
 {
 #ifdef MR_HAVE_CUDA
-    if (backend_cuda_create) {
-        mr_error err = {0};
-        if (backend_cuda_create(be, 0, &err) == MR_OK) return 0;
-        snprintf(why, why_len, "no GPU (%s)", err.msg);
-        return 1;
-    }
-#endif
+    mr_error err = {0};
+    mr_cuda_params p = {0, 0, fold};
+    if (backend_cuda_create_ex(be, &p, &err) == MR_OK) return 0;
+    snprintf(why, why_len, "no GPU (%s)", err.msg);
+    return 1;
+#else
     (void)be;
+    (void)fold;
     snprintf(why, why_len, "no CUDA backend in this build");
     return 1;
+#endif
+}
+
+static int create_cuda(mr_backend *be, char *why, size_t why_len) { return create_cuda_fold(be, why, why_len, 1); }
+
+static int create_cuda_nofold(mr_backend *be, char *why, size_t why_len)
+{
+    return create_cuda_fold(be, why, why_len, 0);
 }
 
 static const backend_desc g_backends[] = {
     {"cpu", create_cpu},
     {"cuda", create_cuda},
+    {"cuda-nofold", create_cuda_nofold},
 };
 
 /* ------------------------------------------------------- fixture and tally */

@@ -1,0 +1,196 @@
+/* The CUDA backend's memory-bound and detection ops.
+ *
+ * On the GPU: max_pool, upsample_nearest (pool.cu), roi_align (roi_align.cu,
+ * all levels in one launch) and mask_probs (mask_probs.cu).
+ *
+ * HOST FALLBACKS (a first step, documented as such): rpn_proposals,
+ * box_detections and mask_paste copy their inputs to the host, call the CPU
+ * implementations (proposals_cpu, box_post_cpu, mask_paste_binary /
+ * mask_paste_prob: the same code and numbers as the CPU backend) and copy
+ * the small results back. The transfers are the RPN's logits and deltas
+ * (about 3.6 MB at 800x1216), the box head's 1000 x (K + 4K) outputs
+ * (1.8 MB) and the 28x28 mask probabilities; the pasted masks are host
+ * memory in the interface anyway. The GPU versions planned for them (CUB
+ * segmented top-k, bitmask NMS, a paste kernel over mask_paste.h's math)
+ * replace these functions without touching anything else. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+#include "scratch.h"
+
+static mr_status to_host(cuda_ctx *c, void *dst, const void *src, size_t bytes, const char *op, mr_error *err)
+{
+    if (!bytes) return MR_OK;
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+    return e == cudaSuccess ? MR_OK : cuda_fail(err, op, "copy to host", e);
+}
+
+static mr_status to_device(cuda_ctx *c, void *dst, const void *src, size_t bytes, const char *op, mr_error *err)
+{
+    if (!bytes) return MR_OK;
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+    return e == cudaSuccess ? MR_OK : cuda_fail(err, op, "copy to device", e);
+}
+
+mr_status cuda_max_pool(void *vctx, const mr_pool_params *p, const mr_tensor *x, mr_tensor *y, mr_error *err)
+{
+    cuda_ctx *c = vctx;
+    MR_TRY(cuda_max_pool_launch(c->stream, p, x, y, err));
+    return cuda_after_launch(c, "max_pool", err);
+}
+
+mr_status cuda_upsample_nearest(void *vctx, const mr_tensor *x, mr_tensor *y, mr_error *err)
+{
+    cuda_ctx *c = vctx;
+    MR_TRY(cuda_upsample_nearest_launch(c->stream, x, y, err));
+    return cuda_after_launch(c, "upsample_nearest", err);
+}
+
+mr_status cuda_roi_align(void *vctx, const mr_roi_align_params *p, const mr_level_map *map,
+                         const mr_tensor *const *levels, const mr_tensor *rois, mr_tensor *out, mr_error *err)
+{
+    cuda_ctx *c = vctx;
+    MR_TRY(cuda_roi_align_launch(c->stream, p, map, levels, rois, out, err));
+    return cuda_after_launch(c, "roi_align", err);
+}
+
+/* The labels (D floats) come to the host to be checked, as the CPU backend
+ * checks them: an out-of-range label must be an error, not a wild read. */
+mr_status cuda_mask_probs(void *vctx, const mr_tensor *logits, const mr_tensor *labels, mr_tensor *probs,
+                          mr_error *err)
+{
+    cuda_ctx *c = vctx;
+    int D = logits->n, K = logits->c;
+    if (labels->n != D)
+        return mr_fail(err, MR_ERR_SHAPE, "mask_probs: %d logits, %d labels do not match", D, labels->n);
+    MR_TRY(cuda_host_reserve(c, sizeof(float) * (size_t)(D > 0 ? D : 1), "mask_probs", err));
+    float *h = c->host;
+    MR_TRY(to_host(c, h, labels->data, sizeof(float) * (size_t)D, "mask_probs", err));
+    for (int d = 0; d < D; d++) {
+        int label = (int)h[d];
+        if (!(h[d] >= 0.0f) || label >= K)
+            return mr_fail(err, MR_ERR_RANGE, "mask_probs: detection %d has label %d, outside 0..%d", d, label, K - 1);
+    }
+    MR_TRY(cuda_mask_probs_launch(c->stream, logits, labels->data, probs, err));
+    return cuda_after_launch(c, "mask_probs", err);
+}
+
+/* HOST FALLBACK: see the top of this file. */
+mr_status cuda_rpn_proposals(void *vctx, const mr_proposal_params *p, const mr_tensor *const *logits,
+                             const mr_tensor *const *deltas, mr_tensor *boxes, mr_tensor *scores, mr_error *err)
+{
+    cuda_ctx *c = vctx;
+    const char *op = "rpn_proposals";
+    size_t cap = (size_t)p->post_nms_top_n;
+    if (p->num_levels < 1 || p->num_levels > MR_PROPOSAL_MAX_LEVELS)
+        return mr_fail(err, MR_ERR_RANGE, "%s: %d levels (1..%d)", op, p->num_levels, MR_PROPOSAL_MAX_LEVELS);
+    if (boxes->cap < 4 * cap || scores->cap < cap)
+        return mr_fail(err, MR_ERR_SHAPE, "%s: outputs hold fewer than post_nms_top_n = %d rows", op,
+                       p->post_nms_top_n);
+    size_t count[MR_PROPOSAL_MAX_LEVELS];
+    for (int l = 0; l < p->num_levels; l++) {
+        count[l] = (size_t)p->grid_h[l] * (size_t)p->grid_w[l] * (size_t)p->num_anchors;
+        if (mr_tensor_numel(logits[l]) < count[l] || mr_tensor_numel(deltas[l]) < 4 * count[l])
+            return mr_fail(err, MR_ERR_SHAPE, "%s: level %d holds fewer than its %dx%dx%d anchors", op, l,
+                           p->grid_h[l], p->grid_w[l], p->num_anchors);
+    }
+    /* layout: logits, deltas per level, the outputs, then proposals_cpu's scratch */
+    mr_scratch sc = {NULL, 0};
+    for (int l = 0; l < p->num_levels; l++) {
+        scratch_take(&sc, sizeof(float) * count[l]);
+        scratch_take(&sc, sizeof(float) * 4 * count[l]);
+    }
+    scratch_take(&sc, sizeof(float) * 5 * cap);
+    scratch_take(&sc, proposals_scratch_bytes(p));
+    MR_TRY(cuda_host_reserve(c, sc.used, op, err));
+    sc.base = c->host;
+    sc.used = 0;
+    const float *lg[MR_PROPOSAL_MAX_LEVELS], *dl[MR_PROPOSAL_MAX_LEVELS];
+    for (int l = 0; l < p->num_levels; l++) {
+        float *hl = scratch_take(&sc, sizeof(float) * count[l]), *hd = scratch_take(&sc, sizeof(float) * 4 * count[l]);
+        MR_TRY(to_host(c, hl, logits[l]->data, sizeof(float) * count[l], op, err));
+        MR_TRY(to_host(c, hd, deltas[l]->data, sizeof(float) * 4 * count[l], op, err));
+        lg[l] = hl;
+        dl[l] = hd;
+    }
+    float *hb = scratch_take(&sc, sizeof(float) * 5 * cap), *hs = hb + 4 * cap;
+    void *scratch = scratch_take(&sc, proposals_scratch_bytes(p));
+    int n = proposals_cpu(p, lg, dl, hb, hs, scratch);
+    MR_TRY(to_device(c, boxes->data, hb, sizeof(float) * 4 * (size_t)n, op, err));
+    MR_TRY(to_device(c, scores->data, hs, sizeof(float) * (size_t)n, op, err));
+    boxes->n = scores->n = n;
+    return MR_OK;
+}
+
+/* HOST FALLBACK: see the top of this file. */
+mr_status cuda_box_detections(void *vctx, const mr_box_post_params *p, const mr_tensor *rois,
+                              const mr_tensor *logits, const mr_tensor *deltas, mr_tensor *boxes,
+                              mr_tensor *scores, mr_tensor *labels, mr_error *err)
+{
+    cuda_ctx *c = vctx;
+    const char *op = "box_detections";
+    size_t cap = (size_t)p->out_capacity;
+    if (p->max_dets > p->out_capacity || boxes->cap < 4 * cap || scores->cap < cap || labels->cap < cap)
+        return mr_fail(err, MR_ERR_SHAPE, "%s: outputs hold fewer than %d rows", op, p->out_capacity);
+    if (logits->n != rois->n || deltas->n != rois->n || logits->c != p->num_classes || deltas->c != 4 * p->num_classes)
+        return mr_fail(err, MR_ERR_SHAPE, "%s: logits/deltas do not match %d rois of %d classes", op, rois->n,
+                       p->num_classes);
+    size_t n = (size_t)rois->n, K = (size_t)p->num_classes;
+    mr_scratch sc = {NULL, 0};
+    scratch_take(&sc, sizeof(float) * 4 * n);
+    scratch_take(&sc, sizeof(float) * K * n);
+    scratch_take(&sc, sizeof(float) * 4 * K * n);
+    scratch_take(&sc, sizeof(float) * 6 * cap);
+    scratch_take(&sc, box_post_scratch_bytes(p, rois->n));
+    MR_TRY(cuda_host_reserve(c, sc.used, op, err));
+    sc.base = c->host;
+    sc.used = 0;
+    float *hr = scratch_take(&sc, sizeof(float) * 4 * n), *hl = scratch_take(&sc, sizeof(float) * K * n);
+    float *hd = scratch_take(&sc, sizeof(float) * 4 * K * n), *hb = scratch_take(&sc, sizeof(float) * 6 * cap);
+    float *hs = hb + 4 * cap, *hlab = hs + cap;
+    void *scratch = scratch_take(&sc, box_post_scratch_bytes(p, rois->n));
+    MR_TRY(to_host(c, hr, rois->data, sizeof(float) * 4 * n, op, err));
+    MR_TRY(to_host(c, hl, logits->data, sizeof(float) * K * n, op, err));
+    MR_TRY(to_host(c, hd, deltas->data, sizeof(float) * 4 * K * n, op, err));
+    int d = box_post_cpu(p, hr, hl, hd, rois->n, hb, hs, hlab, scratch);
+    MR_TRY(to_device(c, boxes->data, hb, sizeof(float) * 4 * (size_t)d, op, err));
+    MR_TRY(to_device(c, scores->data, hs, sizeof(float) * (size_t)d, op, err));
+    MR_TRY(to_device(c, labels->data, hlab, sizeof(float) * (size_t)d, op, err));
+    boxes->n = scores->n = labels->n = d;
+    return MR_OK;
+}
+
+/* HOST FALLBACK: see the top of this file. */
+mr_status cuda_mask_paste(void *vctx, const mr_mask_paste_params *p, const mr_tensor *probs, const mr_tensor *boxes,
+                          int img_h, int img_w, uint8_t *const *masks, float *soft, mr_error *err)
+{
+    cuda_ctx *c = vctx;
+    const char *op = "mask_paste";
+    size_t D = (size_t)probs->n, mplane = (size_t)probs->h * (size_t)probs->w * (size_t)probs->c;
+    if (boxes->n != probs->n)
+        return mr_fail(err, MR_ERR_SHAPE, "%s: %d masks, %d boxes do not match", op, probs->n, boxes->n);
+    if (p->mask_size > 0 && mplane != (size_t)p->mask_size * (size_t)p->mask_size)
+        return mr_fail(err, MR_ERR_SHAPE, "%s: masks are not %dx%d", op, p->mask_size, p->mask_size);
+    if (D == 0) return MR_OK;
+    mr_scratch sc = {NULL, 0};
+    scratch_take(&sc, sizeof(float) * D * mplane);
+    scratch_take(&sc, sizeof(float) * 4 * D);
+    scratch_take(&sc, mask_paste_scratch_bytes(p->mask_size, p->padding));
+    MR_TRY(cuda_host_reserve(c, sc.used, op, err));
+    sc.base = c->host;
+    sc.used = 0;
+    float *hp = scratch_take(&sc, sizeof(float) * D * mplane), *hb = scratch_take(&sc, sizeof(float) * 4 * D);
+    void *scratch = scratch_take(&sc, mask_paste_scratch_bytes(p->mask_size, p->padding));
+    MR_TRY(to_host(c, hp, probs->data, sizeof(float) * D * mplane, op, err));
+    MR_TRY(to_host(c, hb, boxes->data, sizeof(float) * 4 * D, op, err));
+    size_t plane = (size_t)img_h * (size_t)img_w;
+    for (size_t d = 0; d < D; d++) {
+        const float *prob = hp + d * mplane, *box = hb + 4 * d;
+        MR_TRY(mask_paste_binary(p, prob, box, img_h, img_w, masks[d], scratch, err));
+        if (soft) MR_TRY(mask_paste_prob(p, prob, box, img_h, img_w, soft + d * plane, scratch, err));
+    }
+    return MR_OK;
+}
