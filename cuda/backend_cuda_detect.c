@@ -3,16 +3,20 @@
  * On the GPU: max_pool, upsample_nearest (pool.cu), roi_align (roi_align.cu,
  * all levels in one launch) and mask_probs (mask_probs.cu).
  *
- * HOST FALLBACKS (a first step, documented as such): rpn_proposals,
- * box_detections and mask_paste copy their inputs to the host, call the CPU
- * implementations (proposals_cpu, box_post_cpu, mask_paste_binary /
- * mask_paste_prob: the same code and numbers as the CPU backend) and copy
- * the small results back. The transfers are the RPN's logits and deltas
- * (about 3.6 MB at 800x1216), the box head's 1000 x (K + 4K) outputs
- * (1.8 MB) and the 28x28 mask probabilities; the pasted masks are host
- * memory in the interface anyway. The GPU versions planned for them (CUB
- * segmented top-k, bitmask NMS, a paste kernel over mask_paste.h's math)
- * replace these functions without touching anything else. */
+ * rpn_proposals: the per-level ranking by logit (the costly part: a sort of
+ * up to ~180k anchors per level) on the GPU with CUB (rpn_rank.cu); the
+ * selection after it (decode, clip, size rule, NMS, top-N over levels) on
+ * the host by proposals_select, the CPU backend's code.
+ *
+ * HOST FALLBACKS (a first step, documented as such): box_detections and
+ * mask_paste copy their inputs to the host, call the CPU implementations
+ * (box_post_cpu, mask_paste_binary / mask_paste_prob: the same code and
+ * numbers as the CPU backend) and copy the small results back: the box
+ * head's 1000 x (K + 4K) outputs (1.8 MB) and the 28x28 mask probabilities;
+ * the pasted masks are host memory in the interface anyway. The GPU
+ * versions planned (the RPN's decode and bitmask NMS, batched per-class NMS
+ * for the boxes, a paste kernel over mask_paste.h's math) replace these
+ * functions without touching anything else. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,7 +82,10 @@ mr_status cuda_mask_probs(void *vctx, const mr_tensor *logits, const mr_tensor *
     return cuda_after_launch(c, "mask_probs", err);
 }
 
-/* HOST FALLBACK: see the top of this file. */
+/* Ranked on the GPU (rpn_rank.cu: CUB radix sort per level, only the top
+ * pre_nms_top_n indices come back), then decoded, filtered, NMSed and cut
+ * on the host by proposals_select, the CPU backend's own code: the logits
+ * and deltas come to the host for that (about 3.6 MB at 800x1216). */
 mr_status cuda_rpn_proposals(void *vctx, const mr_proposal_params *p, const mr_tensor *const *logits,
                              const mr_tensor *const *deltas, mr_tensor *boxes, mr_tensor *scores, mr_error *err)
 {
@@ -90,35 +97,50 @@ mr_status cuda_rpn_proposals(void *vctx, const mr_proposal_params *p, const mr_t
     if (boxes->cap < 4 * cap || scores->cap < cap)
         return mr_fail(err, MR_ERR_SHAPE, "%s: outputs hold fewer than post_nms_top_n = %d rows", op,
                        p->post_nms_top_n);
-    size_t count[MR_PROPOSAL_MAX_LEVELS];
+    int count[MR_PROPOSAL_MAX_LEVELS], top[MR_PROPOSAL_MAX_LEVELS];
+    const float *d_logits[MR_PROPOSAL_MAX_LEVELS];
     for (int l = 0; l < p->num_levels; l++) {
-        count[l] = (size_t)p->grid_h[l] * (size_t)p->grid_w[l] * (size_t)p->num_anchors;
-        if (mr_tensor_numel(logits[l]) < count[l] || mr_tensor_numel(deltas[l]) < 4 * count[l])
+        size_t n = (size_t)p->grid_h[l] * (size_t)p->grid_w[l] * (size_t)p->num_anchors;
+        if (n > (size_t)1 << 30 || mr_tensor_numel(logits[l]) < n || mr_tensor_numel(deltas[l]) < 4 * n)
             return mr_fail(err, MR_ERR_SHAPE, "%s: level %d holds fewer than its %dx%dx%d anchors", op, l,
                            p->grid_h[l], p->grid_w[l], p->num_anchors);
+        count[l] = (int)n;
+        top[l] = count[l] < p->pre_nms_top_n ? count[l] : p->pre_nms_top_n;
+        if (top[l] < 0) top[l] = 0;
+        d_logits[l] = logits[l]->data;
     }
-    /* layout: logits, deltas per level, the outputs, then proposals_cpu's scratch */
+    size_t dev_bytes = 0;
+    MR_TRY(cuda_rank_scratch_bytes(count, p->num_levels, &dev_bytes, err));
+    MR_TRY(cuda_reserve(c, &c->d_post, &c->post_size, dev_bytes, op, err));
+    /* host layout: ranked indices, logits, deltas per level, the outputs, proposals_select's scratch */
     mr_scratch sc = {NULL, 0};
     for (int l = 0; l < p->num_levels; l++) {
-        scratch_take(&sc, sizeof(float) * count[l]);
-        scratch_take(&sc, sizeof(float) * 4 * count[l]);
+        scratch_take(&sc, sizeof(int) * (size_t)top[l]);
+        scratch_take(&sc, sizeof(float) * (size_t)count[l]);
+        scratch_take(&sc, sizeof(float) * 4 * (size_t)count[l]);
     }
     scratch_take(&sc, sizeof(float) * 5 * cap);
     scratch_take(&sc, proposals_scratch_bytes(p));
     MR_TRY(cuda_host_reserve(c, sc.used, op, err));
     sc.base = c->host;
     sc.used = 0;
+    int *ranked[MR_PROPOSAL_MAX_LEVELS];
     const float *lg[MR_PROPOSAL_MAX_LEVELS], *dl[MR_PROPOSAL_MAX_LEVELS];
+    float *hl[MR_PROPOSAL_MAX_LEVELS], *hd[MR_PROPOSAL_MAX_LEVELS];
     for (int l = 0; l < p->num_levels; l++) {
-        float *hl = scratch_take(&sc, sizeof(float) * count[l]), *hd = scratch_take(&sc, sizeof(float) * 4 * count[l]);
-        MR_TRY(to_host(c, hl, logits[l]->data, sizeof(float) * count[l], op, err));
-        MR_TRY(to_host(c, hd, deltas[l]->data, sizeof(float) * 4 * count[l], op, err));
-        lg[l] = hl;
-        dl[l] = hd;
+        ranked[l] = scratch_take(&sc, sizeof(int) * (size_t)top[l]);
+        lg[l] = hl[l] = scratch_take(&sc, sizeof(float) * (size_t)count[l]);
+        dl[l] = hd[l] = scratch_take(&sc, sizeof(float) * 4 * (size_t)count[l]);
     }
     float *hb = scratch_take(&sc, sizeof(float) * 5 * cap), *hs = hb + 4 * cap;
     void *scratch = scratch_take(&sc, proposals_scratch_bytes(p));
-    int n = proposals_cpu(p, lg, dl, hb, hs, scratch);
+    MR_TRY(cuda_rank_launch(c->stream, c->d_post, d_logits, count, top, p->num_levels, ranked, err));
+    MR_TRY(cuda_after_launch(c, op, err));
+    for (int l = 0; l < p->num_levels; l++) {
+        MR_TRY(to_host(c, hl[l], logits[l]->data, sizeof(float) * (size_t)count[l], op, err));
+        MR_TRY(to_host(c, hd[l], deltas[l]->data, sizeof(float) * 4 * (size_t)count[l], op, err));
+    }
+    int n = proposals_select(p, (const int *const *)ranked, lg, dl, hb, hs, scratch);
     MR_TRY(to_device(c, boxes->data, hb, sizeof(float) * 4 * (size_t)n, op, err));
     MR_TRY(to_device(c, scores->data, hs, sizeof(float) * (size_t)n, op, err));
     boxes->n = scores->n = n;

@@ -3,13 +3,15 @@
  * Layout of the backend:
  *   backend_cuda.c          context, buffers, copies, the table, error helpers
  *   backend_cuda_layers.c   conv (cuDNN), linear and deconv2x2 (cuBLAS)
- *   backend_cuda_detect.c   roi_align, mask_probs, and the detection ops
- *                           (rpn_proposals, box_detections, mask_paste) that
- *                           still run on the host: see that file
+ *   backend_cuda_detect.c   roi_align, mask_probs, rpn_proposals (ranked on the
+ *                           GPU, selected on the host), and the detection ops
+ *                           (box_detections, mask_paste) that still run on
+ *                           the host: see that file
  *   affine.cu               y = act(x*scale[c] + bias[c] (+ residual)), float4
  *   deconv.cu               depth-to-space of the deconv2x2 GEMM, + bias, ReLU
  *   pool.cu                 max pool, nearest upsample
  *   roi_align.cu            multi-level RoIAlign in one launch (roi_align.h math)
+ *   rpn_rank.cu             the RPN's per-level ranking by logit (CUB radix sort)
  *   mask_probs.cu           sigmoid of the predicted class's channel
  *
  * Every .cu file has three levels: a static __global__ kernel with a
@@ -48,6 +50,10 @@ typedef struct {
      * (no-fold), and the deconv2x2 GEMM's output; grown like d_ws. */
     float *d_tmp;
     size_t tmp_size;
+    /* The RPN ranking's sorted keys/indices and cub's temporary storage
+     * (rpn_rank.cu), sized by cub's query, grown like d_ws. */
+    void *d_post;
+    size_t post_size;
     /* Host staging for the ops that still run on the host. */
     void *host;
     size_t host_size;
@@ -147,6 +153,12 @@ mr_status cuda_upsample_nearest_launch(cudaStream_t s, const mr_tensor *x, mr_te
 /* levels: map->max_level - map->min_level + 1 device feature maps (<= 8). */
 mr_status cuda_roi_align_launch(cudaStream_t s, const mr_roi_align_params *p, const mr_level_map *map,
                                 const mr_tensor *const *levels, const mr_tensor *rois, mr_tensor *out, mr_error *err);
+/* RPN ranking (rpn_rank.cu): device scratch bytes for levels of counts[l]
+ * anchors (cub's size query), then the sort; h_ranked[l] (host) receives
+ * level l's first tops[l] anchor indices by descending logit, ties by index. */
+mr_status cuda_rank_scratch_bytes(const int *counts, int levels, size_t *bytes, mr_error *err);
+mr_status cuda_rank_launch(cudaStream_t s, void *d_scratch, const float *const *d_logits, const int *counts,
+                           const int *tops, int levels, int *const *h_ranked, mr_error *err);
 /* labels: device floats, already checked to lie in 0..K-1. */
 mr_status cuda_mask_probs_launch(cudaStream_t s, const mr_tensor *logits, const float *labels, mr_tensor *probs,
                                  mr_error *err);
