@@ -105,6 +105,7 @@ static mr_status create_backend(run_state *r, mr_error *err)
     if (st != MR_ERR_UNSUPPORTED) return st;
     if (dev) fprintf(stderr, "detect: notice: --device %s: %s; running on the CPU\n", dev, why);
 #else
+    (void)index;
     if (dev) fprintf(stderr, "detect: notice: --device %s: this build has no CUDA backend; running on the CPU\n", dev);
 #endif
     return backend_cpu_create(&r->be, r->opt.threads, err);

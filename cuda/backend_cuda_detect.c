@@ -74,9 +74,10 @@ mr_status cuda_mask_probs(void *vctx, const mr_tensor *logits, const mr_tensor *
     float *h = c->host;
     MR_TRY(to_host(c, h, labels->data, sizeof(float) * (size_t)D, "mask_probs", err));
     for (int d = 0; d < D; d++) {
-        int label = (int)h[d];
-        if (!(h[d] >= 0.0f) || label >= K)
-            return mr_fail(err, MR_ERR_RANGE, "mask_probs: detection %d has label %d, outside 0..%d", d, label, K - 1);
+        /* (int)label in 0..K-1, as the CPU backend's test; NaN fails */
+        if (!(h[d] > -1.0f && h[d] < (float)K))
+            return mr_fail(err, MR_ERR_RANGE, "mask_probs: detection %d has label %g, outside 0..%d", d, (double)h[d],
+                           K - 1);
     }
     MR_TRY(cuda_mask_probs_launch(c->stream, logits, labels->data, probs, err));
     return cuda_after_launch(c, "mask_probs", err);

@@ -255,6 +255,29 @@ static mr_status conv_entry_get(cuda_ctx *c, mr_layer *l, const mr_tensor *x, co
     return MR_OK;
 }
 
+/* cudnnConvolutionForward with the entry's algorithm. Until cuDNN has
+ * accepted the entry once, a refusal switches it to IMPLICIT_GEMM (which
+ * implements every configuration) and retries. */
+static mr_status conv_forward(cuda_ctx *c, mr_layer *l, cuda_conv_entry *e, const mr_tensor *x, float *dst,
+                              float beta, mr_error *err)
+{
+    const float alpha = 1.0f;
+    for (;;) {
+        DNN_TRY(cudnnSetConvolutionMathType(l->conv_desc, e->math), "math type");
+        cudnnStatus_t s = cudnnConvolutionForward(c->cudnn, &alpha, e->x_desc, x->data, l->w_desc, l->d_w,
+                                                  l->conv_desc, e->algo, c->d_ws, e->ws_bytes, &beta, e->y_desc, dst);
+        if (s == CUDNN_STATUS_SUCCESS) {
+            e->verified = 1;
+            return MR_OK;
+        }
+        if (e->verified || e->algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM ||
+            !algo_usable(c, l, e, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+                         c->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH))
+            return cudnn_fail(err, l->name, "convolution", s);
+        MR_TRY(cuda_reserve(c, &c->d_ws, &c->ws_size, e->ws_bytes, l->name, err));
+    }
+}
+
 /* The two-pass form: conv (beta = 1 accumulates in place), then one affine
  * pass. Folded: y = act(conv + y_old + bias); no-fold:
  * y = act(conv*scale + bias + y_old), the conv going to d_tmp when it must
@@ -265,7 +288,7 @@ static mr_status conv_two_pass(cuda_ctx *c, mr_layer *l, cuda_conv_entry *e, con
     size_t numel = mr_tensor_numel(y);
     float *dst = y->data;
     const float *residual = NULL;
-    float alpha = 1.0f, beta = 0.0f;
+    float beta = 0.0f;
     if (accumulate && c->fold) {
         beta = 1.0f;
     } else if (accumulate) {
@@ -273,10 +296,7 @@ static mr_status conv_two_pass(cuda_ctx *c, mr_layer *l, cuda_conv_entry *e, con
         dst = c->d_tmp;
         residual = y->data;
     }
-    DNN_TRY(cudnnSetConvolutionMathType(l->conv_desc, e->math), "math type");
-    DNN_TRY(cudnnConvolutionForward(c->cudnn, &alpha, e->x_desc, x->data, l->w_desc, l->d_w, l->conv_desc, e->algo,
-                                    c->d_ws, e->ws_bytes, &beta, e->y_desc, dst),
-            "convolution");
+    MR_TRY(conv_forward(c, l, e, x, dst, beta, err));
     MR_TRY(cuda_after_launch(c, l->name, err));
     MR_TRY(cuda_affine_launch(c->stream, l->name, y->data, dst, l->d_scale, l->d_bias, residual,
                               numel / (size_t)y->c, y->c, l->conv.relu, err));
@@ -306,14 +326,16 @@ mr_status cuda_conv(void *vctx, mr_layer *l, const mr_tensor *x, mr_tensor *y, i
         c->cudnn, &alpha1, e->x_desc, x->data, l->w_desc, l->d_w, l->conv_desc, e->algo, c->d_ws, e->ws_bytes,
         &alpha2, e->y_desc, y->data, l->bias_desc, l->d_bias, p->relu ? l->relu_desc : l->identity_desc, e->y_desc,
         y->data);
-    if (s == CUDNN_STATUS_NOT_SUPPORTED) {
-        /* refused for this shape: from now on it takes the two-pass form */
+    if (s != CUDNN_STATUS_SUCCESS && !e->verified) {
+        /* refused for this shape (NOT_SUPPORTED, or a parameter combination
+         * cuDNN rejects): from now on it takes the two-pass form */
         e->fused = 0;
         MR_TRY(choose_algo(c, l, e, err));
         MR_TRY(cuda_reserve(c, &c->d_ws, &c->ws_size, e->ws_bytes, l->name, err));
         return conv_two_pass(c, l, e, x, y, accumulate, err);
     }
     if (s != CUDNN_STATUS_SUCCESS) return cudnn_fail(err, l->name, "fused convolution", s);
+    e->verified = 1;
     return cuda_after_launch(c, l->name, err);
 }
 

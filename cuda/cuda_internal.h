@@ -70,7 +70,8 @@ typedef struct {
     cudnnConvolutionFwdAlgo_t algo;
     cudnnMathType_t math;
     size_t ws_bytes;
-    int fused; /* cudnnConvolutionBiasActivationForward, else conv + affine kernel */
+    int fused;    /* cudnnConvolutionBiasActivationForward, else conv + affine kernel */
+    int verified; /* cuDNN accepted this entry's call once (before that, a refusal falls back) */
 } cuda_conv_entry;
 
 typedef enum { CUDA_LAYER_CONV, CUDA_LAYER_LINEAR, CUDA_LAYER_DECONV2X2 } cuda_layer_kind;

@@ -83,8 +83,8 @@ extern "C" mr_status cuda_roi_align_launch(cudaStream_t s, const mr_roi_align_pa
             return mr_fail(err, MR_ERR_SHAPE, "roi_align: level %d has %d channels, level %d has %d",
                            map->min_level + l, levels[l]->c, map->min_level, C);
         lv.data[l] = levels[l]->data;
-        lv.h[l] = levels[l]->n > 0 ? levels[l]->h : 0;
-        lv.w[l] = levels[l]->n > 0 ? levels[l]->w : 0;
+        lv.h[l] = levels[l]->h;
+        lv.w[l] = levels[l]->w;
     }
     if (rois->n == 0 || C == 0) return MR_OK;
     roi_align(s, p, map, &lv, rois->data, rois->n, C, out->data);

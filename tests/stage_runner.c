@@ -230,6 +230,8 @@ int main(int argc, char **argv)
         mr_cuda_params cp = {0, strcmp(precision, "tf32") == 0, fold};
         CHECK(backend_cuda_create_ex(&be, &cp, &err));
 #else
+        (void)precision;
+        (void)fold;
         fprintf(stderr, "stage_runner: --device cuda: this build has no CUDA backend\n");
         return 2;
 #endif

@@ -185,6 +185,12 @@ def main():
         nofold = stage_runner(a.work, "ours_nofold", astro_png, ["--device", "cuda", "--precision", "fp32",
                                                                   "--no-fold"])
         compare_stages("cuda --no-fold vs cpu", cpu, nofold)
+        tf32 = stage_runner(a.work, "ours_tf32", astro_png, ["--device", "cuda", "--precision", "tf32"])
+        global failures
+        kept = list(failures)
+        print("  (informational, not a pass/fail check: TF32 against the strict CPU)")
+        compare_stages("cuda tf32 vs cpu", cpu, tf32)
+        failures = kept
     model = model.to(dev)
     ref, ref_masks = torch_forward(model, astro, dev)
     compare_detections(f"{a.ours} vs torchvision on {dev.type}", (ref["boxes"], ref["scores"], ref["labels"]),
