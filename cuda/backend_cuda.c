@@ -131,6 +131,7 @@ static void cuda_destroy(void *vctx)
     if (c->d_ws) cudaFree(c->d_ws);
     if (c->d_tmp) cudaFree(c->d_tmp);
     if (c->d_post) cudaFree(c->d_post);
+    if (c->d_paste) cudaFree(c->d_paste);
     if (c->cublas) cublasDestroy(c->cublas);
     if (c->cudnn) cudnnDestroy(c->cudnn);
     if (c->stream) cudaStreamDestroy(c->stream);

@@ -8,15 +8,15 @@
  * selection after it (decode, clip, size rule, NMS, top-N over levels) on
  * the host by proposals_select, the CPU backend's code.
  *
- * HOST FALLBACKS (a first step, documented as such): box_detections and
- * mask_paste copy their inputs to the host, call the CPU implementations
- * (box_post_cpu, mask_paste_binary / mask_paste_prob: the same code and
- * numbers as the CPU backend) and copy the small results back: the box
- * head's 1000 x (K + 4K) outputs (1.8 MB) and the 28x28 mask probabilities;
- * the pasted masks are host memory in the interface anyway. The GPU
- * versions planned (the RPN's decode and bitmask NMS, batched per-class NMS
- * for the boxes, a paste kernel over mask_paste.h's math) replace these
- * functions without touching anything else. */
+ * mask_paste: on the GPU (mask_paste.cu), the uint8 planes copied back to
+ * the host masks of the interface.
+ *
+ * HOST FALLBACK (a first step, documented as such): box_detections copies
+ * its inputs (the box head's 1000 x (K + 4K) outputs, 1.8 MB) to the host,
+ * calls box_post_cpu (the CPU backend's code and numbers) and copies the
+ * detections back. The GPU versions planned (the RPN's decode and bitmask
+ * NMS, softmax + candidates + batched per-class NMS for the boxes) replace
+ * these functions without touching anything else. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -186,34 +186,40 @@ mr_status cuda_box_detections(void *vctx, const mr_box_post_params *p, const mr_
     return MR_OK;
 }
 
-/* HOST FALLBACK: see the top of this file. */
+/* On the GPU (mask_paste.cu); the planes come back to the host masks (and
+ * soft), one copy per mask, after one launch for all of them. */
 mr_status cuda_mask_paste(void *vctx, const mr_mask_paste_params *p, const mr_tensor *probs, const mr_tensor *boxes,
                           int img_h, int img_w, uint8_t *const *masks, float *soft, mr_error *err)
 {
     cuda_ctx *c = vctx;
     const char *op = "mask_paste";
-    size_t D = (size_t)probs->n, mplane = (size_t)probs->h * (size_t)probs->w * (size_t)probs->c;
+    /* the CPU's checks (engine/mask_paste.c), in its order */
+    if (p->rule != MR_PASTE_TORCHVISION && p->rule != MR_PASTE_DETECTRON2)
+        return mr_fail(err, MR_ERR_UNSUPPORTED, "%s: paste rule %d is not implemented", op, (int)p->rule);
+    if (p->mask_size <= 0 || p->mask_size > 4096 || p->padding < 0 || p->padding > 4096)
+        return mr_fail(err, MR_ERR_RANGE, "%s: mask size %d / padding %d out of range", op, p->mask_size, p->padding);
+    if (img_h < 0 || img_w < 0) return mr_fail(err, MR_ERR_RANGE, "%s: image size %dx%d is negative", op, img_h, img_w);
+    size_t D = (size_t)probs->n, M = (size_t)p->mask_size;
     if (boxes->n != probs->n)
         return mr_fail(err, MR_ERR_SHAPE, "%s: %d masks, %d boxes do not match", op, probs->n, boxes->n);
-    if (p->mask_size > 0 && mplane != (size_t)p->mask_size * (size_t)p->mask_size)
+    if ((size_t)probs->h * (size_t)probs->w * (size_t)probs->c != M * M)
         return mr_fail(err, MR_ERR_SHAPE, "%s: masks are not %dx%d", op, p->mask_size, p->mask_size);
-    if (D == 0) return MR_OK;
-    mr_scratch sc = {NULL, 0};
-    scratch_take(&sc, sizeof(float) * D * mplane);
-    scratch_take(&sc, sizeof(float) * 4 * D);
-    scratch_take(&sc, mask_paste_scratch_bytes(p->mask_size, p->padding));
-    MR_TRY(cuda_host_reserve(c, sc.used, op, err));
-    sc.base = c->host;
-    sc.used = 0;
-    float *hp = scratch_take(&sc, sizeof(float) * D * mplane), *hb = scratch_take(&sc, sizeof(float) * 4 * D);
-    void *scratch = scratch_take(&sc, mask_paste_scratch_bytes(p->mask_size, p->padding));
-    MR_TRY(to_host(c, hp, probs->data, sizeof(float) * D * mplane, op, err));
-    MR_TRY(to_host(c, hb, boxes->data, sizeof(float) * 4 * D, op, err));
-    size_t plane = (size_t)img_h * (size_t)img_w;
+    size_t plane = (size_t)img_h * (size_t)img_w, P = M + 2 * (size_t)p->padding;
+    if (D == 0 || plane == 0) return MR_OK;
+    size_t pad_bytes = (sizeof(float) * D * P * P + 255) & ~(size_t)255, bin_bytes = (D * plane + 255) & ~(size_t)255;
+    MR_TRY(cuda_reserve(c, &c->d_paste, &c->paste_size, pad_bytes + bin_bytes + (soft ? sizeof(float) * D * plane : 0),
+                        op, err));
+    float *d_padded = c->d_paste;
+    uint8_t *d_bin = (uint8_t *)c->d_paste + pad_bytes;
+    float *d_soft = soft ? (float *)(d_bin + bin_bytes) : NULL;
+    MR_TRY(cuda_mask_paste_launch(c->stream, p, probs->data, boxes->data, (int)D, img_h, img_w, d_padded, d_bin, d_soft,
+                                  err));
+    MR_TRY(cuda_after_launch(c, op, err));
     for (size_t d = 0; d < D; d++) {
-        const float *prob = hp + d * mplane, *box = hb + 4 * d;
-        MR_TRY(mask_paste_binary(p, prob, box, img_h, img_w, masks[d], scratch, err));
-        if (soft) MR_TRY(mask_paste_prob(p, prob, box, img_h, img_w, soft + d * plane, scratch, err));
+        cudaError_t e = cudaMemcpyAsync(masks[d], d_bin + d * plane, plane, cudaMemcpyDeviceToHost, c->stream);
+        if (e != cudaSuccess) return cuda_fail(err, op, "copy to host", e);
     }
-    return MR_OK;
+    if (soft) MR_TRY(to_host(c, soft, d_soft, sizeof(float) * D * plane, op, err));
+    cudaError_t e = cudaStreamSynchronize(c->stream);
+    return e == cudaSuccess ? MR_OK : cuda_fail(err, op, "the paste kernel", e);
 }

@@ -3,16 +3,16 @@
  * Layout of the backend:
  *   backend_cuda.c          context, buffers, copies, the table, error helpers
  *   backend_cuda_layers.c   conv (cuDNN), linear and deconv2x2 (cuBLAS)
- *   backend_cuda_detect.c   roi_align, mask_probs, rpn_proposals (ranked on the
- *                           GPU, selected on the host), and the detection ops
- *                           (box_detections, mask_paste) that still run on
- *                           the host: see that file
+ *   backend_cuda_detect.c   roi_align, mask_probs, mask_paste, rpn_proposals
+ *                           (ranked on the GPU, selected on the host) and
+ *                           box_detections (still on the host): see that file
  *   affine.cu               y = act(x*scale[c] + bias[c] (+ residual)), float4
  *   deconv.cu               depth-to-space of the deconv2x2 GEMM, + bias, ReLU
  *   pool.cu                 max pool, nearest upsample
  *   roi_align.cu            multi-level RoIAlign in one launch (roi_align.h math)
  *   rpn_rank.cu             the RPN's per-level ranking by logit (CUB radix sort)
  *   mask_probs.cu           sigmoid of the predicted class's channel
+ *   mask_paste.cu           masks pasted into image planes (mask_paste.h math)
  *
  * Every .cu file has three levels: a static __global__ kernel with a
  * grid-stride loop, a static launcher taking the stream, and one extern "C"
@@ -54,6 +54,10 @@ typedef struct {
      * (rpn_rank.cu), sized by cub's query, grown like d_ws. */
     void *d_post;
     size_t post_size;
+    /* mask_paste's padded masks and pasted planes (mask_paste.cu), grown for
+     * a new largest image and detection count. */
+    void *d_paste;
+    size_t paste_size;
     /* Host staging for the ops that still run on the host. */
     void *host;
     size_t host_size;
@@ -160,6 +164,12 @@ mr_status cuda_roi_align_launch(cudaStream_t s, const mr_roi_align_params *p, co
 mr_status cuda_rank_scratch_bytes(const int *counts, int levels, size_t *bytes, mr_error *err);
 mr_status cuda_rank_launch(cudaStream_t s, void *d_scratch, const float *const *d_logits, const int *counts,
                            const int *tops, int levels, int *const *h_ranked, mr_error *err);
+/* Pastes D masks (probs [D, M, M] and boxes [D, 4], device) into bin
+ * [D, H, W] (and soft, when not NULL), device planes; padded: D*P*P floats
+ * of scratch (torchvision rule). Parameters already validated. */
+mr_status cuda_mask_paste_launch(cudaStream_t s, const mr_mask_paste_params *p, const float *probs,
+                                 const float *boxes, int D, int H, int W, float *padded, uint8_t *bin, float *soft,
+                                 mr_error *err);
 /* labels: device floats, already checked to lie in 0..K-1. */
 mr_status cuda_mask_probs_launch(cudaStream_t s, const mr_tensor *logits, const float *labels, mr_tensor *probs,
                                  mr_error *err);
