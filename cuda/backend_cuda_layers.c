@@ -4,7 +4,7 @@
  * layout), algorithm chosen once per input shape by cuDNN's heuristic
  * (cudnnGetConvolutionForwardAlgorithm_v7) and cached in the layer, its
  * workspace sized by cudnnGetConvolutionForwardWorkspaceSize and held once
- * in the context. Two ways to apply the per-channel affine (the folded
+ * in the context (strict fp32: FMA math, no FFT or Winograd algorithms). Two ways to apply the per-channel affine (the folded
  * batchnorm) and the fused residual/ReLU:
  *
  *  fold_affine = 1 (default): the affine is in the weights and bias (model.c
@@ -198,8 +198,17 @@ static int algo_usable(cuda_ctx *c, mr_layer *l, cuda_conv_entry *e, cudnnConvol
     return 1;
 }
 
+/* FFT and Winograd transform the operands, which costs fp32 accuracy
+ * (errors of 1e-5..1e-4 relative): strict fp32 mode does without them. */
+static int algo_inexact(cudnnConvolutionFwdAlgo_t a)
+{
+    return a == CUDNN_CONVOLUTION_FWD_ALGO_FFT || a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
+           a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD || a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+
 /* Picks the algorithm for this entry (e->fused may be cleared). Strict fp32
- * keeps every algorithm on CUDNN_FMA_MATH; TF32 takes the heuristic's math. */
+ * keeps every algorithm on CUDNN_FMA_MATH and off FFT/Winograd; TF32 takes
+ * the heuristic's choice and math. */
 static mr_status choose_algo(cuda_ctx *c, mr_layer *l, cuda_conv_entry *e, mr_error *err)
 {
     cudnnMathType_t base = c->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
@@ -216,6 +225,7 @@ static mr_status choose_algo(cuda_ctx *c, mr_layer *l, cuda_conv_entry *e, mr_er
             "algorithm heuristic");
     for (int i = 0; i < found; i++) {
         if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+        if (!c->tf32 && algo_inexact(perf[i].algo)) continue;
         if (algo_usable(c, l, e, perf[i].algo, c->tf32 ? perf[i].mathType : CUDNN_FMA_MATH)) return MR_OK;
     }
     /* IMPLICIT_GEMM supports every configuration and needs no workspace. */

@@ -141,11 +141,11 @@ def torch_stage_times(model, img, dev, runs):
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def ours_stage_times(work, png, device, args, runs):
+def ours_stage_times(work, png, device, args, runs, env=None):
     pj = os.path.join(work, "profile.json")
     cmd = [os.path.join(BUILD, "detect"), "--config", CONFIG, "--weights", os.path.join(work, "w.safetensors"),
            "--device", device, "-q", "--profile-runs", str(runs), "--profile-json", pj, png] + args
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, **(env or {})))
     if r.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed:\n{r.stderr}")
     summary = json.load(open(pj))["summary"]
@@ -206,13 +206,16 @@ def main():
                     args = ["--precision", prec] + ([] if fold else ["--no-fold"])
                     cols[f"{prec}{'' if fold else ' nofold'}"] = ours_stage_times(a.work, synth_png, "cuda", args,
                                                                                    a.bench_runs)
+            # the residual as cuDNN's z input (MR_CUDA_FUSED_Z=1, not the default yet: see check.sh)
+            cols["tf32 fused-z"] = ours_stage_times(a.work, synth_png, "cuda", ["--precision", "tf32"], a.bench_runs,
+                                                    {"MR_CUDA_FUSED_Z": "1"})
         else:
             cols["cpu"] = ours_stage_times(a.work, synth_png, "cpu", [], a.bench_runs)
         cols[f"torchvision {dev.type}"] = torch_stage_times(model, synth, dev, a.bench_runs)
         names = list(cols)
-        print(f"{'stage':<11}" + "".join(f"{n:>18}" for n in names))
+        print(f"{'stage':<11}" + "".join(f"{n:>16}" for n in names))
         for s in STAGES + ["total"]:
-            print(f"{s:<11}" + "".join(f"{cols[n][s] * 1000:>16.2f}ms" for n in names))
+            print(f"{s:<11}" + "".join(f"{cols[n][s] * 1000:>14.2f}ms" for n in names))
 
     print(f"\n{len(failures)} parity checks failed" + (": " + "; ".join(failures) if failures else ""))
     return 1 if failures else 0
