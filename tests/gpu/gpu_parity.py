@@ -198,7 +198,7 @@ def main():
                        ours("final_masks_bin"))
 
     if a.bench_runs > 0:
-        print(f"\nlatency, 800x1216, median of {a.bench_runs} runs after warm-up (seconds):", flush=True)
+        print(f"\nlatency per stage, 800x1216, median of {a.bench_runs} runs after warm-up:", flush=True)
         cols = {}
         if a.ours == "cuda":
             for prec in ("fp32", "tf32"):
