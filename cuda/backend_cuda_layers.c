@@ -230,8 +230,13 @@ static mr_status choose_algo(cuda_ctx *c, mr_layer *l, cuda_conv_entry *e, mr_er
     }
     /* IMPLICIT_GEMM supports every configuration and needs no workspace. */
     if (algo_usable(c, l, e, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, base)) return MR_OK;
-    return mr_fail(err, MR_ERR_BACKEND, "%s: cuDNN offers no forward algorithm for a [%d,%d,%d,%d] input", l->name,
-                   e->n, e->h, e->w, l->conv.cin);
+    /* a valid conv this cuDNN cannot run (e.g. a grouped or dilated NHWC
+     * fp32 conv on some versions): unsupported, not a failure */
+    return mr_fail(err, MR_ERR_UNSUPPORTED,
+                   "%s: cuDNN offers no forward algorithm for a [%d,%d,%d,%d] input (%dx%d, stride %d, dilation %d, "
+                   "%d groups)",
+                   l->name, e->n, e->h, e->w, l->conv.cin, l->conv.kh, l->conv.kw, l->conv.stride, l->conv.dilation,
+                   l->conv.groups);
 }
 
 /* Finds (or builds) the cached state for this input shape. */
