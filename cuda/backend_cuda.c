@@ -209,6 +209,7 @@ mr_status backend_cuda_create_ex(mr_backend *out, const mr_cuda_params *p, mr_er
     c->fold = p->fold_affine;
     c->sync_each = env_flag("MR_CUDA_SYNC", 0);
     c->fuse_z = env_flag("MR_CUDA_FUSED_Z", 0);
+    c->host_post = env_flag("MR_CUDA_HOST_POST", 0);
     mr_status st = MR_OK;
     cudaError_t e = cudaSetDevice(c->device);
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);

@@ -11,16 +11,20 @@
  * mask_paste: on the GPU (mask_paste.cu), the uint8 planes copied back to
  * the host masks of the interface.
  *
- * HOST FALLBACK (a first step, documented as such): box_detections copies
- * its inputs (the box head's 1000 x (K + 4K) outputs, 1.8 MB) to the host,
- * calls box_post_cpu (the CPU backend's code and numbers) and copies the
- * detections back. The GPU versions planned (the RPN's decode and bitmask
- * NMS, softmax + candidates + batched per-class NMS for the boxes) replace
- * these functions without touching anything else. */
+ * box_detections: the softmax and every (RoI, class) candidate's decode,
+ * clip and tests on the GPU (box_post.cu), compacted with CUB; the
+ * per-class NMS and top-N on the host by box_post_select, the CPU backend's
+ * code. MR_CUDA_HOST_POST=1 runs the whole op on the host (box_post_cpu on
+ * copies of its inputs), for debugging.
+ *
+ * STILL ON THE HOST (a first step): the NMS of both ops (Detectron's and
+ * maskrcnn-benchmark's GPU bitmask NMS is the plan) and the RPN's decode and
+ * filter, which need the logits and deltas on the host. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "nms.h"
 #include "scratch.h"
 
 static mr_status to_host(cuda_ctx *c, void *dst, const void *src, size_t bytes, const char *op, mr_error *err)
@@ -148,19 +152,13 @@ mr_status cuda_rpn_proposals(void *vctx, const mr_proposal_params *p, const mr_t
     return MR_OK;
 }
 
-/* HOST FALLBACK: see the top of this file. */
-mr_status cuda_box_detections(void *vctx, const mr_box_post_params *p, const mr_tensor *rois,
-                              const mr_tensor *logits, const mr_tensor *deltas, mr_tensor *boxes,
-                              mr_tensor *scores, mr_tensor *labels, mr_error *err)
+/* The whole op on the host (MR_CUDA_HOST_POST=1): box_post_cpu on copies. */
+static mr_status box_detections_host(cuda_ctx *c, const mr_box_post_params *p, const mr_tensor *rois,
+                                     const mr_tensor *logits, const mr_tensor *deltas, mr_tensor *boxes,
+                                     mr_tensor *scores, mr_tensor *labels, mr_error *err)
 {
-    cuda_ctx *c = vctx;
     const char *op = "box_detections";
     size_t cap = (size_t)p->out_capacity;
-    if (p->max_dets > p->out_capacity || boxes->cap < 4 * cap || scores->cap < cap || labels->cap < cap)
-        return mr_fail(err, MR_ERR_SHAPE, "%s: outputs hold fewer than %d rows", op, p->out_capacity);
-    if (logits->n != rois->n || deltas->n != rois->n || logits->c != p->num_classes || deltas->c != 4 * p->num_classes)
-        return mr_fail(err, MR_ERR_SHAPE, "%s: logits/deltas do not match %d rois of %d classes", op, rois->n,
-                       p->num_classes);
     size_t n = (size_t)rois->n, K = (size_t)p->num_classes;
     mr_scratch sc = {NULL, 0};
     scratch_take(&sc, sizeof(float) * 4 * n);
@@ -182,6 +180,58 @@ mr_status cuda_box_detections(void *vctx, const mr_box_post_params *p, const mr_
     MR_TRY(to_device(c, boxes->data, hb, sizeof(float) * 4 * (size_t)d, op, err));
     MR_TRY(to_device(c, scores->data, hs, sizeof(float) * (size_t)d, op, err));
     MR_TRY(to_device(c, labels->data, hlab, sizeof(float) * (size_t)d, op, err));
+    boxes->n = scores->n = labels->n = d;
+    return MR_OK;
+}
+
+/* Candidates on the GPU (box_post.cu), NMS and top-N on the host
+ * (box_post_select, the CPU backend's code); MR_CUDA_HOST_POST=1 runs the
+ * whole op on the host instead. */
+mr_status cuda_box_detections(void *vctx, const mr_box_post_params *p, const mr_tensor *rois,
+                              const mr_tensor *logits, const mr_tensor *deltas, mr_tensor *boxes,
+                              mr_tensor *scores, mr_tensor *labels, mr_error *err)
+{
+    cuda_ctx *c = vctx;
+    const char *op = "box_detections";
+    size_t cap = (size_t)p->out_capacity;
+    if (p->max_dets > p->out_capacity || boxes->cap < 4 * cap || scores->cap < cap || labels->cap < cap)
+        return mr_fail(err, MR_ERR_SHAPE, "%s: outputs hold fewer than %d rows", op, p->out_capacity);
+    if (logits->n != rois->n || deltas->n != rois->n || logits->c != p->num_classes || deltas->c != 4 * p->num_classes)
+        return mr_fail(err, MR_ERR_SHAPE, "%s: logits/deltas do not match %d rois of %d classes", op, rois->n,
+                       p->num_classes);
+    if (c->host_post) return box_detections_host(c, p, rois, logits, deltas, boxes, scores, labels, err);
+    int n = rois->n, K = p->num_classes;
+    size_t m = (size_t)n * (size_t)(K > 1 ? K - 1 : 0), dev_bytes = 0;
+    MR_TRY(cuda_box_cand_scratch_bytes(n, K, &dev_bytes, err));
+    MR_TRY(cuda_reserve(c, &c->d_post, &c->post_size, dev_bytes, op, err));
+    /* host layout: the candidates as the GPU wrote them, then as box_post_select
+     * takes them (boxes, scores, groups), keep, the NMS scratch, the outputs */
+    mr_scratch sc = {NULL, 0};
+    scratch_take(&sc, sizeof(cuda_box_cand) * m);
+    scratch_take(&sc, sizeof(float) * 5 * m);
+    scratch_take(&sc, sizeof(int) * 2 * m);
+    scratch_take(&sc, nms_scratch_bytes((int)m));
+    scratch_take(&sc, sizeof(float) * 6 * cap);
+    MR_TRY(cuda_host_reserve(c, sc.used, op, err));
+    sc.base = c->host;
+    sc.used = 0;
+    cuda_box_cand *hc = scratch_take(&sc, sizeof(cuda_box_cand) * m);
+    float *cb = scratch_take(&sc, sizeof(float) * 5 * m), *cs = cb + 4 * m;
+    int *cg = scratch_take(&sc, sizeof(int) * 2 * m), *keep = cg + m;
+    void *nms = scratch_take(&sc, nms_scratch_bytes((int)m));
+    float *hb = scratch_take(&sc, sizeof(float) * 6 * cap), *hs = hb + 4 * cap, *hl = hs + cap;
+    int count = 0;
+    MR_TRY(cuda_box_cand_launch(c->stream, p, rois->data, logits->data, deltas->data, n, c->d_post, hc, &count, err));
+    MR_TRY(cuda_after_launch(c, op, err));
+    for (int i = 0; i < count; i++) {
+        memcpy(cb + 4 * (size_t)i, hc[i].box, 4 * sizeof(float));
+        cs[i] = hc[i].score;
+        cg[i] = hc[i].group;
+    }
+    int d = box_post_select(p, cb, cs, cg, count, hb, hs, hl, keep, nms);
+    MR_TRY(to_device(c, boxes->data, hb, sizeof(float) * 4 * (size_t)d, op, err));
+    MR_TRY(to_device(c, scores->data, hs, sizeof(float) * (size_t)d, op, err));
+    MR_TRY(to_device(c, labels->data, hl, sizeof(float) * (size_t)d, op, err));
     boxes->n = scores->n = labels->n = d;
     return MR_OK;
 }

@@ -3,9 +3,9 @@
  * Layout of the backend:
  *   backend_cuda.c          context, buffers, copies, the table, error helpers
  *   backend_cuda_layers.c   conv (cuDNN), linear and deconv2x2 (cuBLAS)
- *   backend_cuda_detect.c   roi_align, mask_probs, mask_paste, rpn_proposals
- *                           (ranked on the GPU, selected on the host) and
- *                           box_detections (still on the host): see that file
+ *   backend_cuda_detect.c   roi_align, mask_probs, mask_paste; rpn_proposals and
+ *                           box_detections: the per-element work on the GPU,
+ *                           NMS and top-N on the host (see that file)
  *   affine.cu               y = act(x*scale[c] + bias[c] (+ residual)), float4
  *   deconv.cu               depth-to-space of the deconv2x2 GEMM, + bias, ReLU
  *   pool.cu                 max pool, nearest upsample
@@ -13,6 +13,7 @@
  *   rpn_rank.cu             the RPN's per-level ranking by logit (CUB radix sort)
  *   mask_probs.cu           sigmoid of the predicted class's channel
  *   mask_paste.cu           masks pasted into image planes (mask_paste.h math)
+ *   box_post.cu             softmax and box candidates (box_post.h math), CUB compaction
  *
  * Every .cu file has three levels: a static __global__ kernel with a
  * grid-stride loop, a static launcher taking the stream, and one extern "C"
@@ -38,6 +39,7 @@ typedef struct {
     int tf32;      /* TF32 tensor cores allowed in cuDNN and cuBLAS */
     int fold;      /* fold_affine (backend_cuda.h) */
     int sync_each; /* MR_CUDA_SYNC=1: synchronise and check after every launch */
+    int host_post; /* MR_CUDA_HOST_POST=1: box_detections wholly on the host (debugging) */
     int fuse_z;    /* MR_CUDA_FUSED_Z=1: residual as cuDNN's z, aliasing y (see backend_cuda_layers.c) */
     cudaStream_t stream;
     cudnnHandle_t cudnn;
@@ -50,8 +52,8 @@ typedef struct {
      * (no-fold), and the deconv2x2 GEMM's output; grown like d_ws. */
     float *d_tmp;
     size_t tmp_size;
-    /* The RPN ranking's sorted keys/indices and cub's temporary storage
-     * (rpn_rank.cu), sized by cub's query, grown like d_ws. */
+    /* The RPN ranking's and the box candidates' device scratch (rpn_rank.cu,
+     * box_post.cu; one op at a time), sized by cub's query, grown like d_ws. */
     void *d_post;
     size_t post_size;
     /* mask_paste's padded masks and pasted planes (mask_paste.cu), grown for
@@ -170,6 +172,21 @@ mr_status cuda_rank_launch(cudaStream_t s, void *d_scratch, const float *const *
 mr_status cuda_mask_paste_launch(cudaStream_t s, const mr_mask_paste_params *p, const float *probs,
                                  const float *boxes, int D, int H, int W, float *padded, uint8_t *bin, float *soft,
                                  mr_error *err);
+/* Box post-processing candidates (box_post.cu): one (RoI, class) pair that
+ * passed the score and size tests. */
+typedef struct {
+    float box[4];
+    float score;
+    int group; /* class id */
+} cuda_box_cand;
+
+/* Device scratch bytes for n RoIs of K classes (cub's size query); then the
+ * launch: h_cand (host, room for n*(K-1)) receives the *h_count candidates
+ * in RoI-major, class-minor order. */
+mr_status cuda_box_cand_scratch_bytes(int n, int K, size_t *bytes, mr_error *err);
+mr_status cuda_box_cand_launch(cudaStream_t s, const mr_box_post_params *p, const float *rois, const float *logits,
+                               const float *deltas, int n, void *d_scratch, cuda_box_cand *h_cand, int *h_count,
+                               mr_error *err);
 /* labels: device floats, already checked to lie in 0..K-1. */
 mr_status cuda_mask_probs_launch(cudaStream_t s, const mr_tensor *logits, const float *labels, mr_tensor *probs,
                                  mr_error *err);
