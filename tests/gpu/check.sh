@@ -9,7 +9,8 @@
 #      references (normalised error per op, fixed printed seed, boxes outside
 #      the image, empty inputs); fails if the CUDA cases were skipped; then
 #      once more with MR_CUDA_FUSED_Z=1 (residual as cuDNN's z input, in place)
-#      to tell whether that fusion can become the default;
+#      to tell whether that fusion can become the default, and with
+#      MR_CUDA_SYNC=1 (every launch checked at once);
 #   3. tests/gpu/gpu_parity.py: end-to-end parity, strict fp32 (TF32 off in
 #      torch too), of CUDA against our CPU backend (every stage) and against
 #      torchvision on the same GPU (final detections and masks), then the
@@ -25,6 +26,9 @@
 #   device run:  bash tests/gpu/check.sh   (timeout 540 s; carry tests/gpu/deps)
 #   env:         PYTHON (default python3, must have torch with CUDA),
 #                BENCH_RUNS (default 20), WORK (default /tmp/gpucheck)
+# Debugging switches of the backend (cuda/cuda_internal.h): MR_CUDA_SYNC=1,
+# MR_CUDA_FUSED_Z=1 (residual as cuDNN's z), MR_CUDA_HOST_POST=1 (box
+# post-processing wholly on the host).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 T0=$(date +%s)
@@ -34,6 +38,8 @@ WORK=${WORK:-/tmp/gpucheck}
 failed=()
 step() { echo; echo "== [$(($(date +%s) - T0)) s] $*"; }
 fail() { echo "FAIL: $*"; failed+=("$*"); }
+
+command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
 
 step "machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader || fail "nvidia-smi"
@@ -72,6 +78,12 @@ rc=$?
 grep -E "^test_backend_ops: seed|^  (cpu|cuda|cuda-nofold) [a-z_0-9]+: |FAIL|^SKIP" "$WORK.ops.log"
 [ $rc -eq 0 ] || fail "test_backend_ops (exit $rc)"
 grep -q "^SKIP cuda" "$WORK.ops.log" && fail "the CUDA cases were skipped: no GPU found by the backend"
+
+step "backend ops with MR_CUDA_SYNC=1 (a sync and check after every launch)"
+MR_CUDA_SYNC=1 build/tests/test_backend_ops >"$WORK.ops_sync.log" 2>&1 || {
+    grep -E "FAIL" "$WORK.ops_sync.log" | head -20
+    fail "test_backend_ops with MR_CUDA_SYNC=1"
+}
 
 step "backend ops with MR_CUDA_FUSED_Z=1 (informational: residual as cuDNN's z, aliasing y)"
 if MR_CUDA_FUSED_Z=1 build/tests/test_backend_ops >"$WORK.ops_z.log" 2>&1; then
