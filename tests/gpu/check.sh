@@ -4,7 +4,7 @@
 # needs the network). One run, under 8 minutes:
 #   1. builds everything with the CUDA backend (sm_90 only, to save time; the
 #      full sm_75..sm_90 + PTX build is `make` on any machine with nvcc);
-#   2. build/tests/test_backend_ops: every backend op on the CPU, on CUDA
+#   2. build-gpu/tests/test_backend_ops: every backend op on the CPU, on CUDA
 #      (folded) and on CUDA --no-fold, from one table of cases against the same
 #      references (normalised error per op, fixed printed seed, boxes outside
 #      the image, empty inputs); fails if the CUDA cases were skipped; then
@@ -35,6 +35,8 @@ T0=$(date +%s)
 PY=${PYTHON:-python3}
 BENCH_RUNS=${BENCH_RUNS:-20}
 WORK=${WORK:-/tmp/gpucheck}
+# A build folder of its own: sm_90-only objects must not end up in build/.
+export DETECT_BUILD="$PWD/build-gpu"
 failed=()
 step() { echo; echo "== [$(($(date +%s) - T0)) s] $*"; }
 fail() { echo "FAIL: $*"; failed+=("$*"); }
@@ -48,23 +50,28 @@ $PY -c "import torch, torchvision; print('torch', torch.__version__, 'torchvisio
 'cuda available', torch.cuda.is_available())" || fail "python with torch"
 
 step "build dependencies"
-if compgen -G "tests/gpu/deps/*.deb" >/dev/null; then
+missing_headers() {
+    local h
+    for h in dnnl.h cjson/cJSON.h png.h jpeglib.h cmocka.h; do
+        printf '#include <stdarg.h>\n#include <stddef.h>\n#include <stdio.h>\n#include <setjmp.h>\n#include <stdint.h>\n#include <%s>\n' "$h" |
+            gcc -E -x c - >/dev/null 2>&1 || echo "$h"
+    done
+}
+missing=$(missing_headers)
+if [ -n "$missing" ] && compgen -G "tests/gpu/deps/*.deb" >/dev/null; then
+    echo "missing: $missing; unpacking tests/gpu/deps/*.deb"
     for f in tests/gpu/deps/*.deb; do dpkg -x "$f" / || fail "unpacking $f"; done
     ldconfig
-    echo "unpacked $(ls tests/gpu/deps/*.deb | wc -l) packages from tests/gpu/deps"
+    missing=$(missing_headers)
 fi
-missing=()
-for h in dnnl.h cjson/cJSON.h png.h jpeglib.h cmocka.h; do
-    printf '#include <stdarg.h>\n#include <stddef.h>\n#include <stdio.h>\n#include <setjmp.h>\n#include <stdint.h>\n#include <%s>\n' "$h" |
-        gcc -E -x c - >/dev/null 2>&1 || missing+=("$h")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    echo "missing headers: ${missing[*]}: run tests/gpu/fetch_deps.sh where there is a network and carry tests/gpu/deps"
+if [ -n "$missing" ]; then
+    echo "missing headers: $missing: run tests/gpu/fetch_deps.sh where there is a network and carry tests/gpu/deps"
     exit 2
 fi
+echo "build dependencies present"
 
-step "build (CUDA=1 CUDA_ARCHS=90)"
-if make -j"$(nproc)" CUDA=1 CUDA_ARCHS=90 all build/tests/test_backend_ops >"$WORK.build.log" 2>&1; then
+step "build (CUDA=1 CUDA_ARCHS=90, into build-gpu/)"
+if make -j"$(nproc)" CUDA=1 CUDA_ARCHS=90 BUILD=build-gpu all build-gpu/tests/test_backend_ops >"$WORK.build.log" 2>&1; then
     grep -i "warning" "$WORK.build.log" && fail "build warnings" || echo "built, no warnings"
 else
     tail -30 "$WORK.build.log"
@@ -73,20 +80,20 @@ else
 fi
 
 step "backend ops: CPU, CUDA, CUDA --no-fold (tests/unit/test_backend_ops.c)"
-build/tests/test_backend_ops >"$WORK.ops.log" 2>&1
+build-gpu/tests/test_backend_ops >"$WORK.ops.log" 2>&1
 rc=$?
 grep -E "^test_backend_ops: seed|^  (cpu|cuda|cuda-nofold) [a-z_0-9]+: |FAIL|^SKIP" "$WORK.ops.log"
 [ $rc -eq 0 ] || fail "test_backend_ops (exit $rc)"
 grep -q "^SKIP cuda" "$WORK.ops.log" && fail "the CUDA cases were skipped: no GPU found by the backend"
 
 step "backend ops with MR_CUDA_SYNC=1 (a sync and check after every launch)"
-MR_CUDA_SYNC=1 build/tests/test_backend_ops >"$WORK.ops_sync.log" 2>&1 || {
+MR_CUDA_SYNC=1 build-gpu/tests/test_backend_ops >"$WORK.ops_sync.log" 2>&1 || {
     grep -E "FAIL" "$WORK.ops_sync.log" | head -20
     fail "test_backend_ops with MR_CUDA_SYNC=1"
 }
 
 step "backend ops with MR_CUDA_FUSED_Z=1 (informational: residual as cuDNN's z, aliasing y)"
-if MR_CUDA_FUSED_Z=1 build/tests/test_backend_ops >"$WORK.ops_z.log" 2>&1; then
+if MR_CUDA_FUSED_Z=1 build-gpu/tests/test_backend_ops >"$WORK.ops_z.log" 2>&1; then
     echo "MR_CUDA_FUSED_Z=1: all cases pass: the fused residual can be made the default"
 else
     grep -E "FAIL" "$WORK.ops_z.log" | head -20
