@@ -16,6 +16,9 @@
 
 #include "atomic_file.h"
 #include "backend.h"
+#ifdef MR_HAVE_CUDA
+#include "backend_cuda.h"
+#endif
 #include "coco_results.h"
 #include "config.h"
 #include "image.h"
@@ -56,15 +59,56 @@ typedef struct {
     progress prog;
 } run_state;
 
+#ifdef MR_HAVE_CUDA
+/* The CUDA backend when device `index` exists; otherwise (or when the GPU
+ * cannot be set up) *why says why and the caller uses the CPU. */
+static mr_status create_cuda(run_state *r, int index, char *why, size_t why_len, mr_error *err)
+{
+    char reason[256];
+    if (backend_cuda_device_count(reason, sizeof reason) == 0) {
+        snprintf(why, why_len, "no CUDA device (%s)", reason);
+        return MR_ERR_UNSUPPORTED;
+    }
+    mr_cuda_params p = {index, 0, !r->opt.no_fold};
+    p.tf32 = r->opt.precision ? strcmp(r->opt.precision, "tf32") == 0 : backend_cuda_has_tf32(index);
+    mr_error e = {0};
+    mr_status st = backend_cuda_create_ex(&r->be, &p, &e);
+    if (st == MR_ERR_BACKEND) {
+        snprintf(why, why_len, "%s", e.msg);
+        return MR_ERR_UNSUPPORTED;
+    }
+    if (st != MR_OK) return mr_fail(err, st, "--device cuda:%d: %s", index, e.msg);
+    return MR_OK;
+}
+#endif
+
+/* --device: cpu; cuda[:N] (a notice and the CPU when there is no usable
+ * GPU); by default the GPU when there is one, silently the CPU otherwise. */
 static mr_status create_backend(run_state *r, mr_error *err)
 {
     const char *dev = r->opt.device;
-    if (strcmp(dev, "cpu") == 0) return backend_cpu_create(&r->be, r->opt.threads, err);
-    if (strncmp(dev, "cuda", 4) == 0 && (dev[4] == '\0' || dev[4] == ':')) {
-        fprintf(stderr, "detect: notice: --device %s: this build has no CUDA backend; running on the CPU\n", dev);
-        return backend_cpu_create(&r->be, r->opt.threads, err);
+    int index = 0;
+    if (dev && strcmp(dev, "cpu") == 0) return backend_cpu_create(&r->be, r->opt.threads, err);
+    if (dev) {
+        char *end = NULL;
+        int ok = strncmp(dev, "cuda", 4) == 0 && (dev[4] == '\0' || dev[4] == ':');
+        if (ok && dev[4] == ':') {
+            long v = strtol(dev + 5, &end, 10);
+            ok = dev[5] != '\0' && *end == '\0' && v >= 0 && v < 1024;
+            index = (int)v;
+        }
+        if (!ok) return mr_fail(err, MR_ERR_CONFIG, "--device %s: expected cpu, cuda or cuda:N", dev);
     }
-    return mr_fail(err, MR_ERR_CONFIG, "--device %s: expected cpu, cuda or cuda:N", dev);
+#ifdef MR_HAVE_CUDA
+    char why[MR_ERROR_MSG_LEN] = "";
+    mr_status st = create_cuda(r, index, why, sizeof why, err);
+    if (st != MR_ERR_UNSUPPORTED) return st;
+    if (dev) fprintf(stderr, "detect: notice: --device %s: %s; running on the CPU\n", dev, why);
+#else
+    (void)index;
+    if (dev) fprintf(stderr, "detect: notice: --device %s: this build has no CUDA backend; running on the CPU\n", dev);
+#endif
+    return backend_cpu_create(&r->be, r->opt.threads, err);
 }
 
 /* Applies --score-thresh, --max-dets and --classes to the config. */

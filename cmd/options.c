@@ -16,7 +16,9 @@ static void usage(FILE *f)
             "Model\n"
             "  --config FILE        model config (default configs/mask_rcnn_R-101-FPN_torchvision.json)\n"
             "  --weights FILE       converted weights, .safetensors (default model.safetensors)\n"
-            "  --device DEV         cpu | cuda | cuda:N (default cpu)\n"
+            "  --device DEV         cpu | cuda | cuda:N (default: cuda when a GPU is present, else cpu)\n"
+            "  --precision P        GPU math: fp32 | tf32 (default: tf32 on GPUs that have it)\n"
+            "  --no-fold            GPU: batchnorm as its own AffineChannel pass, not folded (comparison)\n"
             "  --threads N          CPU threads (default: all cores)\n"
             "  --score-thresh X     minimum score, 0..1 (default: the config's box_head.score_thresh)\n"
             "  --max-dets N         detections per image (default: the config's box_head.detections_per_image)\n"
@@ -56,10 +58,11 @@ static int parse_int(const char *opt, const char *s, int lo, int hi, int *out)
 int options_parse(int argc, char **argv, options *o)
 {
     enum { O_CONFIG = 256, O_WEIGHTS, O_DEVICE, O_JSON, O_COCO, O_OUTPUT, O_THREADS, O_SCORE, O_MAXDETS, O_CLASSES,
-           O_LIST, O_SKIP, O_PROFILE, O_PROFILE_RUNS, O_PROFILE_JSON, O_VERSION };
+           O_LIST, O_SKIP, O_PROFILE, O_PROFILE_RUNS, O_PROFILE_JSON, O_VERSION, O_PRECISION, O_NO_FOLD };
     static const struct option longs[] = {
         {"config", required_argument, 0, O_CONFIG}, {"weights", required_argument, 0, O_WEIGHTS},
         {"device", required_argument, 0, O_DEVICE}, {"json", required_argument, 0, O_JSON},
+        {"precision", required_argument, 0, O_PRECISION}, {"no-fold", no_argument, 0, O_NO_FOLD},
         {"coco-results", required_argument, 0, O_COCO}, {"output", required_argument, 0, O_OUTPUT},
         {"threads", required_argument, 0, O_THREADS}, {"score-thresh", required_argument, 0, O_SCORE},
         {"max-dets", required_argument, 0, O_MAXDETS}, {"classes", required_argument, 0, O_CLASSES},
@@ -72,7 +75,7 @@ int options_parse(int argc, char **argv, options *o)
     memset(o, 0, sizeof *o);
     o->config_path = "configs/mask_rcnn_R-101-FPN_torchvision.json";
     o->weights_path = "model.safetensors";
-    o->device = "cpu";
+    o->device = NULL;
     o->score_thresh = -1;
     o->max_dets = -1;
     o->profile_runs = 1;
@@ -85,6 +88,14 @@ int options_parse(int argc, char **argv, options *o)
         case O_CONFIG: o->config_path = optarg; break;
         case O_WEIGHTS: o->weights_path = optarg; break;
         case O_DEVICE: o->device = optarg; break;
+        case O_PRECISION:
+            if (strcmp(optarg, "fp32") != 0 && strcmp(optarg, "tf32") != 0) {
+                fprintf(stderr, "detect: --precision: expected fp32 or tf32, got \"%s\"\n", optarg);
+                return 2;
+            }
+            o->precision = optarg;
+            break;
+        case O_NO_FOLD: o->no_fold = 1; break;
         case O_JSON: o->json_path = optarg; break;
         case O_COCO: o->coco_path = optarg; break;
         case O_OUTPUT: o->output_dir = optarg; break;

@@ -53,15 +53,21 @@ int box_post_cpu(const mr_box_post_params *p, const float *rois, const float *lo
             cand++;
         }
     }
-    int kept = batched_nms_cpu(s.boxes, s.scores, s.groups, cand, p->nms_thresh, p->nms_flags, s.keep, s.nms);
+    return box_post_select(p, s.boxes, s.scores, s.groups, cand, out_boxes, out_scores, out_labels, s.keep, s.nms);
+}
+
+int box_post_select(const mr_box_post_params *p, const float *boxes, const float *scores, const int *groups, int cand,
+                    float *out_boxes, float *out_scores, float *out_labels, int *keep, void *nms_scratch)
+{
+    int kept = batched_nms_cpu(boxes, scores, groups, cand, p->nms_thresh, p->nms_flags, keep, nms_scratch);
     int d = kept < p->max_dets ? kept : p->max_dets;
     if (p->keep_ties && d > 0)
-        while (d < kept && d < p->out_capacity && s.scores[s.keep[d]] == s.scores[s.keep[d - 1]]) d++;
+        while (d < kept && d < p->out_capacity && scores[keep[d]] == scores[keep[d - 1]]) d++;
     for (int i = 0; i < d; i++) {
-        int c = s.keep[i];
-        memcpy(out_boxes + 4 * (size_t)i, s.boxes + 4 * (size_t)c, 4 * sizeof(float));
-        out_scores[i] = s.scores[c];
-        out_labels[i] = (float)s.groups[c];
+        int c = keep[i];
+        memcpy(out_boxes + 4 * (size_t)i, boxes + 4 * (size_t)c, 4 * sizeof(float));
+        out_scores[i] = scores[c];
+        out_labels[i] = (float)groups[c];
     }
     return d;
 }

@@ -75,4 +75,12 @@ size_t box_post_scratch_bytes(const mr_box_post_params *p, int n);
 int box_post_cpu(const mr_box_post_params *p, const float *rois, const float *logits, const float *deltas, int n,
                  float *boxes, float *scores, float *labels, void *scratch);
 
+/* box_post_cpu after its candidates: cand (RoI, class) pairs that passed
+ * the score and size tests, in RoI-major, class-minor order: boxes [cand,4],
+ * scores, groups (the class ids). Per-class NMS, then the best max_dets
+ * (keep_ties). keep: cand ints; nms_scratch: nms_scratch_bytes(cand) (nms.h).
+ * The CUDA backend makes the candidates on the GPU and selects here. */
+int box_post_select(const mr_box_post_params *p, const float *boxes, const float *scores, const int *groups, int cand,
+                    float *out_boxes, float *out_scores, float *out_labels, int *keep, void *nms_scratch);
+
 #endif

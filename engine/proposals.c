@@ -35,6 +35,7 @@ static int level_top_n(const mr_proposal_params *p, int l)
 /* Layout of the scratch area, in order. */
 typedef struct {
     scored_index *ranked; /* the largest level's anchors */
+    int *order;           /* every level's top anchor indices, level after level */
     float *boxes;         /* candidates [total,4] */
     float *scores;
     int *groups;
@@ -51,6 +52,7 @@ static size_t layout(const mr_proposal_params *p, void *base, proposal_scratch *
     }
     mr_scratch sc = {base, 0};
     s->ranked = scratch_take(&sc, sizeof(scored_index) * (size_t)largest);
+    s->order = scratch_take(&sc, sizeof(int) * (size_t)total);
     s->boxes = scratch_take(&sc, sizeof(float) * 4 * (size_t)total);
     s->scores = scratch_take(&sc, sizeof(float) * (size_t)total);
     s->groups = scratch_take(&sc, sizeof(int) * (size_t)total);
@@ -65,27 +67,21 @@ size_t proposals_scratch_bytes(const mr_proposal_params *p)
     return layout(p, NULL, &unused);
 }
 
-int proposals_cpu(const mr_proposal_params *p, const float *const *logits, const float *const *deltas,
-                  float *out_boxes, float *out_scores, void *scratch)
+int proposals_select(const mr_proposal_params *p, const int *const *ranked, const float *const *logits,
+                     const float *const *deltas, float *out_boxes, float *out_scores, void *scratch)
 {
     proposal_scratch s;
     layout(p, scratch, &s);
     int n = 0, A = p->num_anchors;
     for (int l = 0; l < p->num_levels; l++) {
-        int count = level_count(p, l), top = level_top_n(p, l);
-        for (int i = 0; i < count; i++) {
-            s.ranked[i].value = logits[l][i];
-            s.ranked[i].index = i;
-        }
-        /* A full sort is a few ms here; a selection would do for large levels. */
-        qsort(s.ranked, (size_t)count, sizeof *s.ranked, cmp_scored_desc);
+        int top = level_top_n(p, l);
         for (int r = 0; r < top; r++) {
-            int i = s.ranked[r].index, a = i % A, x = (i / A) % p->grid_w[l], y = i / (A * p->grid_w[l]);
+            int i = ranked[l][r], a = i % A, x = (i / A) % p->grid_w[l], y = i / (A * p->grid_w[l]);
             float anchor[4], *box = s.boxes + 4 * (size_t)n;
             anchor_at(p->cell_anchors[l], a, x, y, p->stride_w[l], p->stride_h[l], p->offset, anchor);
             box_decode(&p->coder, anchor, deltas[l] + 4 * (size_t)i, box);
             box_clip(box, p->img_h, p->img_w, p->coder.plus_one);
-            float score = 1.0f / (1.0f + expf(-s.ranked[r].value));
+            float score = 1.0f / (1.0f + expf(-logits[l][i]));
             if (!proposal_keep(p, box) || !(score >= p->score_thresh)) continue;
             s.scores[n] = score;
             s.groups[n] = l;
@@ -101,4 +97,26 @@ int proposals_cpu(const mr_proposal_params *p, const float *const *logits, const
         out_scores[out++] = s.scores[i];
     }
     return out;
+}
+
+int proposals_cpu(const mr_proposal_params *p, const float *const *logits, const float *const *deltas,
+                  float *out_boxes, float *out_scores, void *scratch)
+{
+    proposal_scratch s;
+    layout(p, scratch, &s);
+    const int *ranked[MR_PROPOSAL_MAX_LEVELS];
+    int base = 0;
+    for (int l = 0; l < p->num_levels; l++) {
+        int count = level_count(p, l), top = level_top_n(p, l);
+        for (int i = 0; i < count; i++) {
+            s.ranked[i].value = logits[l][i];
+            s.ranked[i].index = i;
+        }
+        /* A full sort is a few ms here; a selection would do for large levels. */
+        qsort(s.ranked, (size_t)count, sizeof *s.ranked, cmp_scored_desc);
+        for (int r = 0; r < top; r++) s.order[base + r] = s.ranked[r].index;
+        ranked[l] = s.order + base;
+        base += top;
+    }
+    return proposals_select(p, ranked, logits, deltas, out_boxes, out_scores, scratch);
 }

@@ -73,8 +73,15 @@ MR_HD static inline int proposal_keep(const mr_proposal_params *p, const float *
 
 size_t proposals_scratch_bytes(const mr_proposal_params *p);
 
-/* Returns the number of proposals written. */
+/* Returns the number of proposals written. scratch: proposals_scratch_bytes(p). */
 int proposals_cpu(const mr_proposal_params *p, const float *const *logits, const float *const *deltas,
                   float *boxes, float *scores, void *scratch);
+
+/* proposals_cpu after its ranking step: ranked[l] holds level l's first
+ * min(pre_nms_top_n, H*W*A) anchor indices by descending logit, equal
+ * logits by ascending index (the CUDA backend ranks on the GPU and selects
+ * here). Same scratch as proposals_cpu. */
+int proposals_select(const mr_proposal_params *p, const int *const *ranked, const float *const *logits,
+                     const float *const *deltas, float *boxes, float *scores, void *scratch);
 
 #endif

@@ -9,6 +9,7 @@
  *       [--feed-proposals P.npy]      [N,4]: the box head's RoIs
  *       [--feed-detections DIR]       DIR/10_det_{boxes,labels,scores}.npy: the mask head's boxes
  *       [--threads N]
+ *       [--device cpu|cuda] [--precision fp32|tf32] [--no-fold]   (CUDA: device 0)
  *
  * Every stage still runs and is dumped; a feed then replaces its output
  * before the next stage, so one run tests all stages in isolation.
@@ -26,6 +27,9 @@
 #include "config.h"
 #include "image.h"
 #include "model.h"
+#ifdef MR_HAVE_CUDA
+#include "backend_cuda.h"
+#endif
 
 typedef struct {
     int ndim;
@@ -98,8 +102,28 @@ static int npy_read(const char *path, npy *out)
     return 0;
 }
 
+/* Host buffers to and from the backend's memory (device memory on CUDA). */
+static int to_backend(mr_backend *be, float *dst, const float *src, size_t count)
+{
+    mr_error err = {0};
+    if (be->i->copy_to_device(be->ctx, dst, src, sizeof(float) * count, &err) == MR_OK) return 0;
+    fprintf(stderr, "stage_runner: %s\n", err.msg);
+    return -1;
+}
+
+static float *from_backend(mr_backend *be, const float *src, size_t count)
+{
+    mr_error err = {0};
+    float *h = malloc(sizeof(float) * (count ? count : 1));
+    if (h && be->i->sync(be->ctx, &err) == MR_OK &&
+        be->i->copy_to_host(be->ctx, h, src, sizeof(float) * count, &err) == MR_OK)
+        return h;
+    fprintf(stderr, "stage_runner: %s\n", h ? err.msg : "out of memory");
+    exit(2);
+}
+
 /* NCHW [1,C,H,W] -> the NHWC tensor t (shape must match). */
-static int feed_nchw(const char *path, mr_tensor *t)
+static int feed_nchw(mr_backend *be, const char *path, mr_tensor *t)
 {
     npy a;
     if (npy_read(path, &a) || a.ndim != 4 || a.shape[1] != t->c || a.shape[2] != t->h || a.shape[3] != t->w) {
@@ -107,15 +131,20 @@ static int feed_nchw(const char *path, mr_tensor *t)
         return -1;
     }
     const float *src = a.data;
+    size_t count = (size_t)t->c * (size_t)t->h * (size_t)t->w;
+    float *nhwc = malloc(sizeof(float) * (count ? count : 1));
+    if (!nhwc) return -1;
     for (int c = 0; c < t->c; c++)
         for (int y = 0; y < t->h; y++)
             for (int x = 0; x < t->w; x++)
-                t->data[((size_t)y * t->w + x) * t->c + c] = src[((size_t)c * t->h + y) * t->w + x];
+                nhwc[((size_t)y * t->w + x) * t->c + c] = src[((size_t)c * t->h + y) * t->w + x];
+    int rc = to_backend(be, t->data, nhwc, count);
+    free(nhwc);
     free(a.data);
-    return 0;
+    return rc;
 }
 
-static int feed_rows(mr_model *m, const char *path, const char *tensor, const char *count_name, int cols)
+static int feed_rows(mr_backend *be, mr_model *m, const char *path, const char *tensor, const char *count_name, int cols)
 {
     npy a;
     mr_error err = {0};
@@ -127,23 +156,25 @@ static int feed_rows(mr_model *m, const char *path, const char *tensor, const ch
         fprintf(stderr, "stage_runner: %s\n", err.msg);
         return -1;
     }
-    memcpy(model_tensor(m, tensor)->data, a.data, sizeof(float) * (size_t)a.shape[0] * (size_t)cols);
+    int rc = to_backend(be, model_tensor(m, tensor)->data, a.data, (size_t)a.shape[0] * (size_t)cols);
     free(a.data);
-    return 0;
+    return rc;
 }
 
-static void dump(const char *dir, const char *name, const mr_tensor *t, int ndim_rows)
+static void dump(mr_backend *be, const char *dir, const char *name, const mr_tensor *t, int ndim_rows)
 {
     long shape[4] = {t->n, t->h, t->w, t->c};
+    float *data = from_backend(be, t->data, mr_tensor_numel(t));
     if (ndim_rows == 2) {
         long s2[2] = {t->n, t->c};
-        npy_write(dir, name, "<f4", 4, t->data, 2, s2);
+        npy_write(dir, name, "<f4", 4, data, 2, s2);
     } else if (ndim_rows == 1) {
         long s1[1] = {t->n};
-        npy_write(dir, name, "<f4", 4, t->data, 1, s1);
+        npy_write(dir, name, "<f4", 4, data, 1, s1);
     } else {
-        npy_write(dir, name, "<f4", 4, t->data, 4, shape);
+        npy_write(dir, name, "<f4", 4, data, 4, shape);
     }
+    free(data);
 }
 
 #define CHECK(call)                                                 \
@@ -158,8 +189,10 @@ int main(int argc, char **argv)
 {
     const char *config = NULL, *weights = NULL, *image = NULL, *out = NULL;
     const char *feed_input = NULL, *feed_fpn = NULL, *feed_props = NULL, *feed_dets = NULL;
-    int threads = 0;
+    int threads = 0, fold = 1;
+    const char *device = "cpu", *precision = "fp32";
     static const struct option longs[] = {
+        {"device", 1, 0, 'd'}, {"precision", 1, 0, 'p'}, {"no-fold", 0, 0, 'n'},
         {"config", 1, 0, 'c'}, {"weights", 1, 0, 'w'}, {"image", 1, 0, 'i'}, {"out", 1, 0, 'o'},
         {"feed-input", 1, 0, 'I'}, {"feed-fpn", 1, 0, 'F'}, {"feed-proposals", 1, 0, 'P'},
         {"feed-detections", 1, 0, 'D'}, {"threads", 1, 0, 't'}, {0, 0, 0, 0},
@@ -176,6 +209,9 @@ int main(int argc, char **argv)
         case 'P': feed_props = optarg; break;
         case 'D': feed_dets = optarg; break;
         case 't': threads = atoi(optarg); break;
+        case 'd': device = optarg; break;
+        case 'p': precision = optarg; break;
+        case 'n': fold = 0; break;
         default: return 2;
         }
     }
@@ -189,53 +225,67 @@ int main(int argc, char **argv)
     mr_model *m;
     mr_image img = {0};
     CHECK(config_load(&cfg, config, &err));
-    CHECK(backend_cpu_create(&be, threads, &err));
+    if (strcmp(device, "cuda") == 0) {
+#ifdef MR_HAVE_CUDA
+        mr_cuda_params cp = {0, strcmp(precision, "tf32") == 0, fold};
+        CHECK(backend_cuda_create_ex(&be, &cp, &err));
+#else
+        (void)precision;
+        (void)fold;
+        fprintf(stderr, "stage_runner: --device cuda: this build has no CUDA backend\n");
+        return 2;
+#endif
+    } else {
+        CHECK(backend_cpu_create(&be, threads, &err));
+    }
     CHECK(model_load(&m, &cfg, weights, be, &err));
     CHECK(image_load(image, cfg.input.max_image_side, &img, &err));
 
     CHECK(model_stage_input(m, feed_input ? NULL : &img, img.h, img.w, &err));
-    if (feed_input && feed_nchw(feed_input, model_tensor(m, "input"))) return 2;
-    dump(out, "input", model_tensor(m, "input"), 4);
+    if (feed_input && feed_nchw(&be, feed_input, model_tensor(m, "input"))) return 2;
+    dump(&be, out, "input", model_tensor(m, "input"), 4);
 
     /* Each stage runs on the previous stage's tensors, dumps its own, and
      * then (when fed) has them replaced by the reference's. */
     static const char *const levels[] = {"p2", "p3", "p4", "p5", "p6"};
     CHECK(model_stage_backbone(m, &err));
-    dump(out, "c2", model_tensor(m, "c2"), 4);
-    dump(out, "c3", model_tensor(m, "c3"), 4);
-    dump(out, "c4", model_tensor(m, "c4"), 4);
-    dump(out, "c5", model_tensor(m, "c5"), 4);
+    dump(&be, out, "c2", model_tensor(m, "c2"), 4);
+    dump(&be, out, "c3", model_tensor(m, "c3"), 4);
+    dump(&be, out, "c4", model_tensor(m, "c4"), 4);
+    dump(&be, out, "c5", model_tensor(m, "c5"), 4);
     CHECK(model_stage_fpn(m, &err));
-    for (int l = 0; l < 5; l++) dump(out, levels[l], model_tensor(m, levels[l]), 4);
+    for (int l = 0; l < 5; l++) dump(&be, out, levels[l], model_tensor(m, levels[l]), 4);
     for (int l = 0; feed_fpn && l < 5; l++) {
         char path[1024];
         snprintf(path, sizeof path, "%s/04_%s.npy", feed_fpn, levels[l]);
-        if (feed_nchw(path, model_tensor(m, levels[l]))) return 2;
+        if (feed_nchw(&be, path, model_tensor(m, levels[l]))) return 2;
     }
 
     CHECK(model_stage_rpn(m, &err));
-    dump(out, "proposals", model_tensor(m, "proposals"), 2);
-    dump(out, "proposal_scores", model_tensor(m, "proposal_scores"), 1);
-    if (feed_props && feed_rows(m, feed_props, "proposals", "proposals", 4)) return 2;
+    dump(&be, out, "proposals", model_tensor(m, "proposals"), 2);
+    dump(&be, out, "proposal_scores", model_tensor(m, "proposal_scores"), 1);
+    if (feed_props && feed_rows(&be, m, feed_props, "proposals", "proposals", 4)) return 2;
 
     CHECK(model_stage_box_head(m, &err));
-    dump(out, "det_boxes", model_tensor(m, "detections"), 2);
-    dump(out, "det_scores", model_tensor(m, "detection_scores"), 1);
-    dump(out, "det_labels", model_tensor(m, "detection_labels"), 1);
+    dump(&be, out, "det_boxes", model_tensor(m, "detections"), 2);
+    dump(&be, out, "det_scores", model_tensor(m, "detection_scores"), 1);
+    dump(&be, out, "det_labels", model_tensor(m, "detection_labels"), 1);
     if (feed_dets) {
         char path[1024];
         snprintf(path, sizeof path, "%s/10_det_boxes.npy", feed_dets);
-        if (feed_rows(m, path, "detections", "detections", 4)) return 2;
+        if (feed_rows(&be, m, path, "detections", "detections", 4)) return 2;
         snprintf(path, sizeof path, "%s/10_det_scores.npy", feed_dets);
-        if (feed_rows(m, path, "detection_scores", NULL, 1)) return 2;
+        if (feed_rows(&be, m, path, "detection_scores", NULL, 1)) return 2;
         snprintf(path, sizeof path, "%s/10_det_labels.npy", feed_dets);
-        if (feed_rows(m, path, "detection_labels", NULL, 1)) return 2;
+        if (feed_rows(&be, m, path, "detection_labels", NULL, 1)) return 2;
     }
 
     CHECK(model_stage_mask_head(m, &err));
     mr_tensor *probs = model_tensor(m, "mask_probs");
     long pshape[3] = {probs->n, probs->h, probs->w};
-    npy_write(out, "mask_probs", "<f4", 4, probs->data, 3, pshape);
+    float *hprobs = from_backend(&be, probs->data, mr_tensor_numel(probs));
+    npy_write(out, "mask_probs", "<f4", 4, hprobs, 3, pshape);
+    free(hprobs);
 
     int D = probs->n;
     size_t plane = (size_t)img.h * (size_t)img.w;

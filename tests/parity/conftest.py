@@ -10,7 +10,8 @@ A case = (weight seed, image, input size). For each case, once per session:
      once more with every stage fed torchvision's previous stage
      ("isolated").
 Seeds: DETECT_PARITY_SEED overrides every case's weight seed, so the
-properties can be checked for other seeds by hand."""
+properties can be checked for other seeds by hand. DETECT_STAGE_ARGS adds
+arguments to every stage_runner run (tests/gpu/check.sh: "--device cuda")."""
 
 import os
 import subprocess
@@ -86,7 +87,8 @@ def run_reference(case):
 def run_engine(case, out, feeds):
     os.makedirs(out, exist_ok=True)
     cmd = [os.path.join(BUILD, "stage_runner"), "--config", case.spec["config"], "--weights", case.weights,
-           "--image", case.png, "--out", out, "--threads", "2"] + feeds
+           "--image", case.png, "--out", out, "--threads", "2"] + feeds + \
+        os.environ.get("DETECT_STAGE_ARGS", "").split()
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, f"{' '.join(cmd)}\n{r.stderr}"
 

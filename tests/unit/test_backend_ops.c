@@ -28,6 +28,9 @@
 
 #include "anchors.h"
 #include "backend.h"
+#ifdef MR_HAVE_CUDA
+#include "backend_cuda.h"
+#endif
 
 #define DEFAULT_SEED 0x6d61736b52434e4eull
 
@@ -39,6 +42,9 @@
 #define TOL_EXACT 0.0
 #define TOL_SIGMOID 1e-6
 #define TOL_ROI_CONST 1e-6
+/* A GPU backend against the CPU backend on the same inputs (the detection
+ * ops share their per-element math, so only float ulps may differ). */
+#define TOL_VS_CPU 1e-6
 
 #define GUARD 16
 #define GUARD_VALUE -7777.25f
@@ -93,34 +99,50 @@ static int create_cpu(mr_backend *be, char *why, size_t why_len)
     return 1;
 }
 
-#ifdef MR_HAVE_CUDA
-/* Weak: a CUDA build may not have the CUDA backend yet. A weak reference
- * does not pull an object out of libdetect.a by itself; the backend's object
- * is linked when something else in the test needs it. */
-mr_status backend_cuda_create(mr_backend *out, int device, mr_error *err) __attribute__((weak));
-#endif
-
-static int create_cuda(mr_backend *be, char *why, size_t why_len)
+/* The CUDA backend, when this build has it (CUDA=1): strict fp32 so the
+ * dense ops meet the same tolerances as the CPU, once with the batchnorm
+ * folded (cuDNN's fused conv + bias + ReLU) and once not (conv, then the
+ * AffineChannel kernel). Without a GPU every CUDA case is skipped, visibly,
+ * with the CUDA runtime's reason. */
+static int create_cuda_fold(mr_backend *be, char *why, size_t why_len, int fold)
 {
 #ifdef MR_HAVE_CUDA
-    if (backend_cuda_create) {
-        mr_error err = {0};
-        if (backend_cuda_create(be, 0, &err) == MR_OK) return 0;
-        snprintf(why, why_len, "no GPU (%s)", err.msg);
-        return 1;
-    }
-#endif
+    mr_error err = {0};
+    mr_cuda_params p = {0, 0, fold};
+    if (backend_cuda_create_ex(be, &p, &err) == MR_OK) return 0;
+    snprintf(why, why_len, "no GPU (%s)", err.msg);
+    return 1;
+#else
     (void)be;
+    (void)fold;
     snprintf(why, why_len, "no CUDA backend in this build");
     return 1;
+#endif
+}
+
+static int create_cuda(mr_backend *be, char *why, size_t why_len) { return create_cuda_fold(be, why, why_len, 1); }
+
+static int create_cuda_nofold(mr_backend *be, char *why, size_t why_len)
+{
+    return create_cuda_fold(be, why, why_len, 0);
 }
 
 static const backend_desc g_backends[] = {
     {"cpu", create_cpu},
     {"cuda", create_cuda},
+    {"cuda-nofold", create_cuda_nofold},
 };
 
 /* ------------------------------------------------------- fixture and tally */
+
+/* For a backend other than the CPU, the CPU backend as the reference of the
+ * detection ops (its memory is host memory: host arrays are its tensors).
+ * Returns 0 for the CPU backend itself. */
+static int cpu_reference(const char *backend_name, mr_backend *ref)
+{
+    char why[MR_ERROR_MSG_LEN + 64];
+    return strcmp(backend_name, "cpu") != 0 && create_cpu(ref, why, sizeof why) == 0;
+}
 
 typedef struct fixture fixture;
 
@@ -720,6 +742,33 @@ static void op_upsample_nearest(fixture *f, tally *t)
 #define ROI_C 4
 #define ROI_IMG 128
 
+/* A non-CPU backend's RoIAlign output hy against the CPU backend's on the
+ * same host maps and rois. */
+static void compare_roi_align_with_cpu(fixture *f, tally *t, const char *label, const mr_roi_align_params *p,
+                                       const mr_level_map *map, float *const *h_levels, const float *rois, int n,
+                                       const float *hy)
+{
+    mr_backend ref;
+    if (!cpu_reference(f->bd->name, &ref)) return;
+    mr_tensor levels[ROI_LEVELS];
+    const mr_tensor *lv[ROI_LEVELS];
+    for (int l = 0; l < ROI_LEVELS; l++) {
+        int s = ROI_IMG >> (l + 2);
+        levels[l] = mr_tensor_make(h_levels[l], 1, s, s, ROI_C);
+        lv[l] = &levels[l];
+    }
+    size_t ys = (size_t)n * p->out_h * p->out_w * ROI_C;
+    float *want = fmalloc(ys);
+    mr_tensor tr = mr_tensor_make((float *)rois, n, 1, 1, 4), ty = mr_tensor_make(want, n, p->out_h, p->out_w, ROI_C);
+    mr_error err = {0};
+    char l2[200];
+    snprintf(l2, sizeof l2, "%s vs cpu", label);
+    if (status_ok(t, l2, ref.i->roi_align(ref.ctx, p, map, lv, &tr, &ty, &err), &err))
+        check_close(t, l2, hy, want, ys, TOL_VS_CPU, 1);
+    free(want);
+    ref.i->destroy(ref.ctx);
+}
+
 static void op_roi_align(fixture *f, tally *t)
 {
     NEED(f, roi_align);
@@ -784,6 +833,7 @@ static void op_roi_align(fixture *f, tally *t)
                         check_close(t, label, hy, ref, ys, TOL_ROI_CONST, shape_ok && guard_intact(f, dy, ys));
                         free(ref);
                     } else {
+                        compare_roi_align_with_cpu(f, t, label, p, &map, h_levels, rois, n, hy);
                         int zero_outside = 1;
                         if (n > outside)
                             for (size_t k = 0; k < per; k++) zero_outside &= hy[(size_t)outside * per + k] == 0.0f;
@@ -875,7 +925,7 @@ static void op_rpn_proposals(fixture *f, tally *t)
         {{0, 0}, 0.0f, 0, "empty grids"},
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
-        float *dlog[RPN_LEVELS], *ddel[RPN_LEVELS];
+        float *dlog[RPN_LEVELS], *ddel[RPN_LEVELS], *hlog[RPN_LEVELS], *hdel[RPN_LEVELS];
         mr_tensor tlog[RPN_LEVELS], tdel[RPN_LEVELS];
         const mr_tensor *plog[RPN_LEVELS], *pdel[RPN_LEVELS];
         for (int l = 0; l < RPN_LEVELS; l++) {
@@ -891,8 +941,8 @@ static void op_rpn_proposals(fixture *f, tally *t)
             tdel[l] = mr_tensor_make(ddel[l], 1, g, g, 4 * RPN_A);
             plog[l] = &tlog[l];
             pdel[l] = &tdel[l];
-            free(hl);
-            free(hd);
+            hlog[l] = hl;
+            hdel[l] = hd;
         }
         p.score_thresh = cases[ci].score_thresh;
         float *db = dev_output(f, NULL, 4 * RPN_CAP), *ds = dev_output(f, NULL, RPN_CAP);
@@ -914,12 +964,42 @@ static void op_rpn_proposals(fixture *f, tally *t)
             snprintf(detail, sizeof detail, "%d proposals (boxes n %d, scores n %d)%s%s", n, tb.n, ts.n,
                      count_ok && !values_ok ? ", bad box/score/order" : "", guards ? "" : ", output guard overwritten");
             report(t, label, count_ok && values_ok && guards, detail);
+            mr_backend ref;
+            if (count_ok && cpu_reference(f->bd->name, &ref)) {
+                /* the same inputs through the CPU backend: same count, same rows */
+                mr_tensor rl[RPN_LEVELS], rd[RPN_LEVELS];
+                const mr_tensor *prl[RPN_LEVELS], *prd[RPN_LEVELS];
+                for (int l = 0; l < RPN_LEVELS; l++) {
+                    rl[l] = tlog[l];
+                    rd[l] = tdel[l];
+                    rl[l].data = hlog[l];
+                    rd[l].data = hdel[l];
+                    prl[l] = &rl[l];
+                    prd[l] = &rd[l];
+                }
+                float wb[4 * RPN_CAP], ws[RPN_CAP];
+                mr_tensor rb = mr_tensor_make(wb, RPN_CAP, 1, 1, 4), rs = mr_tensor_make(ws, RPN_CAP, 1, 1, 1);
+                char l2[200];
+                snprintf(l2, sizeof l2, "%s vs cpu", label);
+                if (status_ok(t, l2, ref.i->rpn_proposals(ref.ctx, &p, prl, prd, &rb, &rs, &err), &err)) {
+                    if (rb.n != n) {
+                        snprintf(detail, sizeof detail, "%d proposals, the CPU %d", n, rb.n);
+                        report(t, l2, 0, detail);
+                    } else {
+                        check_close(t, l2, hb, wb, 4 * (size_t)n, TOL_VS_CPU, 1);
+                        check_close(t, l2, hs, ws, (size_t)n, TOL_VS_CPU, 1);
+                    }
+                }
+                ref.i->destroy(ref.ctx);
+            }
         }
         dev_free(f, db);
         dev_free(f, ds);
         for (int l = 0; l < RPN_LEVELS; l++) {
             dev_free(f, dlog[l]);
             dev_free(f, ddel[l]);
+            free(hlog[l]);
+            free(hdel[l]);
         }
     }
 }
@@ -999,6 +1079,27 @@ static void op_box_detections(fixture *f, tally *t)
                      count_ok && !values_ok ? ", bad box/score/label/order" : "",
                      guards ? "" : ", output guard overwritten");
             report(t, label, count_ok && values_ok && guards, detail);
+            mr_backend ref;
+            if (count_ok && cpu_reference(f->bd->name, &ref)) {
+                /* the same inputs through the CPU backend: same count, same rows */
+                float wb[4 * BOX_CAP], ws[BOX_CAP], wl[BOX_CAP];
+                mr_tensor rr = mr_tensor_make(hr, n, 1, 1, 4), rl = mr_tensor_make(hl, n, 1, 1, BOX_K);
+                mr_tensor rd = mr_tensor_make(hd, n, 1, 1, 4 * BOX_K), rb = mr_tensor_make(wb, BOX_CAP, 1, 1, 4);
+                mr_tensor rs = mr_tensor_make(ws, BOX_CAP, 1, 1, 1), rlab = mr_tensor_make(wl, BOX_CAP, 1, 1, 1);
+                char l2[200];
+                snprintf(l2, sizeof l2, "%s vs cpu", label);
+                if (status_ok(t, l2, ref.i->box_detections(ref.ctx, &p, &rr, &rl, &rd, &rb, &rs, &rlab, &err), &err)) {
+                    if (rb.n != d) {
+                        snprintf(detail, sizeof detail, "%d detections, the CPU %d", d, rb.n);
+                        report(t, l2, 0, detail);
+                    } else {
+                        check_close(t, l2, hb, wb, 4 * (size_t)d, TOL_VS_CPU, 1);
+                        check_close(t, l2, hs, ws, (size_t)d, TOL_VS_CPU, 1);
+                        check_close(t, l2, hlab, wl, (size_t)d, TOL_EXACT, 1);
+                    }
+                }
+                ref.i->destroy(ref.ctx);
+            }
         }
         dev_free(f, dr);
         dev_free(f, dl);
@@ -1113,6 +1214,28 @@ static void op_mask_paste(fixture *f, tally *t)
                      binary ? "" : ", binary mask not 0/1", agree ? "" : ", binary != (prob > threshold)",
                      window ? "" : ", pixels set outside the box", d == 0 || any ? "" : ", nothing pasted");
             report(t, label, ok, detail);
+            mr_backend ref;
+            if (cpu_reference(f->bd->name, &ref)) {
+                /* the same masks and boxes pasted by the CPU backend */
+                uint8_t *wbin = xmalloc((size_t)(d ? d : 1) * plane), *wmasks[8];
+                float *wsoft = fmalloc((size_t)d * plane);
+                for (int i = 0; i < 8; i++) wmasks[i] = wbin + (size_t)(i < d ? i : 0) * plane;
+                mr_tensor rp = mr_tensor_make(hp, d, PASTE_M, PASTE_M, 1);
+                mr_tensor rb = mr_tensor_make((float *)boxes, d, 1, 1, 4);
+                char l2[200];
+                snprintf(l2, sizeof l2, "%s vs cpu", label);
+                if (status_ok(t, l2, ref.i->mask_paste(ref.ctx, &p, &rp, &rb, PASTE_H, PASTE_W, wmasks, wsoft, &err),
+                              &err)) {
+                    check_close(t, l2, soft, wsoft, (size_t)d * plane, TOL_VS_CPU, 1);
+                    size_t differ = 0;
+                    for (size_t k = 0; k < (size_t)d * plane; k++) differ += bin[k] != wbin[k];
+                    snprintf(detail, sizeof detail, "%zu binary pixels differ", differ);
+                    report(t, l2, differ == 0, detail);
+                }
+                free(wbin);
+                free(wsoft);
+                ref.i->destroy(ref.ctx);
+            }
         }
         dev_free(f, dp);
         dev_free(f, db);

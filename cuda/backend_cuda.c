@@ -1,0 +1,243 @@
+/* The CUDA backend's context, memory, copies and table. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+
+mr_status cuda_fail(mr_error *err, const char *op, const char *what, cudaError_t e)
+{
+    return mr_fail(err, MR_ERR_BACKEND, "%s: %s failed: %s (%s)", op, what, cudaGetErrorString(e),
+                   cudaGetErrorName(e));
+}
+
+mr_status cudnn_fail(mr_error *err, const char *op, const char *what, cudnnStatus_t s)
+{
+    return mr_fail(err, MR_ERR_BACKEND, "%s: cuDNN %s failed: %s", op, what, cudnnGetErrorString(s));
+}
+
+mr_status cublas_fail(mr_error *err, const char *op, const char *what, cublasStatus_t s)
+{
+    return mr_fail(err, MR_ERR_BACKEND, "%s: cuBLAS %s failed: %s", op, what, cublasGetStatusString(s));
+}
+
+mr_status cuda_after_launch(cuda_ctx *c, const char *op, mr_error *err)
+{
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return cuda_fail(err, op, "launch", e);
+    if (!c->sync_each) return MR_OK;
+    e = cudaStreamSynchronize(c->stream);
+    if (e == cudaSuccess) e = cudaGetLastError();
+    return e == cudaSuccess ? MR_OK : cuda_fail(err, op, "kernel (MR_CUDA_SYNC)", e);
+}
+
+mr_status cuda_reserve(cuda_ctx *c, void **buf, size_t *size, size_t bytes, const char *op, mr_error *err)
+{
+    if (bytes <= *size) return MR_OK;
+    cudaError_t e = cudaStreamSynchronize(c->stream);
+    if (e != cudaSuccess) return cuda_fail(err, op, "stream synchronise", e);
+    if (*buf) cudaFree(*buf);
+    *buf = NULL;
+    *size = 0;
+    e = cudaMalloc(buf, bytes);
+    if (e != cudaSuccess) {
+        *buf = NULL;
+        cudaGetLastError(); /* an allocation failure is not sticky: clear it */
+        return mr_fail(err, MR_ERR_OOM, "%s: out of GPU memory (%zu bytes of workspace)", op, bytes);
+    }
+    *size = bytes;
+    return MR_OK;
+}
+
+mr_status cuda_host_reserve(cuda_ctx *c, size_t bytes, const char *op, mr_error *err)
+{
+    if (bytes <= c->host_size) return MR_OK;
+    void *p = realloc(c->host, bytes);
+    if (!p) return mr_fail(err, MR_ERR_OOM, "%s: out of memory (%zu bytes of host staging)", op, bytes);
+    c->host = p;
+    c->host_size = bytes;
+    return MR_OK;
+}
+
+static mr_status cuda_use_device(cuda_ctx *c, const char *op, mr_error *err)
+{
+    cudaError_t e = cudaSetDevice(c->device);
+    return e == cudaSuccess ? MR_OK : cuda_fail(err, op, "cudaSetDevice", e);
+}
+
+static mr_status cuda_buffer_alloc(void *vctx, size_t bytes, void **out, mr_error *err)
+{
+    cuda_ctx *c = vctx;
+    MR_TRY(cuda_use_device(c, "buffer_alloc", err));
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 256);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return mr_fail(err, MR_ERR_OOM, "out of GPU memory (%zu bytes): %s", bytes, cudaGetErrorString(e));
+    }
+    /* The contract promises a zeroed block. */
+    e = cudaMemsetAsync(p, 0, bytes, c->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+    if (e != cudaSuccess) {
+        cudaFree(p);
+        return cuda_fail(err, "buffer_alloc", "cudaMemset", e);
+    }
+    *out = p;
+    return MR_OK;
+}
+
+static void cuda_buffer_free(void *vctx, void *ptr)
+{
+    cuda_ctx *c = vctx;
+    if (!ptr) return;
+    cudaStreamSynchronize(c->stream);
+    cudaFree(ptr);
+}
+
+/* Copies are ordered on the context's stream and complete before returning
+ * (host memory here is pageable and reused by the caller at once). */
+static mr_status cuda_copy(cuda_ctx *c, void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,
+                           const char *op, mr_error *err)
+{
+    if (!bytes) return MR_OK;
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, c->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+    return e == cudaSuccess ? MR_OK : cuda_fail(err, op, "cudaMemcpy", e);
+}
+
+static mr_status cuda_copy_to_device(void *vctx, void *dst, const void *src, size_t bytes, mr_error *err)
+{
+    return cuda_copy(vctx, dst, src, bytes, cudaMemcpyHostToDevice, "copy_to_device", err);
+}
+
+static mr_status cuda_copy_to_host(void *vctx, void *dst, const void *src, size_t bytes, mr_error *err)
+{
+    return cuda_copy(vctx, dst, src, bytes, cudaMemcpyDeviceToHost, "copy_to_host", err);
+}
+
+static mr_status cuda_sync(void *vctx, mr_error *err)
+{
+    cuda_ctx *c = vctx;
+    cudaError_t e = cudaStreamSynchronize(c->stream);
+    if (e == cudaSuccess) e = cudaGetLastError();
+    return e == cudaSuccess ? MR_OK : cuda_fail(err, "sync", "a queued kernel (set MR_CUDA_SYNC=1 to name it)", e);
+}
+
+static void cuda_destroy(void *vctx)
+{
+    cuda_ctx *c = vctx;
+    if (!c) return;
+    if (c->stream) cudaStreamSynchronize(c->stream);
+    if (c->d_ws) cudaFree(c->d_ws);
+    if (c->d_tmp) cudaFree(c->d_tmp);
+    if (c->d_post) cudaFree(c->d_post);
+    if (c->d_paste) cudaFree(c->d_paste);
+    if (c->cublas) cublasDestroy(c->cublas);
+    if (c->cudnn) cudnnDestroy(c->cudnn);
+    if (c->stream) cudaStreamDestroy(c->stream);
+    free(c->host);
+    free(c);
+}
+
+static const mr_backend_i cuda_backend_i = {
+    .name = "cuda",
+    .destroy = cuda_destroy,
+    .buffer_alloc = cuda_buffer_alloc,
+    .buffer_free = cuda_buffer_free,
+    .copy_to_device = cuda_copy_to_device,
+    .copy_to_host = cuda_copy_to_host,
+    .sync = cuda_sync,
+    .conv_init = cuda_conv_init,
+    .linear_init = cuda_linear_init,
+    .deconv2x2_init = cuda_deconv2x2_init,
+    .layer_free = cuda_layer_free,
+    .conv = cuda_conv,
+    .linear = cuda_linear,
+    .deconv2x2 = cuda_deconv2x2,
+    .max_pool = cuda_max_pool,
+    .upsample_nearest = cuda_upsample_nearest,
+    .roi_align = cuda_roi_align,
+    .rpn_proposals = cuda_rpn_proposals,
+    .box_detections = cuda_box_detections,
+    .mask_probs = cuda_mask_probs,
+    .mask_paste = cuda_mask_paste,
+};
+
+int backend_cuda_device_count(char *why, size_t why_len)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        if (why) snprintf(why, why_len, "%s", cudaGetErrorString(e));
+        return 0;
+    }
+    if (n == 0 && why) snprintf(why, why_len, "the CUDA runtime found no device");
+    return n;
+}
+
+int backend_cuda_has_tf32(int device)
+{
+    int major = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return major >= 8;
+}
+
+static int env_flag(const char *name, int dflt)
+{
+    const char *v = getenv(name);
+    if (!v || !*v) return dflt;
+    return strcmp(v, "0") != 0;
+}
+
+mr_status backend_cuda_create_ex(mr_backend *out, const mr_cuda_params *p, mr_error *err)
+{
+    char why[256];
+    int count = backend_cuda_device_count(why, sizeof why);
+    if (count == 0) return mr_fail(err, MR_ERR_BACKEND, "no CUDA device: %s", why);
+    if (p->device < 0 || p->device >= count)
+        return mr_fail(err, MR_ERR_CONFIG, "cuda:%d: no such device (%d present)", p->device, count);
+    if (p->tf32 && !backend_cuda_has_tf32(p->device))
+        return mr_fail(err, MR_ERR_UNSUPPORTED, "cuda:%d: TF32 needs compute capability 8.0 or later", p->device);
+    cuda_ctx *c = calloc(1, sizeof *c);
+    if (!c) return mr_fail(err, MR_ERR_OOM, "out of memory");
+    c->device = p->device;
+    c->tf32 = p->tf32;
+    c->fold = p->fold_affine;
+    c->sync_each = env_flag("MR_CUDA_SYNC", 0);
+    c->fuse_z = env_flag("MR_CUDA_FUSED_Z", 0);
+    c->host_post = env_flag("MR_CUDA_HOST_POST", 0);
+    mr_status st = MR_OK;
+    cudaError_t e = cudaSetDevice(c->device);
+    if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) st = cuda_fail(err, "cuda backend", "device/stream setup", e);
+    if (st == MR_OK) {
+        cudnnStatus_t s = cudnnCreate(&c->cudnn);
+        if (s == CUDNN_STATUS_SUCCESS) s = cudnnSetStream(c->cudnn, c->stream);
+        if (s != CUDNN_STATUS_SUCCESS) st = cudnn_fail(err, "cuda backend", "handle setup", s);
+    }
+    if (st == MR_OK) {
+        cublasStatus_t s = cublasCreate(&c->cublas);
+        if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(c->cublas, c->stream);
+        /* cuBLAS's default math is strict fp32; TF32 only when asked. */
+        if (s == CUBLAS_STATUS_SUCCESS)
+            s = cublasSetMathMode(c->cublas, c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+        if (s != CUBLAS_STATUS_SUCCESS) st = cublas_fail(err, "cuda backend", "handle setup", s);
+    }
+    if (st != MR_OK) {
+        cuda_destroy(c);
+        return st;
+    }
+    out->i = &cuda_backend_i;
+    out->ctx = c;
+    return MR_OK;
+}
+
+mr_status backend_cuda_create(mr_backend *out, int device, mr_error *err)
+{
+    mr_cuda_params p = {device, 0, 1};
+    return backend_cuda_create_ex(out, &p, err);
+}

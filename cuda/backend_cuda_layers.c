@@ -1,0 +1,447 @@
+/* The CUDA backend's layers.
+ *
+ * Convolutions run on cuDNN in NHWC (filters OHWI, cuDNN's NHWC filter
+ * layout), algorithm chosen once per input shape by cuDNN's heuristic
+ * (cudnnGetConvolutionForwardAlgorithm_v7) and cached in the layer, its
+ * workspace sized by cudnnGetConvolutionForwardWorkspaceSize and held once
+ * in the context (strict fp32: FMA math, no FFT or Winograd algorithms). Two ways to apply the per-channel affine (the folded
+ * batchnorm) and the fused residual/ReLU:
+ *
+ *  fold_affine = 1 (default): the affine is in the weights and bias (model.c
+ *    folds it at load). cudnnConvolutionBiasActivationForward computes
+ *    y = act(conv(x) + alpha2*z + bias) in one pass. Its constraints: the
+ *    activation is RELU or IDENTITY, and IDENTITY is only implemented by
+ *    CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM. The residual is the
+ *    model's output buffer itself (conv3 adds into the stage output in
+ *    place), so using it as z means z aliases y; cuDNN does not document
+ *    that aliasing as safe, so it is opt-in (MR_CUDA_FUSED_Z=1) and the
+ *    default accumulates with cudnnConvolutionForward's beta = 1 (in-place
+ *    accumulation, documented) followed by one bias+ReLU pass. Where cuDNN
+ *    refuses the fused call for a shape, that shape falls back to the same
+ *    two passes.
+ *
+ *  fold_affine = 0 (--no-fold, Detectron's AffineChannel): the conv runs
+ *    without bias and one fused kernel (affine.cu) applies
+ *    y = act(conv*scale[c] + bias[c] (+ residual)). conv_init only receives
+ *    the folded weights W' = W*s, so the per-channel scale is factored back
+ *    out of them: s'[o] = max|W'[o,:]|, W = W'/s' (an exact
+ *    reparameterisation up to one rounding; it costs exactly what the
+ *    unfolded network costs). Passing the unfolded W and the affine itself
+ *    would need model.c to call a separate init entry (see the report).
+ *
+ * Linear layers and the 2x2 transposed convolution are cuBLAS sgemms with
+ * their bias/ReLU (and depth-to-space) in one kernel after. TF32 tensor-core
+ * math is used only when the context asks for it; otherwise cuDNN is held
+ * to CUDNN_FMA_MATH (CUDNN_DEFAULT_MATH would allow TF32 on sm_80+). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+
+/* Largest cuDNN workspace an algorithm may ask for. */
+#define CUDA_WS_LIMIT ((size_t)1 << 30)
+
+#define DNN_TRY(call, what)                                                         \
+    do {                                                                            \
+        cudnnStatus_t s_ = (call);                                                  \
+        if (s_ != CUDNN_STATUS_SUCCESS) return cudnn_fail(err, l->name, what, s_);  \
+    } while (0)
+
+static mr_layer *layer_new(cuda_layer_kind kind, const char *name)
+{
+    mr_layer *l = calloc(1, sizeof *l);
+    if (!l) return NULL;
+    l->kind = kind;
+    snprintf(l->name, sizeof l->name, "%s", name);
+    return l;
+}
+
+static void entry_clear(cuda_conv_entry *e)
+{
+    if (e->x_desc) cudnnDestroyTensorDescriptor(e->x_desc);
+    if (e->y_desc) cudnnDestroyTensorDescriptor(e->y_desc);
+    memset(e, 0, sizeof *e);
+}
+
+void cuda_layer_free(void *vctx, mr_layer *l)
+{
+    cuda_ctx *c = vctx;
+    if (!l) return;
+    cudaStreamSynchronize(c->stream); /* queued work may still read the weights */
+    for (int i = 0; i < CUDA_CONV_CACHE; i++) entry_clear(&l->cache[i]);
+    if (l->w_desc) cudnnDestroyFilterDescriptor(l->w_desc);
+    if (l->conv_desc) cudnnDestroyConvolutionDescriptor(l->conv_desc);
+    if (l->bias_desc) cudnnDestroyTensorDescriptor(l->bias_desc);
+    if (l->relu_desc) cudnnDestroyActivationDescriptor(l->relu_desc);
+    if (l->identity_desc) cudnnDestroyActivationDescriptor(l->identity_desc);
+    cudaFree(l->d_w);
+    cudaFree(l->d_bias);
+    cudaFree(l->d_scale);
+    free(l);
+}
+
+/* Copies `count` host floats into a new device array (load time only). */
+static mr_status upload(cuda_ctx *c, const char *name, const float *h, size_t count, float **out, mr_error *err)
+{
+    void *d = NULL;
+    cudaError_t e = cudaMalloc(&d, (count ? count : 1) * sizeof(float));
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return mr_fail(err, MR_ERR_OOM, "%s: out of GPU memory for %zu weights", name, count);
+    }
+    *out = d;
+    e = cudaMemcpyAsync(d, h, count * sizeof(float), cudaMemcpyHostToDevice, c->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+    return e == cudaSuccess ? MR_OK : cuda_fail(err, name, "weight upload", e);
+}
+
+/* Bias (or zeros when NULL) into the layer. */
+static mr_status upload_bias(cuda_ctx *c, mr_layer *l, const float *bias, int n, mr_error *err)
+{
+    float *zeros = NULL;
+    if (!bias) {
+        zeros = calloc((size_t)n + 1, sizeof(float));
+        if (!zeros) return mr_fail(err, MR_ERR_OOM, "%s: out of memory", l->name);
+    }
+    mr_status st = upload(c, l->name, bias ? bias : zeros, (size_t)n, &l->d_bias, err);
+    free(zeros);
+    return st;
+}
+
+static mr_status conv_descriptors(mr_layer *l, mr_error *err)
+{
+    const mr_conv_params *p = &l->conv;
+    DNN_TRY(cudnnCreateFilterDescriptor(&l->w_desc), "filter descriptor");
+    DNN_TRY(cudnnSetFilter4dDescriptor(l->w_desc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, p->cout, p->cin / p->groups,
+                                       p->kh, p->kw),
+            "filter descriptor");
+    DNN_TRY(cudnnCreateConvolutionDescriptor(&l->conv_desc), "convolution descriptor");
+    DNN_TRY(cudnnSetConvolution2dDescriptor(l->conv_desc, p->pad, p->pad, p->stride, p->stride, p->dilation,
+                                            p->dilation, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+            "convolution descriptor");
+    DNN_TRY(cudnnSetConvolutionGroupCount(l->conv_desc, p->groups), "group count");
+    DNN_TRY(cudnnCreateTensorDescriptor(&l->bias_desc), "bias descriptor");
+    DNN_TRY(cudnnSetTensor4dDescriptor(l->bias_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, p->cout, 1, 1),
+            "bias descriptor");
+    /* NaN propagates through the ReLU, as on the CPU. */
+    DNN_TRY(cudnnCreateActivationDescriptor(&l->relu_desc), "activation descriptor");
+    DNN_TRY(cudnnSetActivationDescriptor(l->relu_desc, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0),
+            "activation descriptor");
+    DNN_TRY(cudnnCreateActivationDescriptor(&l->identity_desc), "activation descriptor");
+    DNN_TRY(cudnnSetActivationDescriptor(l->identity_desc, CUDNN_ACTIVATION_IDENTITY, CUDNN_PROPAGATE_NAN, 0.0),
+            "activation descriptor");
+    return MR_OK;
+}
+
+mr_status cuda_conv_init(void *vctx, const char *name, const mr_conv_params *p, const float *w_oihw,
+                         const float *bias, mr_layer **out, mr_error *err)
+{
+    cuda_ctx *c = vctx;
+    if (p->groups < 1 || p->cin % p->groups || p->cout % p->groups)
+        return mr_fail(err, MR_ERR_SHAPE, "%s: %d groups do not divide %d->%d channels", name, p->groups, p->cin,
+                       p->cout);
+    if (p->kh < 1 || p->kw < 1 || p->stride < 1 || p->dilation < 1 || p->pad < 0)
+        return mr_fail(err, MR_ERR_SHAPE, "%s: bad conv geometry (kernel %dx%d, stride %d, pad %d, dilation %d)",
+                       name, p->kh, p->kw, p->stride, p->pad, p->dilation);
+    int cpg = p->cin / p->groups, K = p->kh * p->kw;
+    size_t per_out = (size_t)cpg * (size_t)K, count = per_out * (size_t)p->cout;
+    mr_layer *l = layer_new(CUDA_LAYER_CONV, name);
+    float *ohwi = malloc(sizeof(float) * (count + (size_t)p->cout + 1));
+    if (!l || !ohwi) {
+        free(l);
+        free(ohwi);
+        return mr_fail(err, MR_ERR_OOM, "%s: out of memory", name);
+    }
+    l->conv = *p;
+    float *scale = ohwi + count;
+    for (int o = 0; o < p->cout; o++) {
+        const float *src = w_oihw + (size_t)o * per_out;
+        float s = 1.0f;
+        if (!c->fold) {
+            /* no-fold: factor the per-channel scale back out (see the top) */
+            float m = 0.0f;
+            for (size_t i = 0; i < per_out; i++) m = fabsf(src[i]) > m ? fabsf(src[i]) : m;
+            s = m > 0.0f ? m : 1.0f;
+        }
+        scale[o] = s;
+        for (int i = 0; i < cpg; i++)
+            for (int k = 0; k < K; k++) ohwi[(size_t)o * per_out + (size_t)k * cpg + i] = src[(size_t)i * K + k] / s;
+    }
+    mr_status st = upload(c, name, ohwi, count, &l->d_w, err);
+    if (st == MR_OK) st = upload_bias(c, l, bias, p->cout, err);
+    if (st == MR_OK && !c->fold) st = upload(c, name, scale, (size_t)p->cout, &l->d_scale, err);
+    free(ohwi);
+    if (st == MR_OK) st = conv_descriptors(l, err);
+    if (st != MR_OK) {
+        cuda_layer_free(c, l);
+        return st;
+    }
+    *out = l;
+    return MR_OK;
+}
+
+/* Tries one algorithm: sets its math type and asks for its workspace. */
+static int algo_usable(cuda_ctx *c, mr_layer *l, cuda_conv_entry *e, cudnnConvolutionFwdAlgo_t algo,
+                       cudnnMathType_t math)
+{
+    size_t ws = 0;
+    if (cudnnSetConvolutionMathType(l->conv_desc, math) != CUDNN_STATUS_SUCCESS) return 0;
+    if (cudnnGetConvolutionForwardWorkspaceSize(c->cudnn, e->x_desc, l->w_desc, l->conv_desc, e->y_desc, algo, &ws) !=
+            CUDNN_STATUS_SUCCESS ||
+        ws > CUDA_WS_LIMIT)
+        return 0;
+    e->algo = algo;
+    e->math = math;
+    e->ws_bytes = ws;
+    return 1;
+}
+
+/* FFT and Winograd transform the operands, which costs fp32 accuracy
+ * (errors of 1e-5..1e-4 relative): strict fp32 mode does without them. */
+static int algo_inexact(cudnnConvolutionFwdAlgo_t a)
+{
+    return a == CUDNN_CONVOLUTION_FWD_ALGO_FFT || a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
+           a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD || a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+
+/* Picks the algorithm for this entry (e->fused may be cleared). Strict fp32
+ * keeps every algorithm on CUDNN_FMA_MATH and off FFT/Winograd; TF32 takes
+ * the heuristic's choice and math. */
+static mr_status choose_algo(cuda_ctx *c, mr_layer *l, cuda_conv_entry *e, mr_error *err)
+{
+    cudnnMathType_t base = c->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+    if (e->fused && !l->conv.relu) {
+        /* IDENTITY activation: only IMPLICIT_PRECOMP_GEMM implements it */
+        if (algo_usable(c, l, e, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, base)) return MR_OK;
+        e->fused = 0;
+    }
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int found = 0;
+    DNN_TRY(cudnnSetConvolutionMathType(l->conv_desc, base), "math type");
+    DNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(c->cudnn, e->x_desc, l->w_desc, l->conv_desc, e->y_desc,
+                                                   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf),
+            "algorithm heuristic");
+    for (int i = 0; i < found; i++) {
+        if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+        if (!c->tf32 && algo_inexact(perf[i].algo)) continue;
+        if (algo_usable(c, l, e, perf[i].algo, c->tf32 ? perf[i].mathType : CUDNN_FMA_MATH)) return MR_OK;
+    }
+    /* IMPLICIT_GEMM supports every configuration and needs no workspace. */
+    if (algo_usable(c, l, e, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, base)) return MR_OK;
+    /* a valid conv this cuDNN cannot run (e.g. a grouped or dilated NHWC
+     * fp32 conv on some versions): unsupported, not a failure */
+    return mr_fail(err, MR_ERR_UNSUPPORTED,
+                   "%s: cuDNN offers no forward algorithm for a [%d,%d,%d,%d] input (%dx%d, stride %d, dilation %d, "
+                   "%d groups)",
+                   l->name, e->n, e->h, e->w, l->conv.cin, l->conv.kh, l->conv.kw, l->conv.stride, l->conv.dilation,
+                   l->conv.groups);
+}
+
+/* Finds (or builds) the cached state for this input shape. */
+static mr_status conv_entry_get(cuda_ctx *c, mr_layer *l, const mr_tensor *x, const mr_tensor *y, int accumulate,
+                                cuda_conv_entry **out, mr_error *err)
+{
+    for (int i = 0; i < CUDA_CONV_CACHE; i++) {
+        cuda_conv_entry *e = &l->cache[i];
+        if (e->used && e->n == x->n && e->h == x->h && e->w == x->w && e->accumulate == accumulate) {
+            *out = e;
+            return MR_OK;
+        }
+    }
+    cuda_conv_entry *e = &l->cache[l->next_slot];
+    l->next_slot = (l->next_slot + 1) % CUDA_CONV_CACHE;
+    entry_clear(e);
+    e->n = x->n;
+    e->h = x->h;
+    e->w = x->w;
+    e->accumulate = accumulate;
+    DNN_TRY(cudnnCreateTensorDescriptor(&e->x_desc), "tensor descriptor");
+    DNN_TRY(cudnnCreateTensorDescriptor(&e->y_desc), "tensor descriptor");
+    DNN_TRY(cudnnSetTensor4dDescriptor(e->x_desc, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, x->n, x->c, x->h, x->w),
+            "input descriptor");
+    DNN_TRY(cudnnSetTensor4dDescriptor(e->y_desc, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, y->n, y->c, y->h, y->w),
+            "output descriptor");
+    e->fused = c->fold && (!accumulate || c->fuse_z);
+    MR_TRY(choose_algo(c, l, e, err));
+    e->used = 1;
+    *out = e;
+    return MR_OK;
+}
+
+/* cudnnConvolutionForward with the entry's algorithm. Until cuDNN has
+ * accepted the entry once, a refusal switches it to IMPLICIT_GEMM (which
+ * implements every configuration) and retries. */
+static mr_status conv_forward(cuda_ctx *c, mr_layer *l, cuda_conv_entry *e, const mr_tensor *x, float *dst,
+                              float beta, mr_error *err)
+{
+    const float alpha = 1.0f;
+    for (;;) {
+        DNN_TRY(cudnnSetConvolutionMathType(l->conv_desc, e->math), "math type");
+        cudnnStatus_t s = cudnnConvolutionForward(c->cudnn, &alpha, e->x_desc, x->data, l->w_desc, l->d_w,
+                                                  l->conv_desc, e->algo, c->d_ws, e->ws_bytes, &beta, e->y_desc, dst);
+        if (s == CUDNN_STATUS_SUCCESS) {
+            e->verified = 1;
+            return MR_OK;
+        }
+        if (e->verified || e->algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM ||
+            !algo_usable(c, l, e, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+                         c->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH))
+            return cudnn_fail(err, l->name, "convolution", s);
+        MR_TRY(cuda_reserve(c, &c->d_ws, &c->ws_size, e->ws_bytes, l->name, err));
+    }
+}
+
+/* The two-pass form: conv (beta = 1 accumulates in place), then one affine
+ * pass. Folded: y = act(conv + y_old + bias); no-fold:
+ * y = act(conv*scale + bias + y_old), the conv going to d_tmp when it must
+ * not touch y_old. */
+static mr_status conv_two_pass(cuda_ctx *c, mr_layer *l, cuda_conv_entry *e, const mr_tensor *x, mr_tensor *y,
+                               int accumulate, mr_error *err)
+{
+    size_t numel = mr_tensor_numel(y);
+    float *dst = y->data;
+    const float *residual = NULL;
+    float beta = 0.0f;
+    if (accumulate && c->fold) {
+        beta = 1.0f;
+    } else if (accumulate) {
+        MR_TRY(cuda_reserve(c, (void **)&c->d_tmp, &c->tmp_size, numel * sizeof(float), l->name, err));
+        dst = c->d_tmp;
+        residual = y->data;
+    }
+    MR_TRY(conv_forward(c, l, e, x, dst, beta, err));
+    MR_TRY(cuda_after_launch(c, l->name, err));
+    MR_TRY(cuda_affine_launch(c->stream, l->name, y->data, dst, l->d_scale, l->d_bias, residual,
+                              numel / (size_t)y->c, y->c, l->conv.relu, err));
+    return cuda_after_launch(c, l->name, err);
+}
+
+mr_status cuda_conv(void *vctx, mr_layer *l, const mr_tensor *x, mr_tensor *y, int accumulate, mr_error *err)
+{
+    cuda_ctx *c = vctx;
+    const mr_conv_params *p = &l->conv;
+    if (x->c != p->cin || y->c != p->cout || x->n != y->n)
+        return mr_fail(err, MR_ERR_SHAPE, "%s: input [%d,%d,%d,%d] / output [%d,%d,%d,%d] do not match %d->%d",
+                       l->name, x->n, x->h, x->w, x->c, y->n, y->h, y->w, y->c, p->cin, p->cout);
+    int oh = (x->h + 2 * p->pad - p->dilation * (p->kh - 1) - 1) / p->stride + 1;
+    int ow = (x->w + 2 * p->pad - p->dilation * (p->kw - 1) - 1) / p->stride + 1;
+    if (y->h != oh || y->w != ow)
+        return mr_fail(err, MR_ERR_SHAPE, "%s: a %dx%d input gives a %dx%d output, not %dx%d", l->name, x->h, x->w, oh,
+                       ow, y->h, y->w);
+    if (x->n == 0 || oh <= 0 || ow <= 0) return MR_OK;
+    cuda_conv_entry *e = NULL;
+    MR_TRY(conv_entry_get(c, l, x, y, accumulate, &e, err));
+    MR_TRY(cuda_reserve(c, &c->d_ws, &c->ws_size, e->ws_bytes, l->name, err));
+    if (!e->fused) return conv_two_pass(c, l, e, x, y, accumulate, err);
+    float alpha1 = 1.0f, alpha2 = accumulate ? 1.0f : 0.0f;
+    DNN_TRY(cudnnSetConvolutionMathType(l->conv_desc, e->math), "math type");
+    cudnnStatus_t s = cudnnConvolutionBiasActivationForward(
+        c->cudnn, &alpha1, e->x_desc, x->data, l->w_desc, l->d_w, l->conv_desc, e->algo, c->d_ws, e->ws_bytes,
+        &alpha2, e->y_desc, y->data, l->bias_desc, l->d_bias, p->relu ? l->relu_desc : l->identity_desc, e->y_desc,
+        y->data);
+    if (s != CUDNN_STATUS_SUCCESS && !e->verified) {
+        /* refused for this shape (NOT_SUPPORTED, or a parameter combination
+         * cuDNN rejects): from now on it takes the two-pass form */
+        e->fused = 0;
+        MR_TRY(choose_algo(c, l, e, err));
+        MR_TRY(cuda_reserve(c, &c->d_ws, &c->ws_size, e->ws_bytes, l->name, err));
+        return conv_two_pass(c, l, e, x, y, accumulate, err);
+    }
+    if (s != CUDNN_STATUS_SUCCESS) return cudnn_fail(err, l->name, "fused convolution", s);
+    e->verified = 1;
+    return cuda_after_launch(c, l->name, err);
+}
+
+mr_status cuda_linear_init(void *vctx, const char *name, const mr_linear_params *p, const float *w,
+                           const float *bias, mr_layer **out, mr_error *err)
+{
+    cuda_ctx *c = vctx;
+    if (p->in < 1 || p->out < 1)
+        return mr_fail(err, MR_ERR_SHAPE, "%s: a linear layer needs positive sizes, got %d->%d", name, p->in, p->out);
+    mr_layer *l = layer_new(CUDA_LAYER_LINEAR, name);
+    if (!l) return mr_fail(err, MR_ERR_OOM, "%s: out of memory", name);
+    l->linear = *p;
+    mr_status st = upload(c, name, w, (size_t)p->in * (size_t)p->out, &l->d_w, err);
+    if (st == MR_OK) st = upload_bias(c, l, bias, p->out, err);
+    if (st != MR_OK) {
+        cuda_layer_free(c, l);
+        return st;
+    }
+    *out = l;
+    return MR_OK;
+}
+
+mr_status cuda_linear(void *vctx, mr_layer *l, const mr_tensor *x, mr_tensor *y, mr_error *err)
+{
+    cuda_ctx *c = vctx;
+    const mr_linear_params *p = &l->linear;
+    int rows = x->n;
+    if ((size_t)x->h * x->w * x->c != (size_t)p->in || (size_t)y->h * y->w * y->c != (size_t)p->out || y->n != rows)
+        return mr_fail(err, MR_ERR_SHAPE, "%s: input/output sizes do not match %d->%d", l->name, p->in, p->out);
+    if (rows == 0) return MR_OK;
+    /* Row-major y[rows,out] = x[rows,in] * W[out,in]^T is, column-major,
+     * y^T (out x rows) = W^T-as-stored (op T of the in x out matrix) * x^T. */
+    const float one = 1.0f, zero = 0.0f;
+    cublasStatus_t s = cublasSgemm(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, p->out, rows, p->in, &one, l->d_w, p->in,
+                                   x->data, p->in, &zero, y->data, p->out);
+    if (s != CUBLAS_STATUS_SUCCESS) return cublas_fail(err, l->name, "sgemm", s);
+    MR_TRY(cuda_after_launch(c, l->name, err));
+    MR_TRY(cuda_affine_launch(c->stream, l->name, y->data, y->data, NULL, l->d_bias, NULL, (size_t)rows, p->out,
+                              p->relu, err));
+    return cuda_after_launch(c, l->name, err);
+}
+
+mr_status cuda_deconv2x2_init(void *vctx, const char *name, const mr_deconv2x2_params *p, const float *w,
+                              const float *bias, mr_layer **out, mr_error *err)
+{
+    cuda_ctx *c = vctx;
+    if (p->cin < 1 || p->cout < 1)
+        return mr_fail(err, MR_ERR_SHAPE, "%s: a deconv needs positive channels, got %d->%d", name, p->cin, p->cout);
+    size_t cin = (size_t)p->cin, cout = (size_t)p->cout;
+    mr_layer *l = layer_new(CUDA_LAYER_DECONV2X2, name);
+    float *wk = malloc(sizeof(float) * cin * 4 * cout);
+    if (!l || !wk) {
+        free(l);
+        free(wk);
+        return mr_fail(err, MR_ERR_OOM, "%s: out of memory", name);
+    }
+    l->deconv = *p;
+    /* [cin, cout, 2, 2] -> [cin, k*cout + co], k = ki*2 + kj: one GEMM gives all four taps. */
+    for (size_t ci = 0; ci < cin; ci++)
+        for (size_t co = 0; co < cout; co++)
+            for (size_t k = 0; k < 4; k++) wk[ci * 4 * cout + k * cout + co] = w[(ci * cout + co) * 4 + k];
+    mr_status st = upload(c, name, wk, cin * 4 * cout, &l->d_w, err);
+    free(wk);
+    if (st == MR_OK) st = upload_bias(c, l, bias, p->cout, err);
+    if (st != MR_OK) {
+        cuda_layer_free(c, l);
+        return st;
+    }
+    *out = l;
+    return MR_OK;
+}
+
+mr_status cuda_deconv2x2(void *vctx, mr_layer *l, const mr_tensor *x, mr_tensor *y, mr_error *err)
+{
+    cuda_ctx *c = vctx;
+    const mr_deconv2x2_params *p = &l->deconv;
+    if (x->c != p->cin || y->c != p->cout || y->n != x->n || y->h != 2 * x->h || y->w != 2 * x->w)
+        return mr_fail(err, MR_ERR_SHAPE, "%s: output must be [%d,%d,%d,%d]", l->name, x->n, 2 * x->h, 2 * x->w,
+                       p->cout);
+    int rows = x->n * x->h * x->w, cols = 4 * p->cout;
+    if (rows == 0) return MR_OK;
+    MR_TRY(cuda_reserve(c, (void **)&c->d_tmp, &c->tmp_size, sizeof(float) * (size_t)rows * (size_t)cols, l->name,
+                        err));
+    /* Row-major tmp[rows, cols] = x[rows, cin] * Wk[cin, cols]; column-major
+     * that is tmp^T = Wk^T * x^T with both operands as stored. */
+    const float one = 1.0f, zero = 0.0f;
+    cublasStatus_t s = cublasSgemm(c->cublas, CUBLAS_OP_N, CUBLAS_OP_N, cols, rows, p->cin, &one, l->d_w, cols,
+                                   x->data, p->cin, &zero, c->d_tmp, cols);
+    if (s != CUBLAS_STATUS_SUCCESS) return cublas_fail(err, l->name, "sgemm", s);
+    MR_TRY(cuda_after_launch(c, l->name, err));
+    MR_TRY(cuda_depth_to_space_launch(c->stream, l->name, c->d_tmp, l->d_bias, y->data, x->n, x->h, x->w, p->cout,
+                                      p->relu, err));
+    return cuda_after_launch(c, l->name, err);
+}

@@ -1,0 +1,198 @@
+/* Internals shared by the CUDA backend's files (not part of the API).
+ *
+ * Layout of the backend:
+ *   backend_cuda.c          context, buffers, copies, the table, error helpers
+ *   backend_cuda_layers.c   conv (cuDNN), linear and deconv2x2 (cuBLAS)
+ *   backend_cuda_detect.c   roi_align, mask_probs, mask_paste; rpn_proposals and
+ *                           box_detections: the per-element work on the GPU,
+ *                           NMS and top-N on the host (see that file)
+ *   affine.cu               y = act(x*scale[c] + bias[c] (+ residual)), float4
+ *   deconv.cu               depth-to-space of the deconv2x2 GEMM, + bias, ReLU
+ *   pool.cu                 max pool, nearest upsample
+ *   roi_align.cu            multi-level RoIAlign in one launch (roi_align.h math)
+ *   rpn_rank.cu             the RPN's per-level ranking by logit (CUB radix sort)
+ *   mask_probs.cu           sigmoid of the predicted class's channel
+ *   mask_paste.cu           masks pasted into image planes (mask_paste.h math)
+ *   box_post.cu             softmax and box candidates (box_post.h math), CUB compaction
+ *
+ * Every .cu file has three levels: a static __global__ kernel with a
+ * grid-stride loop, a static launcher taking the stream, and one extern "C"
+ * entry declared below that validates, launches and returns a status (the
+ * launch error, if any, named by op). Asynchronous faults surface at the
+ * next sync, or at once with MR_CUDA_SYNC=1 (cuda_after_launch). */
+#ifndef MR_CUDA_INTERNAL_H
+#define MR_CUDA_INTERNAL_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include "backend.h"
+#include "backend_cuda.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    int device;
+    int tf32;      /* TF32 tensor cores allowed in cuDNN and cuBLAS */
+    int fold;      /* fold_affine (backend_cuda.h) */
+    int sync_each; /* MR_CUDA_SYNC=1: synchronise and check after every launch */
+    int host_post; /* MR_CUDA_HOST_POST=1: box_detections wholly on the host (debugging) */
+    int fuse_z;    /* MR_CUDA_FUSED_Z=1: residual as cuDNN's z, aliasing y (see backend_cuda_layers.c) */
+    cudaStream_t stream;
+    cudnnHandle_t cudnn;
+    cublasHandle_t cublas;
+    /* One cuDNN workspace, sized by query per new conv shape (the first,
+     * warm-up pass over an image size; steady-state passes allocate nothing). */
+    void *d_ws;
+    size_t ws_size;
+    /* A conv's output before its AffineChannel pass when it adds a residual
+     * (no-fold), and the deconv2x2 GEMM's output; grown like d_ws. */
+    float *d_tmp;
+    size_t tmp_size;
+    /* The RPN ranking's and the box candidates' device scratch (rpn_rank.cu,
+     * box_post.cu; one op at a time), sized by cub's query, grown like d_ws. */
+    void *d_post;
+    size_t post_size;
+    /* mask_paste's padded masks and pasted planes (mask_paste.cu), grown for
+     * a new largest image and detection count. */
+    void *d_paste;
+    size_t paste_size;
+    /* Host staging for the ops that still run on the host. */
+    void *host;
+    size_t host_size;
+} cuda_ctx;
+
+/* Per-shape cuDNN state of a conv layer; a run sees few shapes (image
+ * orientations, detection counts), and a full cache is recycled in turn. */
+#define CUDA_CONV_CACHE 8
+
+typedef struct {
+    int used;
+    int n, h, w, accumulate;
+    cudnnTensorDescriptor_t x_desc, y_desc;
+    cudnnConvolutionFwdAlgo_t algo;
+    cudnnMathType_t math;
+    size_t ws_bytes;
+    int fused;    /* cudnnConvolutionBiasActivationForward, else conv + affine kernel */
+    int verified; /* cuDNN accepted this entry's call once (before that, a refusal falls back) */
+} cuda_conv_entry;
+
+typedef enum { CUDA_LAYER_CONV, CUDA_LAYER_LINEAR, CUDA_LAYER_DECONV2X2 } cuda_layer_kind;
+
+struct mr_layer {
+    cuda_layer_kind kind;
+    char name[128];
+    mr_conv_params conv;
+    mr_linear_params linear;
+    mr_deconv2x2_params deconv;
+    /* conv: OHWI (cuDNN's NHWC filter layout); linear: [out, in];
+     * deconv: [cin, 4*cout], column (ki*2 + kj)*cout + co. */
+    float *d_w;
+    float *d_bias;
+    float *d_scale; /* no-fold convs: the per-channel scale applied after the conv */
+    cudnnFilterDescriptor_t w_desc;
+    cudnnConvolutionDescriptor_t conv_desc;
+    cudnnTensorDescriptor_t bias_desc;
+    cudnnActivationDescriptor_t relu_desc, identity_desc;
+    cuda_conv_entry cache[CUDA_CONV_CACHE];
+    int next_slot;
+};
+
+/* ---- helpers (backend_cuda.c) ---- */
+
+/* MR_ERR_BACKEND "<op>: <what>: <CUDA error string>". */
+mr_status cuda_fail(mr_error *err, const char *op, const char *what, cudaError_t e);
+mr_status cudnn_fail(mr_error *err, const char *op, const char *what, cudnnStatus_t s);
+mr_status cublas_fail(mr_error *err, const char *op, const char *what, cublasStatus_t s);
+/* After a launch or library call: with MR_CUDA_SYNC=1 synchronises and
+ * reports any fault as op's; otherwise only checks the launch. */
+mr_status cuda_after_launch(cuda_ctx *c, const char *op, mr_error *err);
+/* Grows a device buffer to `bytes` (waits for the stream first, since queued
+ * work may still use the old one). */
+mr_status cuda_reserve(cuda_ctx *c, void **buf, size_t *size, size_t bytes, const char *op, mr_error *err);
+mr_status cuda_host_reserve(cuda_ctx *c, size_t bytes, const char *op, mr_error *err);
+
+/* ---- the table's entries (backend_cuda_layers.c, backend_cuda_detect.c) ---- */
+
+mr_status cuda_conv_init(void *ctx, const char *name, const mr_conv_params *p, const float *w_oihw,
+                         const float *bias, mr_layer **out, mr_error *err);
+mr_status cuda_linear_init(void *ctx, const char *name, const mr_linear_params *p, const float *w,
+                           const float *bias, mr_layer **out, mr_error *err);
+mr_status cuda_deconv2x2_init(void *ctx, const char *name, const mr_deconv2x2_params *p, const float *w,
+                              const float *bias, mr_layer **out, mr_error *err);
+void cuda_layer_free(void *ctx, mr_layer *layer);
+mr_status cuda_conv(void *ctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y, int accumulate, mr_error *err);
+mr_status cuda_linear(void *ctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y, mr_error *err);
+mr_status cuda_deconv2x2(void *ctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y, mr_error *err);
+
+mr_status cuda_max_pool(void *ctx, const mr_pool_params *p, const mr_tensor *x, mr_tensor *y, mr_error *err);
+mr_status cuda_upsample_nearest(void *ctx, const mr_tensor *x, mr_tensor *y, mr_error *err);
+mr_status cuda_roi_align(void *ctx, const mr_roi_align_params *p, const mr_level_map *map,
+                         const mr_tensor *const *levels, const mr_tensor *rois, mr_tensor *out, mr_error *err);
+mr_status cuda_rpn_proposals(void *ctx, const mr_proposal_params *p, const mr_tensor *const *logits,
+                             const mr_tensor *const *deltas, mr_tensor *boxes, mr_tensor *scores, mr_error *err);
+mr_status cuda_box_detections(void *ctx, const mr_box_post_params *p, const mr_tensor *rois,
+                              const mr_tensor *logits, const mr_tensor *deltas, mr_tensor *boxes,
+                              mr_tensor *scores, mr_tensor *labels, mr_error *err);
+mr_status cuda_mask_probs(void *ctx, const mr_tensor *logits, const mr_tensor *labels, mr_tensor *probs,
+                          mr_error *err);
+mr_status cuda_mask_paste(void *ctx, const mr_mask_paste_params *p, const mr_tensor *probs, const mr_tensor *boxes,
+                          int img_h, int img_w, uint8_t *const *masks, float *soft, mr_error *err);
+
+/* ---- kernel entries (the .cu files); shapes already validated by the caller
+ * unless stated, each returns the launch status named by op ---- */
+
+/* y[r, ch] = act(x[r, ch]*scale[ch] + bias[ch] + residual[r, ch]) over rows x C;
+ * scale, bias, residual may be NULL (1, 0, 0); y may alias x or residual. */
+mr_status cuda_affine_launch(cudaStream_t s, const char *op, float *y, const float *x, const float *scale,
+                             const float *bias, const float *residual, size_t rows, int C, int relu, mr_error *err);
+/* tmp [n*h*w, 4*cout] (column k*cout + co, k = ki*2 + kj) -> y [n, 2h, 2w, cout]
+ * with y = act(tmp + bias[co]). */
+mr_status cuda_depth_to_space_launch(cudaStream_t s, const char *op, const float *tmp, const float *bias, float *y,
+                                     int n, int h, int w, int cout, int relu, mr_error *err);
+/* Validates the shapes as the CPU backend does. */
+mr_status cuda_max_pool_launch(cudaStream_t s, const mr_pool_params *p, const mr_tensor *x, mr_tensor *y,
+                               mr_error *err);
+mr_status cuda_upsample_nearest_launch(cudaStream_t s, const mr_tensor *x, mr_tensor *y, mr_error *err);
+/* levels: map->max_level - map->min_level + 1 device feature maps (<= 8). */
+mr_status cuda_roi_align_launch(cudaStream_t s, const mr_roi_align_params *p, const mr_level_map *map,
+                                const mr_tensor *const *levels, const mr_tensor *rois, mr_tensor *out, mr_error *err);
+/* RPN ranking (rpn_rank.cu): device scratch bytes for levels of counts[l]
+ * anchors (cub's size query), then the sort; h_ranked[l] (host) receives
+ * level l's first tops[l] anchor indices by descending logit, ties by index. */
+mr_status cuda_rank_scratch_bytes(const int *counts, int levels, size_t *bytes, mr_error *err);
+mr_status cuda_rank_launch(cudaStream_t s, void *d_scratch, const float *const *d_logits, const int *counts,
+                           const int *tops, int levels, int *const *h_ranked, mr_error *err);
+/* Pastes D masks (probs [D, M, M] and boxes [D, 4], device) into bin
+ * [D, H, W] (and soft, when not NULL), device planes; padded: D*P*P floats
+ * of scratch (torchvision rule). Parameters already validated. */
+mr_status cuda_mask_paste_launch(cudaStream_t s, const mr_mask_paste_params *p, const float *probs,
+                                 const float *boxes, int D, int H, int W, float *padded, uint8_t *bin, float *soft,
+                                 mr_error *err);
+/* Box post-processing candidates (box_post.cu): one (RoI, class) pair that
+ * passed the score and size tests. */
+typedef struct {
+    float box[4];
+    float score;
+    int group; /* class id */
+} cuda_box_cand;
+
+/* Device scratch bytes for n RoIs of K classes (cub's size query); then the
+ * launch: h_cand (host, room for n*(K-1)) receives the *h_count candidates
+ * in RoI-major, class-minor order. */
+mr_status cuda_box_cand_scratch_bytes(int n, int K, size_t *bytes, mr_error *err);
+mr_status cuda_box_cand_launch(cudaStream_t s, const mr_box_post_params *p, const float *rois, const float *logits,
+                               const float *deltas, int n, void *d_scratch, cuda_box_cand *h_cand, int *h_count,
+                               mr_error *err);
+/* labels: device floats, already checked to lie in 0..K-1. */
+mr_status cuda_mask_probs_launch(cudaStream_t s, const mr_tensor *logits, const float *labels, mr_tensor *probs,
+                                 mr_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

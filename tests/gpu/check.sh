@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# tests/gpu/check.sh: the CUDA backend's verification on a machine with an
+# NVIDIA GPU, nvcc, cuDNN and PyTorch with CUDA (made for an H200; nothing
+# needs the network). One run, under 8 minutes:
+#   1. builds everything with the CUDA backend (sm_90 only, to save time; the
+#      full sm_75..sm_90 + PTX build is `make` on any machine with nvcc);
+#   2. build-gpu/tests/test_backend_ops: every backend op on the CPU, on CUDA
+#      (folded) and on CUDA --no-fold, from one table of cases against the same
+#      references (normalised error per op, fixed printed seed, boxes outside
+#      the image, empty inputs); fails if the CUDA cases were skipped; then
+#      once more with MR_CUDA_FUSED_Z=1 (residual as cuDNN's z input, in place)
+#      to tell whether that fusion can become the default, and with
+#      MR_CUDA_SYNC=1 (every launch checked at once);
+#   3. tests/gpu/gpu_parity.py: end-to-end parity, strict fp32 (TF32 off in
+#      torch too), of CUDA against our CPU backend (every stage) and against
+#      torchvision on the same GPU (final detections and masks), then the
+#      latency table per stage for an 800x1216 image: ours fp32/tf32 with and
+#      without folding, torchvision fp32 eager; warm-up, medians of 20 runs;
+#   4. the parity suite's end-to-end test (tests/parity/test_e2e.py) with our
+#      stages on CUDA against torchvision's CPU reference, synthetic case.
+# Weights are generated on the machine (tests/parity/oracle.py): only the
+# source tree travels. Build dependencies missing there (oneDNN, cJSON, png,
+# jpeg, cmocka) are unpacked from tests/gpu/deps/*.deb when carried: run
+# tests/gpu/fetch_deps.sh first and carry tests/gpu/deps.
+#
+#   device run:  bash tests/gpu/check.sh   (timeout 540 s; carry tests/gpu/deps)
+#   env:         PYTHON (default python3, must have torch with CUDA),
+#                BENCH_RUNS (default 20), WORK (default /tmp/gpucheck)
+# Debugging switches of the backend (cuda/cuda_internal.h): MR_CUDA_SYNC=1,
+# MR_CUDA_FUSED_Z=1 (residual as cuDNN's z), MR_CUDA_HOST_POST=1 (box
+# post-processing wholly on the host).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+T0=$(date +%s)
+PY=${PYTHON:-python3}
+BENCH_RUNS=${BENCH_RUNS:-20}
+WORK=${WORK:-/tmp/gpucheck}
+# A build folder of its own: sm_90-only objects must not end up in build/.
+export DETECT_BUILD="$PWD/build-gpu"
+failed=()
+step() { echo; echo "== [$(($(date +%s) - T0)) s] $*"; }
+fail() { echo "FAIL: $*"; failed+=("$*"); }
+
+command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
+
+step "machine"
+nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader || fail "nvidia-smi"
+nvcc --version | tail -2
+$PY -c "import torch, torchvision; print('torch', torch.__version__, 'torchvision', torchvision.__version__, \
+'cuda available', torch.cuda.is_available())" || fail "python with torch"
+
+step "build dependencies"
+missing_headers() {
+    local h
+    for h in dnnl.h cjson/cJSON.h png.h jpeglib.h cmocka.h; do
+        printf '#include <stdarg.h>\n#include <stddef.h>\n#include <stdio.h>\n#include <setjmp.h>\n#include <stdint.h>\n#include <%s>\n' "$h" |
+            gcc -E -x c - >/dev/null 2>&1 || echo "$h"
+    done
+}
+missing=$(missing_headers)
+if [ -n "$missing" ] && compgen -G "tests/gpu/deps/*.deb" >/dev/null; then
+    echo "missing: $missing; unpacking tests/gpu/deps/*.deb"
+    for f in tests/gpu/deps/*.deb; do dpkg -x "$f" / || fail "unpacking $f"; done
+    ldconfig
+    missing=$(missing_headers)
+fi
+if [ -n "$missing" ]; then
+    echo "missing headers: $missing: run tests/gpu/fetch_deps.sh where there is a network and carry tests/gpu/deps"
+    exit 2
+fi
+echo "build dependencies present"
+
+step "build (CUDA=1 CUDA_ARCHS=90, into build-gpu/)"
+if make -j"$(nproc)" CUDA=1 CUDA_ARCHS=90 BUILD=build-gpu all build-gpu/tests/test_backend_ops >"$WORK.build.log" 2>&1; then
+    grep -i "warning" "$WORK.build.log" && fail "build warnings" || echo "built, no warnings"
+else
+    tail -30 "$WORK.build.log"
+    fail "build"
+    exit 1
+fi
+
+step "backend ops: CPU, CUDA, CUDA --no-fold (tests/unit/test_backend_ops.c)"
+build-gpu/tests/test_backend_ops >"$WORK.ops.log" 2>&1
+rc=$?
+grep -E "^test_backend_ops: seed|^  (cpu|cuda|cuda-nofold) [a-z_0-9]+: |FAIL|^SKIP" "$WORK.ops.log"
+[ $rc -eq 0 ] || fail "test_backend_ops (exit $rc)"
+grep -q "^SKIP cuda" "$WORK.ops.log" && fail "the CUDA cases were skipped: no GPU found by the backend"
+
+step "backend ops with MR_CUDA_SYNC=1 (a sync and check after every launch)"
+MR_CUDA_SYNC=1 build-gpu/tests/test_backend_ops >"$WORK.ops_sync.log" 2>&1 || {
+    grep -E "FAIL" "$WORK.ops_sync.log" | head -20
+    fail "test_backend_ops with MR_CUDA_SYNC=1"
+}
+
+step "backend ops with MR_CUDA_FUSED_Z=1 (informational: residual as cuDNN's z, aliasing y)"
+if MR_CUDA_FUSED_Z=1 build-gpu/tests/test_backend_ops >"$WORK.ops_z.log" 2>&1; then
+    if grep -q "^SKIP cuda" "$WORK.ops_z.log"; then
+        echo "MR_CUDA_FUSED_Z=1: the CUDA cases were skipped: nothing learnt"
+    else
+        echo "MR_CUDA_FUSED_Z=1: all cases pass: the fused residual can be made the default"
+    fi
+else
+    grep -E "FAIL" "$WORK.ops_z.log" | head -20
+    echo "MR_CUDA_FUSED_Z=1: failures above: keep the two-pass residual (the default)"
+fi
+
+step "end-to-end parity and latency (tests/gpu/gpu_parity.py)"
+timeout 360 $PY tests/gpu/gpu_parity.py --work "$WORK" --bench-runs "$BENCH_RUNS" || fail "gpu_parity.py"
+
+step "parity suite, our stages on CUDA vs torchvision's CPU reference (test_e2e.py, synthetic case)"
+if [ $(($(date +%s) - T0)) -lt 360 ] && $PY -c "import pytest" 2>/dev/null; then
+    (cd tests/parity && DETECT_STAGE_ARGS="--device cuda" timeout 110 $PY -m pytest -q -x -k synthetic test_e2e.py) ||
+        fail "test_e2e.py on CUDA"
+else
+    echo "SKIPPED: no pytest, or too little time left"
+fi
+
+step "done"
+if [ ${#failed[@]} -eq 0 ]; then echo "check.sh: all passed"; else printf 'check.sh: FAILED: %s\n' "${failed[@]}"; fi
+[ ${#failed[@]} -eq 0 ]
