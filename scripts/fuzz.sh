@@ -127,10 +127,13 @@ for t in $TARGETS; do
 done
 
 echo
-printf '%-8s %12s %8s %8s\n' target executions time_s crashes
-for t in $TARGETS; do
-  printf '%-8s %12s %8s %8s\n' "$t" "${EXECS[$t]}" "${TIMES[$t]}" "${CRASHES[$t]}"
-done
+# The table also goes to $OUT/summary.txt, which scripts/check.sh prints again at the end.
+{
+  printf '%-8s %12s %8s %8s\n' target executions time_s crashes
+  for t in $TARGETS; do
+    printf '%-8s %12s %8s %8s\n' "$t" "${EXECS[$t]}" "${TIMES[$t]}" "${CRASHES[$t]}"
+  done
+} | tee "$OUT/summary.txt"
 if [ $status -ne 0 ]; then
   echo "fuzz.sh: FAILED: crash inputs in $OUT/crashes/:"
   ls -1 "$OUT/crashes" | sed 's/^/    /'
