@@ -1,7 +1,7 @@
 # detect: Mask R-CNN R-101-FPN inference in C (CPU: oneDNN + OpenMP; CUDA: see cuda/).
 #
 #   make            build build/detect and build/libdetect.{a,so}
-#   make check      the README's test command and CI's: make test, make sanitize, make fuzz (~22 min)
+#   make check      the README's test command and CI's: make test, make sanitize, make fuzz (~21 min)
 #   make test       unit tests (cmocka) + parity tests against torchvision (pytest)
 #   make bench      CPU time per stage beside torchvision's, one full-size image
 #   make demo       the README's first command: install what is missing, run on an example
