@@ -1,6 +1,7 @@
 # detect: Mask R-CNN R-101-FPN inference in C (CPU: oneDNN + OpenMP; CUDA: see cuda/).
 #
 #   make            build build/detect and build/libdetect.{a,so}
+#   make check      the README's test command and CI's: make test, make sanitize, make fuzz (~21 min)
 #   make test       unit tests (cmocka) + parity tests against torchvision (pytest)
 #   make bench      CPU time per stage beside torchvision's, one full-size image
 #   make demo       the README's first command: install what is missing, run on an example
@@ -44,7 +45,7 @@ CFLAGS     += -DMR_HAVE_CUDA=1 -Icuda -isystem $(CUDA_HOME)/include
 LDLIBS     += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublas -lcudart -lstdc++
 endif
 
-.PHONY: all test unit-test parity-test bench demo deps clean sanitize valgrind fuzz
+.PHONY: all check test unit-test parity-test bench demo deps clean sanitize valgrind fuzz
 FUZZ_SECONDS ?= 60
 all: $(BUILD)/detect $(BUILD)/libdetect.so $(BUILD)/stage_runner
 
@@ -90,6 +91,10 @@ parity-test: all
 test: deps
 	$(MAKE) all
 	$(MAKE) -k unit-test parity-test
+
+# Everything CI must run, each step even after a failure; a summary table at the end.
+check: deps
+	MAKE="$(MAKE)" scripts/check.sh $(FUZZ_SECONDS)
 
 bench: deps
 	$(MAKE) all

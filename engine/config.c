@@ -505,6 +505,8 @@ mr_status config_load(mr_config *cfg, const char *path, mr_error *err)
     if (failed) st = mr_fail(err, MR_ERR_IO, "%s: cannot read: %s", path, strerror(read_errno));
     else if (n > MAX_CONFIG_BYTES)
         st = mr_fail(err, MR_ERR_FORMAT, "%s: larger than %d bytes, not a config file", path, MAX_CONFIG_BYTES);
+    else if (n == 0)
+        st = mr_fail(err, MR_ERR_FORMAT, "%s: the file is empty, not a JSON config (use {} for defaults)", path);
     else if (memchr(text, 0, n))
         st = mr_fail(err, MR_ERR_FORMAT, "%s: contains a NUL byte at byte %zu, not a JSON text", path,
                      (size_t)((char *)memchr(text, 0, n) - text));

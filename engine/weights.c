@@ -105,11 +105,12 @@ static mr_status parse_entry(const cJSON *item, const unsigned char *data_base, 
         return mr_fail(err, MR_ERR_FORMAT, "tensor \"%s\": bad data_offsets", name);
     if (en > (double)data_size)
         return mr_fail(err, MR_ERR_FORMAT, "tensor \"%s\": data_offsets [%.0f, %.0f] run past the end of the file "
-                       "(data area is %zu bytes; truncated?)", name, b, en, data_size);
+                       "(data area size %zu; truncated?)", name, b, en, data_size);
     e->nbytes = (size_t)(en - b);
     if ((uint64_t)e->nbytes != numel * dtype_size(e->dtype))
-        return mr_fail(err, MR_ERR_FORMAT, "tensor \"%s\": %zu bytes for %llu elements of %s", name, e->nbytes,
-                       (unsigned long long)numel, dtype->valuestring);
+        return mr_fail(err, MR_ERR_FORMAT, "tensor \"%s\": data size %zu, expected %llu (element count %llu, %s)",
+                       name, e->nbytes, (unsigned long long)(numel * dtype_size(e->dtype)), (unsigned long long)numel,
+                       dtype->valuestring);
     e->data = data_base + (size_t)b;
     e->name = strdup(name);
     if (!e->name) return mr_fail(err, MR_ERR_OOM, "out of memory");
@@ -200,7 +201,7 @@ mr_status weights_open(mr_weights *w, const char *path, mr_error *err)
     }
     if (sb.st_size < 8) {
         close(fd);
-        return mr_fail(err, MR_ERR_FORMAT, "%s: %lld bytes is too short for a safetensors file", path,
+        return mr_fail(err, MR_ERR_FORMAT, "%s: size %lld is too short for a safetensors file (minimum 8)", path,
                        (long long)sb.st_size);
     }
     w->map_size = (size_t)sb.st_size;

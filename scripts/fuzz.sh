@@ -4,21 +4,25 @@
 # (tests/fuzz/fuzz_convert.py), each for SECONDS (default 60).
 #
 #   scripts/fuzz.sh [SECONDS]        all targets
+#   scripts/fuzz.sh 0                replay only: every seed and regression input once, no mutation
 #   FUZZ_TARGETS="rle png" scripts/fuzz.sh 30   a subset (names: config weights png jpeg rle convert)
 #
 # Builds into build/fuzz/ with its own clang command lines (ASan + UBSan +
 # libFuzzer; only the engine files each target needs, so no oneDNN), runs
-# each target on a copy of its seed corpus (tests/fuzz/corpus/<target>/ is
-# never modified) with its dictionary where there is one, then prints per
-# target: executions, run time, crashes. Exits 1 on any crash, leaving the
-# input in build/fuzz/crashes/ (a target's inputs from an earlier run are
-# removed when it runs again) and the log in build/fuzz/logs/.
+# each target on a copy of its seed corpus (tests/fuzz/corpus/<target>/) and
+# of its past crashes (tests/fuzz/regressions/<target>/; the committed files
+# never change), with its dictionary where there is one. Every copied input
+# runs first, before any mutation, so a crash that comes back fails the run
+# even at SECONDS=0. Then prints per target: executions, run time, crashes.
+# Exits 1 on any crash, leaving the input in build/fuzz/crashes/ (a target's
+# inputs from an earlier run are removed when it runs again) and the log in
+# build/fuzz/logs/.
 # Reproduce one: build/fuzz/fuzz_<target> build/fuzz/crashes/<target>-crash-...
 # (the Python target: tests/fuzz/fuzz_convert.py --replay FILE).
 #
-# On a fresh Debian machine it installs what is missing (clang-14, the
-# libFuzzer runtime in libclang-rt-14-dev, the -dev packages of libpng,
-# libjpeg-turbo and cJSON, numpy) with apt-get.
+# Needs clang-14 with the libFuzzer runtime (libclang-rt-14-dev on Debian 12)
+# and the -dev packages of libpng, libjpeg-turbo and cJSON: scripts/install_deps.sh
+# installs them (make fuzz runs it first).
 set -euo pipefail
 
 SECONDS_PER_TARGET=${1:-60}
@@ -31,36 +35,31 @@ TARGETS=${FUZZ_TARGETS:-config weights png jpeg rle convert}
 
 # ---- toolchain -------------------------------------------------------------
 
-sudo_cmd=""
-[ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-apt_updated=0
-apt_install() {
-  echo "fuzz.sh: installing $*"
-  if [ $apt_updated -eq 0 ]; then $sudo_cmd apt-get update -qq; apt_updated=1; fi
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "$@"
+need_deps() {
+  echo "fuzz.sh: $*; run scripts/install_deps.sh (or make fuzz, which runs it)" >&2
+  exit 2
 }
-
 find_clang() {
   if [ -n "${CLANG:-}" ]; then echo "$CLANG"; return; fi
   for c in clang-14 clang; do command -v "$c" >/dev/null 2>&1 && { echo "$c"; return; }; done
 }
 CLANG=$(find_clang)
-[ -n "$CLANG" ] || { apt_install clang-14 libclang-rt-14-dev; CLANG=clang-14; }
+[ -n "$CLANG" ] || need_deps "clang not found"
 
 mkdir -p "$OUT/logs" "$OUT/crashes" "$OUT/work"
+# Crash stacks with file:line (llvm-14's symbolizer; not on PATH unless the unversioned llvm is installed).
+if [ -z "${ASAN_SYMBOLIZER_PATH:-}" ] && [ -x /usr/lib/llvm-14/bin/llvm-symbolizer ]; then
+  export ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-14/bin/llvm-symbolizer
+fi
 # libFuzzer's runtime: Debian 12 ships it in libclang-rt-14-dev (clang-14 only recommends it).
 printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' \
   >"$OUT/probe.c"
-if ! "$CLANG" -fsanitize=fuzzer,address,undefined "$OUT/probe.c" -o "$OUT/probe" 2>/dev/null; then
-  apt_install libclang-rt-14-dev
-  "$CLANG" -fsanitize=fuzzer,address,undefined "$OUT/probe.c" -o "$OUT/probe"
-fi
-missing=()
-[ -f /usr/include/png.h ] || missing+=(libpng-dev)
-[ -f /usr/include/jpeglib.h ] || [ -f /usr/include/x86_64-linux-gnu/jpeglib.h ] || missing+=(libjpeg62-turbo-dev)
-[ -f /usr/include/cjson/cJSON.h ] || missing+=(libcjson-dev)
-case " $TARGETS " in *" convert "*) "$PYTHON" -c 'import numpy' 2>/dev/null || missing+=(python3-numpy) ;; esac
-[ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
+"$CLANG" -fsanitize=fuzzer,address,undefined "$OUT/probe.c" -o "$OUT/probe" 2>"$OUT/probe.log" ||
+  need_deps "$CLANG cannot link a libFuzzer target ($(head -n 1 "$OUT/probe.log"))"
+[ -f /usr/include/png.h ] || need_deps "libpng-dev missing"
+[ -f /usr/include/jpeglib.h ] || [ -f /usr/include/x86_64-linux-gnu/jpeglib.h ] || need_deps "libjpeg62-turbo-dev missing"
+[ -f /usr/include/cjson/cJSON.h ] || need_deps "libcjson-dev missing"
+case " $TARGETS " in *" convert "*) "$PYTHON" -c 'import numpy' 2>/dev/null || need_deps "numpy missing" ;; esac
 
 # ---- build -------------------------------------------------------------------
 
@@ -95,16 +94,22 @@ for t in $TARGETS; do
   echo "fuzz.sh: fuzzing $t for ${SECONDS_PER_TARGET}s (log: $log)"
   start=$(date +%s.%N)
   rc=0
+  cp -r "tests/fuzz/corpus/$t/." "$work/"
+  [ -d "tests/fuzz/regressions/$t" ] && cp -r "tests/fuzz/regressions/$t/." "$work/"
   if [ "$t" = convert ]; then
-    "$PYTHON" tests/fuzz/fuzz_convert.py --seconds "$SECONDS_PER_TARGET" --corpus tests/fuzz/corpus/convert \
+    "$PYTHON" tests/fuzz/fuzz_convert.py --seconds "$SECONDS_PER_TARGET" --corpus "$work" \
       --crashes "$OUT/crashes" >"$log" 2>&1 || rc=$?
     execs=$(sed -n 's/^executions: \([0-9]*\).*/\1/p' "$log" | tail -1)
   else
-    cp -r "tests/fuzz/corpus/$t/." "$work/"
     dict=()
     [ -f "tests/fuzz/dict/$t.dict" ] && dict=("-dict=tests/fuzz/dict/$t.dict")
     # -timeout: a single input running 10 s is a hang, reported as a crash.
-    "$OUT/fuzz_$t" "$work" "${dict[@]}" -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048 \
+    # -max_total_time=0 would mean no limit: SECONDS=0 replays the inputs once (-runs=0) instead.
+    limit=(-max_total_time="$SECONDS_PER_TARGET")
+    [ "$SECONDS_PER_TARGET" -eq 0 ] && limit=(-runs=0)
+    # -malloc_limit_mb: one allocation over 512 MiB from a few-KB input is a bug (the largest legitimate
+    # one, a decoded 4096x4096 RGB image, is 48 MiB); it catches regressions/png/ztxt-declares-1gib.png.
+    "$OUT/fuzz_$t" "$work" "${dict[@]}" "${limit[@]}" -rss_limit_mb=2048 -malloc_limit_mb=512 \
       -timeout=10 -print_final_stats=1 -artifact_prefix="$OUT/crashes/$t-" >"$log" 2>&1 || rc=$?
     execs=$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$log" | tail -1)
   fi
@@ -122,10 +127,13 @@ for t in $TARGETS; do
 done
 
 echo
-printf '%-8s %12s %8s %8s\n' target executions time_s crashes
-for t in $TARGETS; do
-  printf '%-8s %12s %8s %8s\n' "$t" "${EXECS[$t]}" "${TIMES[$t]}" "${CRASHES[$t]}"
-done
+# The table also goes to $OUT/summary.txt, which scripts/check.sh prints again at the end.
+{
+  printf '%-8s %12s %8s %8s\n' target executions time_s crashes
+  for t in $TARGETS; do
+    printf '%-8s %12s %8s %8s\n' "$t" "${EXECS[$t]}" "${TIMES[$t]}" "${CRASHES[$t]}"
+  done
+} | tee "$OUT/summary.txt"
 if [ $status -ne 0 ]; then
   echo "fuzz.sh: FAILED: crash inputs in $OUT/crashes/:"
   ls -1 "$OUT/crashes" | sed 's/^/    /'

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Debian packages detect needs to build and test, skipping
-# what is already there. Needs root (or sudo) only when something is missing.
+# Installs the Debian packages detect needs to build and test (make test,
+# make check: sanitizers, fuzzing; make valgrind), skipping what is already
+# there. GCC's ASan/UBSan runtimes (libasan8, libubsan1) come with gcc.
+# Needs root (or sudo) only when something is missing.
 set -euo pipefail
 
 packages=(
@@ -14,6 +16,9 @@ packages=(
   python3-torch python3-torchvision python3-pil python3-skimage  # the reference (tests, demo weights)
   libopenblas0-openmp  # fast BLAS for the reference's linear layers
   python3-pip          # for pycocotools below (Debian 12 does not package it)
+  clang-14 libclang-rt-14-dev  # make fuzz: libFuzzer (its runtime is only a recommendation of clang-14)
+  llvm-14              # llvm-symbolizer: fuzz crash stacks with file:line
+  valgrind             # make valgrind
 )
 
 # pycocotools: the independent reference for COCO RLE masks in the tests.

@@ -940,17 +940,17 @@ static void test_offsets_and_sizes(void **state)
     }
     /* byte size not numel * dtype size, for each dtype */
     expect_header_fail("{\"t.w\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,12]}}", data, 16, "\"t.w\"",
-                       "12 bytes for 4 elements");
+                       "data size 12, expected 16 (element count 4, F32)");
     expect_header_fail("{\"t.w\":{\"dtype\":\"F16\",\"shape\":[3],\"data_offsets\":[0,12]}}", data, 16, "\"t.w\"",
-                       "12 bytes for 3 elements");
+                       "data size 12, expected 6 (element count 3, F16)");
     expect_header_fail("{\"t.w\":{\"dtype\":\"BF16\",\"shape\":[3],\"data_offsets\":[0,5]}}", data, 16, "\"t.w\"",
-                       "5 bytes");
+                       "data size 5, expected 6 (element count 3, BF16)");
     expect_header_fail("{\"t.w\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,4]}}", data, 16, "\"t.w\"",
-                       "4 bytes");
+                       "data size 4, expected 8 (element count 1, F64)");
     expect_header_fail("{\"t.w\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,4]}}", data, 16, "\"t.w\"",
-                       "4 bytes for 0 elements");
+                       "data size 4, expected 0 (element count 0, F32)");
     expect_header_fail("{\"t.w\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[0,0]}}", data, 16, "\"t.w\"",
-                       "0 bytes for 1 elements");
+                       "data size 0, expected 4 (element count 1, F32)");
     /* a shape far too large for any file */
     expect_header_fail("{\"t.w\":{\"dtype\":\"F32\",\"shape\":[1000000,1000000,1000000],\"data_offsets\":[0,4]}}",
                        data, 16, "\"t.w\"", "shape");
@@ -993,7 +993,7 @@ static void test_control_chars_in_messages(void **state)
     (void)state;
     const unsigned char data[16] = {0};
     expect_header_fail("{\"a\\nb\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,8]}}", data, 8,
-                       "tensor \"a?b\"", "8 bytes for 1 elements");
+                       "tensor \"a?b\"", "data size 8, expected 4 (element count 1, F32)");
     expect_header_fail("{\"x\n\":{\"dtype\":\"F3\\r2\",\"shape\":[1],\"data_offsets\":[0,4]}}", data, 4,
                        "tensor \"x?\"", "unsupported dtype F3?2");
     expect_header_fail("{\"a\\t\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# make check: the README's test command, and what CI runs (.ci/run). Every
+# check the project has that fits in CI's time, in three steps:
+#
+#   1. make test       release build; unit tests (cmocka) and parity tests
+#                      against torchvision (pytest)
+#   2. make sanitize   the unit and end-to-end tests again under AddressSanitizer
+#                      + UBSan (scripts/sanitize.sh: what it runs, and why the
+#                      rest is left out, is at its top)
+#   3. make fuzz       each fuzz target for FUZZ_SECONDS (default 60), after
+#                      replaying its seeds and past crashes (scripts/fuzz.sh)
+#
+#   scripts/check.sh [FUZZ_SECONDS]
+#
+# A step runs even when one before it failed, so one CI run reports every
+# problem. The end is a table: each step's result and minutes, then each fuzz
+# target's executions, run time and crashes. Exits 1 if any step failed.
+# make valgrind (one full image through memcheck, tens of minutes) is not a step:
+# run it by hand when the engine's memory handling changes.
+set -u
+cd "$(dirname "$0")/.."
+FUZZ_SECONDS=${1:-60}
+MAKE=${MAKE:-make}
+
+names=() results=() minutes=()
+step() { # step NAME COMMAND...: runs it, records the outcome and time
+  local name=$1 t0=$SECONDS rc=0
+  shift
+  echo
+  echo "======== check: $name ($*)"
+  "$@" || rc=$?
+  names+=("$name")
+  results+=("$([ $rc -eq 0 ] && echo ok || echo "FAILED (exit $rc)")")
+  minutes+=("$(awk -v s=$((SECONDS - t0)) 'BEGIN { printf "%.1f", s / 60 }')")
+}
+
+start=$SECONDS
+rm -f build/fuzz/summary.txt
+step test "$MAKE" test
+step sanitize scripts/sanitize.sh
+step fuzz scripts/fuzz.sh "$FUZZ_SECONDS"
+
+echo
+echo "======== check: summary"
+failed=0
+for i in "${!names[@]}"; do
+  printf '%-9s %-18s %5s min\n' "${names[$i]}" "${results[$i]}" "${minutes[$i]}"
+  [ "${results[$i]}" = ok ] || failed=1
+done
+printf '%-9s %-18s %5s min\n' total "" "$(awk -v s=$((SECONDS - start)) 'BEGIN { printf "%.1f", s / 60 }')"
+if [ -f build/fuzz/summary.txt ]; then
+  echo
+  echo "fuzzing, ${FUZZ_SECONDS} s a target:"
+  cat build/fuzz/summary.txt
+fi
+[ $failed -eq 0 ] && echo "check: all passed" || echo "check: FAILED" >&2
+exit $failed
