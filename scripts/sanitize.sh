@@ -20,7 +20,7 @@
 #    cost minutes), test_cli.py, test_cli_batch.py, test_bad_inputs.py, and
 #    test_big_batch.py with 200 images instead of 1,000.
 # 4. Runs the ctypes tests (test_ops_torchvision.py, test_image_torch.py,
-#    test_exif.py, test_coco_results.py, test_image_pil.py), which load $SAN_BUILD/libdetect.so
+#    test_exif.py, test_coco_results.py, test_image_pil.py, test_zoo_conventions.py), which load $SAN_BUILD/libdetect.so
 #    into Debian's python: libasan is preloaded (LD_PRELOAD) and leak
 #    checking is off there (python itself is not built for LSan and "leaks"
 #    by design at exit).
@@ -88,7 +88,8 @@ else
     parity_files=(tests/parity/test_cli.py tests/parity/test_cli_batch.py tests/parity/test_bad_inputs.py
                   tests/parity/test_big_batch.py)
     ctypes_files=(tests/parity/test_ops_torchvision.py tests/parity/test_image_torch.py tests/parity/test_exif.py
-                  tests/parity/test_coco_results.py tests/parity/test_image_pil.py)
+                  tests/parity/test_coco_results.py tests/parity/test_image_pil.py
+                  tests/parity/test_zoo_conventions.py)
 fi
 
 echo "== parity tests through $SAN_BUILD/detect and stage_runner (leak checking on)"
