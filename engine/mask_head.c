@@ -84,16 +84,21 @@ static mr_status final_boxes(mr_model *m, float *host, int n, mr_error *err)
 }
 
 /* detectron2 keeps only non-empty boxes (x2 > x1 and y2 > y1) after the
- * clip; the dropped ones' masks are freed. */
-static void drop_empty(mr_result *res)
+ * clip; the dropped ones' masks are freed, and the float masks (plane
+ * floats each, when given) are compacted the same way so that row d still
+ * belongs to res->dets[d]. */
+static void drop_empty(mr_result *res, float *float_masks, size_t plane)
 {
     int kept = 0;
     for (int d = 0; d < res->count; d++) {
         mr_detection *det = &res->dets[d];
-        if (det->box[2] > det->box[0] && det->box[3] > det->box[1])
+        if (det->box[2] > det->box[0] && det->box[3] > det->box[1]) {
+            if (float_masks && kept != d)
+                memmove(float_masks + (size_t)kept * plane, float_masks + (size_t)d * plane, plane * sizeof(float));
             res->dets[kept++] = *det;
-        else
+        } else {
             free(det->mask);
+        }
     }
     res->count = kept;
 }
@@ -140,6 +145,6 @@ mr_status model_stage_paste(mr_model *m, mr_result *res, float *float_masks, mr_
     if (st != MR_OK)
         result_free(res);
     else if (m->cfg.box_head.clip_final_boxes)
-        drop_empty(res);
+        drop_empty(res, float_masks, (size_t)H * (size_t)W);
     return st;
 }

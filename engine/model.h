@@ -67,7 +67,9 @@ mr_status model_stage_rpn(mr_model *m, mr_error *err);
 mr_status model_stage_box_head(mr_model *m, mr_error *err);
 mr_status model_stage_mask_head(mr_model *m, mr_error *err);
 /* Final boxes in original pixels and pasted masks; float_masks (may be
- * NULL) receives D x H x W pasted probabilities for parity tests. */
+ * NULL, else room for every detection before the drop of empty boxes)
+ * receives res->count x H x W pasted probabilities for parity tests, row d
+ * belonging to res->dets[d]. */
 mr_status model_stage_paste(mr_model *m, mr_result *res, float *float_masks, mr_error *err);
 
 /* A stage tensor by name (see above), shaped for the current image; its data
