@@ -122,6 +122,7 @@ typedef struct {
     mr_rpn_min_size_rule min_size_rule; /* "min_size_rule": "torchvision" | "detectron2" | "detectron" */
     mr_clip_window clip_window; /* "clip_window": "image" | "padded"             */
     float score_thresh;         /* "score_thresh": 0.0 (on sigmoid)              */
+    int rank_by_logit;          /* "rank_by_logit": false; NMS ranks by logit (detectron2), not sigmoid */
     float box_weights[4];       /* "box_weights": [1,1,1,1]                      */
 } mr_rpn_config;
 

@@ -219,6 +219,7 @@ static const cfg_key rpn_keys[] = {
     K_ENUM(mr_rpn_config, min_size_rule, min_size_rule_names),
     K_ENUM(mr_rpn_config, clip_window, clip_window_names),
     K_FLOAT(mr_rpn_config, score_thresh, 0, 1),
+    K_BOOL(mr_rpn_config, rank_by_logit),
     K_POS_FLOATS(mr_rpn_config, box_weights, 1000),
 };
 

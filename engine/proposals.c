@@ -83,7 +83,7 @@ int proposals_select(const mr_proposal_params *p, const int *const *ranked, cons
             box_clip(box, p->img_h, p->img_w, p->coder.plus_one);
             float score = 1.0f / (1.0f + expf(-logits[l][i]));
             if (!proposal_keep(p, box) || !(score >= p->score_thresh)) continue;
-            s.scores[n] = score;
+            s.scores[n] = p->rank_by_logit ? logits[l][i] : score;
             s.groups[n] = l;
             n++;
         }

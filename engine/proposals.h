@@ -11,7 +11,11 @@
  * Inputs per level l: logits [H*W*A] and deltas [H*W*A*4] in (y, x, a)
  * order, which is exactly the NHWC output of the RPN head's 1x1 convs.
  * Outputs: boxes [N,4] (x1,y1,x2,y2 in resized-image pixels) and sigmoid
- * scores [N], sorted by descending score; N <= post_nms_top_n. */
+ * scores [N], sorted by descending score; N <= post_nms_top_n. With
+ * rank_by_logit the NMS ranks, and the outputs carry, the logits
+ * (detectron2 keeps objectness_logits): the order differs from the
+ * sigmoid's only where sigmoids round to 1.0 (logits above about 16.6) and
+ * tie across levels. */
 #ifndef MR_PROPOSALS_H
 #define MR_PROPOSALS_H
 
@@ -44,6 +48,7 @@ typedef struct {
     float min_size, score_thresh;
     mr_proposal_size_rule size_rule;
     int nms_flags;                                   /* nms.h MR_NMS_* */
+    int rank_by_logit;                               /* NMS order and output scores: logits, not sigmoids */
     float im_scale;                                  /* resized / original (DETECTRON rule only) */
     mr_box_coder coder;
     float img_h, img_w;                              /* clip window */

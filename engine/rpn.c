@@ -61,6 +61,7 @@ static void proposal_params(const mr_model *m, mr_proposal_params *p)
     p->coder.clip = c->box.bbox_xform_clip;
     p->coder.plus_one = c->box.legacy_plus_one;
     p->nms_flags = model_nms_flags(c);
+    p->rank_by_logit = c->rpn.rank_by_logit;
     int padded = c->rpn.clip_window == MR_CLIP_PADDED;
     p->img_h = (float)(padded ? m->geo.padded_h : m->geo.resized_h);
     p->img_w = (float)(padded ? m->geo.padded_w : m->geo.resized_w);

@@ -18,6 +18,7 @@
 #include "box_coder.h"
 #include "mask_paste.h"
 #include "nms.h"
+#include "proposals.h"
 #include "rle.h"
 #include "roi_align.h"
 
@@ -280,6 +281,47 @@ static void test_nms_large_stable(void **state)
     free(sc);
     free(keep);
     free(grp);
+}
+
+/* ---------------------------------------------------------------- proposals */
+
+/* Two levels, one anchor each, logits 20 (P2) and 30 (P3): both sigmoids
+ * round to 1.0f. With a cap of one proposal, the sigmoid ranking (torchvision)
+ * keeps the first candidate of the tie, P2's box; detectron2 ranks by logit
+ * (find_top_rpn_proposals sorts objectness_logits) and keeps P3's. */
+static void test_proposals_rank_by_logit(void **state)
+{
+    (void)state;
+    const float cell[4] = {-8, -8, 8, 8};
+    const float logit2 = 20.0f, logit3 = 30.0f, zero[4] = {0, 0, 0, 0};
+    assert_true(1.0f / (1.0f + expf(-logit2)) == 1.0f && 1.0f / (1.0f + expf(-logit3)) == 1.0f);
+    mr_proposal_params p;
+    memset(&p, 0, sizeof p);
+    p.num_levels = 2;
+    p.num_anchors = 1;
+    for (int l = 0; l < 2; l++) {
+        p.cell_anchors[l] = cell;
+        p.grid_h[l] = p.grid_w[l] = 1;
+        p.stride_h[l] = p.stride_w[l] = (float)(l + 1);
+    }
+    /* centre offset 0.5 stride: P2's anchor [-7.5,-7.5,8.5,8.5] clips to
+     * [0,0,8.5,8.5], P3's [-7,-7,9,9] to [0,0,9,9] */
+    p.offset = 0.5f;
+    p.pre_nms_top_n = p.post_nms_top_n = 1;
+    p.nms_thresh = 0.7;
+    p.min_size = 1e-3f;
+    for (int k = 0; k < 4; k++) p.coder.weights[k] = 1.0f;
+    p.coder.clip = 4.135166556742356f;
+    p.img_h = p.img_w = 64.0f;
+    const float *logits[2] = {&logit2, &logit3}, *deltas[2] = {zero, zero};
+    void *scratch = malloc(proposals_scratch_bytes(&p));
+    float box[4], score;
+    assert_int_equal(proposals_cpu(&p, logits, deltas, box, &score, scratch), 1);
+    assert_true(score == 1.0f && box[2] == 8.5f);
+    p.rank_by_logit = 1;
+    assert_int_equal(proposals_cpu(&p, logits, deltas, box, &score, scratch), 1);
+    assert_true(score == logit3 && box[2] == 9.0f);
+    free(scratch);
 }
 
 /* ----------------------------------------------------------------- RoIAlign */
@@ -655,6 +697,7 @@ int main(void)
         cmocka_unit_test(test_roi_align_linear),
         cmocka_unit_test(test_roi_align_degenerate_outside),
         cmocka_unit_test(test_level_map),
+        cmocka_unit_test(test_proposals_rank_by_logit),
         cmocka_unit_test(test_roi_align_multilevel),
         cmocka_unit_test(test_mask_paste_window),
         cmocka_unit_test(test_mask_paste_threshold_rule),
