@@ -97,7 +97,7 @@ def precise_bn(model, n_batches, start_index):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
-    ap.add_argument("--iters", type=int, default=1800)
+    ap.add_argument("--iters", type=int, default=2200)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--stop-after", type=int, default=None, help="stop (with a checkpoint) after this iteration")
     a = ap.parse_args()
