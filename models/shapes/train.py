@@ -1,6 +1,6 @@
 """Train the shapes demo model (narrow R-101-FPN Mask R-CNN) from scratch on the CPU.
 
-    nice -n 10 /usr/bin/python3 models/shapes/train.py --out build/shapes_train [--iters N] [--threads 2]
+    nice -n 10 /usr/bin/python3 models/shapes/train.py --out build/shapes_train [--iters N] [--threads 1]
 
 Recipe (the defaults; everything is seeded, so a rerun retraces the same steps up to
 floating-point thread nondeterminism): scenes shapes_data.make_scene(TRAIN_SEED, i) generated on
