@@ -192,6 +192,7 @@ static const char *const shipped_configs[] = {
     "configs/mask_rcnn_R-50-FPN_detectron2.json",
     "configs/mask_rcnn_R-101-FPN_maskrcnn-benchmark.json",
     "configs/mask_rcnn_R-50-FPN_maskrcnn-benchmark.json",
+    "configs/mask_rcnn_R-101-FPN_shapes.json",
 };
 
 static void test_shipped_configs_spell_out_every_key(void **state)
