@@ -123,3 +123,21 @@ def engine_library_path():
     if not os.path.exists(path):
         pytest.fail(f"{path} is missing: run `make` first (or set DETECT_LIB)")
     return path
+
+
+def compile_shim(directory, source, name, link_engine=False):
+    """Compiles a small C file that includes the engine headers (to reach the
+    MR_HD inline math) into directory/lib<name>.so; with link_engine it is
+    linked against the engine library. Returns the loaded ctypes.CDLL."""
+    import ctypes
+    c_file = os.path.join(str(directory), name + ".c")
+    so = os.path.join(str(directory), "lib" + name + ".so")
+    with open(c_file, "w") as f:
+        f.write(source)
+    link = []
+    if link_engine:
+        libpath = os.path.abspath(engine_library_path())
+        link = [libpath, "-Wl,-rpath," + os.path.dirname(libpath)]
+    subprocess.run(["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-O2", "-Iengine",
+                    c_file] + link + ["-lm", "-o", so], cwd=REPO, check=True)
+    return ctypes.CDLL(so)

@@ -155,7 +155,13 @@ def detectron_round_shape(h, w, target, max_size):
     return int(np.round(h * s)), int(np.round(w * s))
 
 
-def test_detectron2_geometry(lib):
+GEOMETRY_SIZE_LIMITS = [(800, 1333), (320, 512), (640, 640), (1, 65536)]
+
+
+def geometry_cases():
+    """Image sizes (h, w) for the resize-size rules: a coarse grid; around
+    the max_size boundary, long/short ratios near 1333/800 on both sides, in
+    both orientations; squares; and known examples."""
     cases = [(h, w) for h in range(1, 700, 37) for w in range(1, 2100, 53)]
     # Around the max_size boundary: long/short ratios near 1333/800 on both
     # sides, in both orientations, and squares.
@@ -165,8 +171,13 @@ def test_detectron2_geometry(lib):
             cases += [(short, lon), (lon, short)]
     cases += [(s, s) for s in (1, 2, 799, 800, 801, 1333, 1334, 5000)]
     cases += [(320, 421), (305, 610), (480, 640), (427, 640), (1, 19999), (19999, 2)]
+    return cases
+
+
+def test_detectron2_geometry(lib):
+    cases = geometry_cases()
     checked = differ = 0
-    for min_size, max_size in [(800, 1333), (320, 512), (640, 640), (1, 65536)]:
+    for min_size, max_size in GEOMETRY_SIZE_LIMITS:
         cfg = input_config(D2_MEAN, D2_STD, min_size, max_size, "detectron2", "pil_bilinear", bgr=True,
                            pixel_scale=1.0)
         for h, w in cases:
@@ -220,15 +231,9 @@ def mrcnn_benchmark_size(h, w, min_size, max_size):
 
 
 def test_maskrcnn_benchmark_geometry(lib):
-    cases = [(h, w) for h in range(1, 700, 37) for w in range(1, 2100, 53)]
-    for short in (300, 480, 600, 799, 800, 801, 1000, 1999):
-        lim = short * 1333 / 800
-        for lon in range(int(lim) - 3, int(lim) + 4):
-            cases += [(short, lon), (lon, short)]
-    cases += [(s, s) for s in (1, 2, 799, 800, 801, 1333, 1334, 5000)]
-    cases += [(320, 421), (305, 610), (480, 640), (427, 640), (1, 19999), (19999, 2)]
+    cases = geometry_cases()
     checked = differ = 0
-    for min_size, max_size in [(800, 1333), (320, 512), (640, 640), (1, 65536)]:
+    for min_size, max_size in GEOMETRY_SIZE_LIMITS:
         cfg = input_config(D2_MEAN, D2_STD, min_size, max_size, "maskrcnn_benchmark", "pil_bilinear", bgr=True,
                            pixel_scale=1.0)
         for h, w in cases:

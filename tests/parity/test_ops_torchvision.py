@@ -28,7 +28,6 @@ Run with /usr/bin/python3 -m pytest. Every random case prints its seed."""
 import ctypes as C
 import math
 import os
-import subprocess
 
 import numpy as np
 import pytest
@@ -40,9 +39,8 @@ from torchvision.models.detection.image_list import ImageList
 from torchvision.models.detection.roi_heads import paste_masks_in_image
 from torchvision.ops.boxes import _batched_nms_vanilla
 
-from conftest import engine_library_path
+from conftest import compile_shim, engine_library_path
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FP = C.POINTER(C.c_float)
 IP = C.POINTER(C.c_int)
 U8P = C.POINTER(C.c_uint8)
@@ -132,12 +130,7 @@ def lib(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def shim(tmp_path_factory):
-    d = tmp_path_factory.mktemp("shim")
-    (d / "shim.c").write_text(SHIM)
-    so = str(d / "libshim.so")
-    subprocess.run(["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-O2", "-Iengine",
-                    str(d / "shim.c"), "-lm", "-o", so], cwd=REPO, check=True)
-    S = C.CDLL(so)
+    S = compile_shim(tmp_path_factory.mktemp("shim"), SHIM, "shim")
     S.t_box_decode.argtypes = [C.POINTER(BoxCoderParams), FP, FP, C.c_int, FP]
     S.t_roi_level.argtypes = [C.POINTER(LevelMap), FP, C.c_int, IP]
     S.t_grid_anchors.argtypes = [FP, C.c_int, C.c_int, C.c_int, C.c_float, C.c_float, FP]

@@ -27,13 +27,12 @@ Run: cd tests/parity && /usr/bin/python3 -m pytest -q test_zoo_conventions.py"""
 import ctypes as C
 import math
 import os
-import subprocess
 
 import numpy as np
 import pytest
 
 import zoo_reference as ref
-from conftest import engine_library_path
+from conftest import compile_shim, engine_library_path
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FP = C.POINTER(C.c_float)
@@ -233,14 +232,7 @@ def lib():
 
 @pytest.fixture(scope="module")
 def shim(tmp_path_factory):
-    d = tmp_path_factory.mktemp("zooshim")
-    (d / "shim.c").write_text(SHIM)
-    so = str(d / "libzooshim.so")
-    libpath = os.path.abspath(engine_library_path())
-    subprocess.run(["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-O2", "-Iengine",
-                    str(d / "shim.c"), libpath, "-Wl,-rpath," + os.path.dirname(libpath), "-lm", "-o", so],
-                   cwd=REPO, check=True)
-    S = C.CDLL(so)
+    S = compile_shim(tmp_path_factory.mktemp("zooshim"), SHIM, "zooshim", link_engine=True)
     S.t_decode.argtypes = [FP, C.c_float, C.c_int, FP, FP, C.c_int, FP]
     S.t_clip.argtypes = [FP, C.c_int, C.c_float, C.c_float, C.c_int]
     S.t_area_iou.argtypes = [FP, FP, C.c_int, C.c_int, FP, FP]
