@@ -83,21 +83,18 @@ if [ ! -s "$ckpt" ]; then
 fi
 
 hash_of() { "$1" "$ckpt" | cut -d' ' -f1; }
+# The zoo's file name carries the first hex digits of the file's hash ($1: md5sum or sha256sum).
+check_prefix() {
+    local tool=$1 label=$2 want=$3 got
+    got=$(hash_of "$tool")
+    [ "${got:0:${#want}}" = "$want" ] ||
+        fail "$ckpt has $label $got; the zoo's file name says it starts with $want: a corrupt or" \
+             "different file. Delete it and run models/download.sh $name again (or download $url by hand)."
+    echo "download.sh: $name: $label $got matches the published prefix $want"
+}
 case "$check" in
-md5-prefix:*)
-    want=${check#md5-prefix:}
-    got=$(hash_of md5sum)
-    [ "${got:0:${#want}}" = "$want" ] ||
-        fail "$ckpt has md5 $got; the zoo's file name says it starts with $want: a corrupt or" \
-             "different file. Delete it and run models/download.sh $name again (or download $url by hand)."
-    echo "download.sh: $name: md5 $got matches the published prefix $want" ;;
-sha256-prefix:*)
-    want=${check#sha256-prefix:}
-    got=$(hash_of sha256sum)
-    [ "${got:0:${#want}}" = "$want" ] ||
-        fail "$ckpt has SHA-256 $got; the zoo's file name says it starts with $want: a corrupt or" \
-             "different file. Delete it and run models/download.sh $name again (or download $url by hand)."
-    echo "download.sh: $name: SHA-256 $got matches the published prefix $want" ;;
+md5-prefix:*) check_prefix md5sum md5 "${check#md5-prefix:}" ;;
+sha256-prefix:*) check_prefix sha256sum SHA-256 "${check#sha256-prefix:}" ;;
 md5-url)
     got=$(hash_of md5sum)
     if want=$(curl -fsSL --connect-timeout 20 "$url.md5sum" 2>/dev/null | cut -d' ' -f1) && [ -n "$want" ]; then
