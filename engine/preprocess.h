@@ -113,13 +113,15 @@ static inline MR_HD mr_lerp_tap mr_lerp_tap_at(int in_size, int out_size, float 
 }
 
 /* torch's area_pixel_compute_scale<float> for align_corners=False and no
- * given scale: in/out in float, or 0 for a single output pixel. This is the
+ * given scale: in/out in float, for any output size (the 0 for a single
+ * output pixel is align_corners=True's rule: a 67-row image resized to one
+ * row samples row 33, not row 0). No given scale is the
  * `recompute_scale_factor=True` semantics torchvision's transform asks for:
  * the output size is computed first (image_geometry) and the ratio comes
- * from the two sizes, not from the scale factor. */
+ * from the two sizes, not from the scale factor. out_size >= 1. */
 static inline MR_HD float mr_lerp_ratio(int in_size, int out_size)
 {
-    return out_size > 1 ? (float)in_size / (float)out_size : 0.0f;
+    return (float)in_size / (float)out_size;
 }
 
 /* The bilinear combination as torch 1.13's CPU kernel rounds it for an
