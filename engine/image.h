@@ -31,7 +31,11 @@
  *     difference, up to ~1e-5);
  *   then pad with zeros at the bottom and right to a multiple of
  *   size_divisibility, after normalisation, as all three do.
- * The output is NHWC float32 [1, padded_h, padded_w, 3]. */
+ * The output is NHWC float32 [1, padded_h, padded_w, 3].
+ * image_preprocess is the host version; a backend produces the same input
+ * in its own memory through backend.h's preprocess entry (the CPU backend
+ * calls image_preprocess; the CUDA backend runs the per-pixel math of
+ * preprocess.h, which image_preprocess shares, in one kernel). */
 #ifndef MR_IMAGE_H
 #define MR_IMAGE_H
 
