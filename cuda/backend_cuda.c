@@ -128,6 +128,7 @@ static void cuda_destroy(void *vctx)
     cuda_ctx *c = vctx;
     if (!c) return;
     if (c->stream) cudaStreamSynchronize(c->stream);
+    cuda_preprocess_free(c);
     if (c->d_ws) cudaFree(c->d_ws);
     if (c->d_tmp) cudaFree(c->d_tmp);
     if (c->d_post) cudaFree(c->d_post);
@@ -161,6 +162,7 @@ static const mr_backend_i cuda_backend_i = {
     .box_detections = cuda_box_detections,
     .mask_probs = cuda_mask_probs,
     .mask_paste = cuda_mask_paste,
+    .preprocess = cuda_preprocess,
 };
 
 int backend_cuda_device_count(char *why, size_t why_len)

@@ -63,6 +63,7 @@ typedef struct {
     /* Host staging for the ops that still run on the host. */
     void *host;
     size_t host_size;
+    struct cuda_pre *pre; /* preprocess's image buffers (backend_cuda_preprocess.c) */
 } cuda_ctx;
 
 /* Per-shape cuDNN state of a conv layer; a run sees few shapes (image
@@ -189,6 +190,24 @@ mr_status cuda_box_cand_launch(cudaStream_t s, const mr_box_post_params *p, cons
                                mr_error *err);
 /* labels: device floats, already checked to lie in 0..K-1. */
 mr_status cuda_mask_probs_launch(cudaStream_t s, const mr_tensor *logits, const float *labels, mr_tensor *probs,
+                                 mr_error *err);
+
+/* ---- preprocess (backend_cuda_preprocess.c, preprocess.cu) ---- */
+
+typedef struct cuda_pre cuda_pre;
+/* The table's entry; the path each resize_method takes is described in
+ * backend_cuda_preprocess.c. */
+mr_status cuda_preprocess(void *ctx, const mr_input_config *cfg, const mr_image *img, const mr_input_geometry *geo,
+                          mr_tensor *input, mr_error *err);
+/* Sizes the device image buffer and its pinned staging twin for images of
+ * up to image_pixels pixels (0: the default rule, the larger of twice the
+ * largest resized image cfg allows and 4096x4096); grows only. Called on
+ * the first preprocess, or earlier by the model's load-time plan. */
+mr_status cuda_preprocess_reserve(cuda_ctx *c, const mr_input_config *cfg, size_t image_pixels, mr_error *err);
+void cuda_preprocess_free(cuda_ctx *c);
+/* d_out [1, padded_h, padded_w, 3] = mr_pre_pixel over job (preprocess.h)
+ * from the device image d_img [job->in_h, job->in_w, 3]. */
+mr_status cuda_preprocess_launch(cudaStream_t s, const mr_pre_job *job, const uint8_t *d_img, float *d_out,
                                  mr_error *err);
 
 #ifdef __cplusplus

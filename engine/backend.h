@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "box_post.h"
+#include "image.h"
 #include "mask_paste.h"
 #include "proposals.h"
 #include "roi_align.h"
@@ -109,6 +110,13 @@ typedef struct {
     mr_status (*mask_paste)(void *ctx, const mr_mask_paste_params *p, const mr_tensor *probs,
                             const mr_tensor *boxes, int img_h, int img_w, uint8_t *const *masks, float *soft,
                             mr_error *err);
+
+    /* The network input from a decoded image: img (host, uint8 [in_h, in_w, 3])
+     * resized, normalised and zero-padded by cfg and geo (image_geometry) into
+     * input [1, padded_h, padded_w, 3] in backend memory, as image_preprocess
+     * computes it (image.h: bit for bit on both backends). */
+    mr_status (*preprocess)(void *ctx, const mr_input_config *cfg, const mr_image *img,
+                            const mr_input_geometry *geo, mr_tensor *input, mr_error *err);
 } mr_backend_i;
 
 typedef struct {

@@ -100,6 +100,24 @@ static mr_status cpu_upsample_nearest(void *ctx, const mr_tensor *x, mr_tensor *
     return MR_OK;
 }
 
+/* Host memory is this backend's memory: image_preprocess writes the input
+ * tensor in place, no staging copy. Its scratch is the ops' shared scratch
+ * (only one op runs at a time), grown for a new largest image only. */
+static mr_status cpu_preprocess(void *vctx, const mr_input_config *cfg, const mr_image *img,
+                                const mr_input_geometry *geo, mr_tensor *input, mr_error *err)
+{
+    cpu_ctx *c = vctx;
+    if (img->h != geo->in_h || img->w != geo->in_w || !img->pixels)
+        return mr_fail(err, MR_ERR_SHAPE, "preprocess: a %dx%d image does not match its %dx%d geometry", img->h,
+                       img->w, geo->in_h, geo->in_w);
+    if (input->n != 1 || input->h != geo->padded_h || input->w != geo->padded_w || input->c != 3 || !input->data)
+        return mr_fail(err, MR_ERR_SHAPE, "preprocess: the input tensor is not [1,%d,%d,3]", geo->padded_h,
+                       geo->padded_w);
+    MR_TRY(cpu_scratch_reserve(c, image_preprocess_scratch_bytes(geo), err));
+    image_preprocess(cfg, img, geo, c->scratch, input);
+    return MR_OK;
+}
+
 static void cpu_destroy(void *vctx)
 {
     cpu_ctx *c = vctx;
@@ -134,6 +152,7 @@ static const mr_backend_i cpu_backend_i = {
     .box_detections = cpu_box_detections,
     .mask_probs = cpu_mask_probs,
     .mask_paste = cpu_mask_paste,
+    .preprocess = cpu_preprocess,
 };
 
 mr_status backend_cpu_create(mr_backend *out, int threads, mr_error *err)

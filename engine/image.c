@@ -696,30 +696,47 @@ size_t image_preprocess_scratch_bytes(const mr_input_geometry *g)
     }
 }
 
-/* (p * pixel_scale - mean) / std for one channel, in float as torchvision.
- * torchvision's to_tensor divides by 255 where we are told to multiply by
- * 1/255; the two differ by an ulp for half of the 256 levels, so when
- * pixel_scale is the reciprocal of an integer we divide by that integer. */
-static float pixel_normalise(const mr_input_config *cfg, int c, int p)
-{
-    float inv = rintf(1.0f / cfg->pixel_scale);
-    float x;
-    if (inv >= 1.0f && 1.0f / inv == cfg->pixel_scale)
-        x = (float)p / inv;
-    else
-        x = (float)p * cfg->pixel_scale;
-    return (x - cfg->pixel_mean[c]) / cfg->pixel_std[c];
-}
-
 /* Normalisation is per pixel and depends only on the 8-bit level, so a
- * table of 3x256 values gives exactly the normalised image, and a resize
- * reads it without a full-size float intermediate. */
+ * table of 3x256 values (preprocess.h: mr_pre_normalise) gives exactly the
+ * normalised image, and a resize reads it without a full-size float
+ * intermediate. */
 static void build_lut(const mr_input_config *cfg, mr_pixel_lut *lut)
 {
-    const int bgr = cfg->channel_order == MR_CHANNELS_BGR;
-    for (int c = 0; c < 3; c++) {
-        lut->src_ch[c] = bgr ? 2 - c : c;
-        for (int p = 0; p < 256; p++) lut->v[c][p] = pixel_normalise(cfg, c, p);
+    const mr_pre_norm n =
+        mr_pre_norm_make(cfg->pixel_mean, cfg->pixel_std, cfg->pixel_scale, cfg->channel_order == MR_CHANNELS_BGR);
+    for (int c = 0; c < 3; c++) lut->src_ch[c] = n.src_ch[c];
+    mr_pre_lut_fill(&n, &lut->v[0][0], 0, 1);
+}
+
+void image_preprocess_job(const mr_input_config *cfg, const mr_input_geometry *g, mr_pre_job *job)
+{
+    memset(job, 0, sizeof *job);
+    job->norm =
+        mr_pre_norm_make(cfg->pixel_mean, cfg->pixel_std, cfg->pixel_scale, cfg->channel_order == MR_CHANNELS_BGR);
+    job->in_h = g->in_h;
+    job->in_w = g->in_w;
+    job->resized_h = g->resized_h;
+    job->resized_w = g->resized_w;
+    job->padded_h = g->padded_h;
+    job->padded_w = g->padded_w;
+    const int same = g->in_h == g->resized_h && g->in_w == g->resized_w;
+    switch (g->method) {
+    case MR_RESIZE_PIL_BILINEAR:
+        job->sampler = MR_PRE_COPY;
+        job->in_h = g->resized_h;
+        job->in_w = g->resized_w;
+        break;
+    case MR_RESIZE_CV2_LINEAR:
+        job->sampler = same ? MR_PRE_COPY : MR_PRE_CV2;
+        /* OpenCV's scale_x = 1./inv_scale_x, in double (resize_cv2.c). */
+        job->inv_fx = 1.0 / g->factor_w;
+        job->inv_fy = 1.0 / g->factor_h;
+        break;
+    default:
+        job->sampler = MR_PRE_TORCH;
+        job->ratio_w = mr_lerp_ratio(g->in_w, g->resized_w);
+        job->ratio_h = mr_lerp_ratio(g->in_h, g->resized_h);
+        break;
     }
 }
 
@@ -740,14 +757,7 @@ static void resize_torch(const mr_pixel_lut *lut, const mr_image *img, const mr_
         const uint8_t *r1 = pix + (size_t)ty.i1 * in_w * 3;
         for (int x = 0; x < rw; x++) {
             const mr_lerp_tap tx = xt[x];
-            const uint8_t *p00 = r0 + (size_t)tx.i0 * 3, *p01 = r0 + (size_t)tx.i1 * 3;
-            const uint8_t *p10 = r1 + (size_t)tx.i0 * 3, *p11 = r1 + (size_t)tx.i1 * 3;
-            for (int c = 0; c < 3; c++) {
-                const int s = lut->src_ch[c];
-                const float *v = lut->v[c];
-                row[x * 3 + c] = mr_lerp2(v[p00[s]], v[p01[s]], v[p10[s]], v[p11[s]], tx.l0, tx.l1,
-                                          ty.l0, ty.l1);
-            }
+            for (int c = 0; c < 3; c++) row[x * 3 + c] = mr_pre_torch_sample(lut->v[c], r0, r1, tx, ty, lut->src_ch[c]);
         }
     }
 }

@@ -31,7 +31,11 @@
  *     difference, up to ~1e-5);
  *   then pad with zeros at the bottom and right to a multiple of
  *   size_divisibility, after normalisation, as all three do.
- * The output is NHWC float32 [1, padded_h, padded_w, 3]. */
+ * The output is NHWC float32 [1, padded_h, padded_w, 3].
+ * image_preprocess is the host version; a backend produces the same input
+ * in its own memory through backend.h's preprocess entry (the CPU backend
+ * calls image_preprocess; the CUDA backend runs the per-pixel math of
+ * preprocess.h, which image_preprocess shares, in one kernel). */
 #ifndef MR_IMAGE_H
 #define MR_IMAGE_H
 
@@ -41,6 +45,7 @@
 
 #include "config.h"
 #include "hd.h"
+#include "preprocess.h"
 #include "resize_cv2.h"
 #include "resize_pil.h"
 #include "status.h"
@@ -164,66 +169,13 @@ size_t image_preprocess_scratch_bytes(const mr_input_geometry *g);
 void image_preprocess(const mr_input_config *cfg, const mr_image *img, const mr_input_geometry *g,
                       void *scratch, mr_tensor *out);
 
-/* ---- Shared per-element math (CPU here; a CUDA kernel can use it too). ---- */
-
-/* One axis of torch's bilinear resize, align_corners=False: the two source
- * indices and their weights for output index dst. `ratio` is in/out in
- * float (mr_lerp_ratio). The source position is ratio * (dst + 0.5) - 0.5
- * evaluated in double, clamped at 0; index0 truncates it; lambda1 is the
- * double difference src - index0 rounded to float, lambda0 = 1 - lambda1 in
- * float; equal sizes copy. This is what torch 1.13's CPU kernel computes
- * (UpSampleKernel.cpp, compute_source_index_and_lambda): doing the position
- * in float instead rounds e.g. 480->800's src 1 + 2^-24 to 1 and changes
- * weights at a third of the positions (errors up to ~1e-4 after
- * normalisation). Checked weight by weight against F.interpolate on unit
- * vectors, 0 of ~10^4 weights differ. */
-typedef struct {
-    int i0, i1;
-    float l0, l1;
-} mr_lerp_tap;
-
-static inline MR_HD mr_lerp_tap mr_lerp_tap_at(int in_size, int out_size, float ratio, int dst)
-{
-    mr_lerp_tap t;
-    if (in_size == out_size) {
-        t.i0 = dst;
-        t.i1 = dst;
-        t.l0 = 1.0f;
-        t.l1 = 0.0f;
-        return t;
-    }
-    double src = (double)ratio * ((double)dst + 0.5) - 0.5;
-    if (src < 0.0) src = 0.0;
-    t.i0 = (int)src;
-    t.i1 = t.i0 + (t.i0 < in_size - 1 ? 1 : 0);
-    t.l1 = (float)(src - (double)t.i0);
-    t.l0 = 1.0f - t.l1;
-    return t;
-}
-
-/* torch's area_pixel_compute_scale<float> for align_corners=False and no
- * given scale: in/out in float, or 0 for a single output pixel. */
-static inline MR_HD float mr_lerp_ratio(int in_size, int out_size)
-{
-    return out_size > 1 ? (float)in_size / (float)out_size : 0.0f;
-}
-
-/* The bilinear combination as torch 1.13's CPU kernel rounds it for an
- * NCHW float input (upsample_generic_Nd_kernel_impl, Interpolate<2>):
- * each pair `a * wa + b * wb` is compiled with FMA contraction into
- * fma(a, wa, b * wb); first along the row (w), then across the two rows
- * (h). Found by testing candidate orders against F.interpolate on [1,3,H,W]
- * tensors: this one matches bit for bit; plain float, double accumulation
- * and the other FMA pairings differ by an ulp at 20-50% of the outputs.
- * (A channels-last input, which includes any C=1 tensor, takes torch's other
- * kernel, which accumulates h*w-weighted terms in double; torchvision's
- * 3-channel CHW images never do.) */
-static inline MR_HD float mr_lerp2(float v00, float v01, float v10, float v11, float w0, float w1,
-                                   float h0, float h1)
-{
-    const float t0 = fmaf(v00, w0, v01 * w1);
-    const float t1 = fmaf(v10, w0, v11 * w1);
-    return fmaf(t0, h0, t1 * h1);
-}
+/* The per-pixel description of image_preprocess's pass for geometry g,
+ * which both backends run (preprocess.h: mr_pre_pixel, cuda/preprocess.cu):
+ * TORCH_BILINEAR samples the decoded image with torch's taps; CV2_LINEAR
+ * with OpenCV's (COPY when both sizes are unchanged, as cv::resize does);
+ * PIL_BILINEAR is COPY of the already resized uint8 image (in_h, in_w are
+ * set to the resized size: Pillow's integer resize runs first, on the
+ * host, resize_pil_bilinear). */
+void image_preprocess_job(const mr_input_config *cfg, const mr_input_geometry *g, mr_pre_job *job);
 
 #endif

@@ -290,15 +290,7 @@ mr_status model_stage_input(mr_model *m, const mr_image *img, int in_h, int in_w
     MR_TRY(image_geometry(&m->cfg.input, in_h, in_w, &m->geo, err));
     MR_TRY(tensor_shape(&m->buf.input, 1, m->geo.padded_h, m->geo.padded_w, 3, err));
     if (!img) return MR_OK;
-    /* Preprocess on the host into a staging tensor, then hand it to the
-     * backend (a copy on the GPU, a memcpy on the CPU). */
-    size_t input_bytes = sizeof(float) * mr_tensor_numel(&m->buf.input);
-    size_t work = (image_preprocess_scratch_bytes(&m->geo) + 63) & ~(size_t)63;
-    MR_TRY(model_reserve_host_scratch(m, work + input_bytes, err));
-    mr_tensor staged = m->buf.input;
-    staged.data = (float *)((char *)m->host_scratch + work);
-    image_preprocess(&m->cfg.input, img, &m->geo, m->host_scratch, &staged);
-    return m->be.i->copy_to_device(m->be.ctx, m->buf.input.data, staged.data, input_bytes, err);
+    return m->be.i->preprocess(m->be.ctx, &m->cfg.input, img, &m->geo, &m->buf.input, err);
 }
 
 mr_status model_stage_backbone(mr_model *m, mr_error *err) { return resnet_forward(m, err); }

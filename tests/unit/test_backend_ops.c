@@ -1342,6 +1342,83 @@ static void op_errors(fixture *f, tally *t)
     free(b);
 }
 
+/* -------------------------------------------------------------- preprocess */
+
+/* The network input from a uint8 image through the table, for each resize
+ * method, channel order and pixel scale, against image_preprocess on the
+ * host (itself checked against torchvision and Pillow in tests/parity),
+ * bit for bit. Cases: upscale, downscale, unchanged size, a one-row image,
+ * odd padding; the last is larger than the CUDA backend's image buffer
+ * (4096x4096 pixels) and takes its host fallback. */
+typedef struct {
+    int h, w, min_size, max_size, divisibility;
+    int all_methods; /* 0: torch_bilinear only (the large case) */
+} pre_case;
+
+static const pre_case g_pre_cases[] = {
+    {37, 53, 64, 100, 32, 1},   {120, 90, 48, 80, 16, 1}, {32, 48, 32, 48, 1, 1},
+    {1, 9, 4, 40, 8, 1},        {61, 47, 47, 61, 5, 1},   {4200, 4100, 800, 1333, 32, 0},
+};
+
+static void op_preprocess(fixture *f, tally *t)
+{
+    NEED(f, preprocess);
+    static const mr_resize_method methods[] = {MR_RESIZE_TORCH_BILINEAR, MR_RESIZE_PIL_BILINEAR,
+                                               MR_RESIZE_CV2_LINEAR};
+    static const char *const method_names[] = {"torch_bilinear", "pil_bilinear", "cv2_linear"};
+    /* The rounding rule of each method's zoo (resize rules do not matter here). */
+    static const mr_resize_rounding roundings[] = {MR_RESIZE_FLOOR, MR_RESIZE_DETECTRON2, MR_RESIZE_ROUND};
+    for (size_t k = 0; k < sizeof g_pre_cases / sizeof g_pre_cases[0]; k++) {
+        const pre_case *pc = &g_pre_cases[k];
+        mr_image img = {xmalloc((size_t)pc->h * (size_t)pc->w * 3), pc->h, pc->w};
+        for (size_t i = 0; i < (size_t)pc->h * (size_t)pc->w * 3; i++) img.pixels[i] = (uint8_t)(rng_next() >> 24);
+        for (int m = 0; m < (pc->all_methods ? 3 : 1); m++)
+            for (int variant = 0; variant < (pc->all_methods ? 2 : 1); variant++) {
+                /* variant 0: torchvision's RGB, 1/255; 1: Detectron's BGR, 0..255 means, scale 1 */
+                const mr_input_config cfg = {
+                    .channel_order = variant ? MR_CHANNELS_BGR : MR_CHANNELS_RGB,
+                    .pixel_scale = variant ? 1.0f : 1.0f / 255.0f,
+                    .pixel_mean = {variant ? 102.9801f : 0.485f, variant ? 115.9465f : 0.456f,
+                                   variant ? 122.7717f : 0.406f},
+                    .pixel_std = {variant ? 1.0f : 0.229f, variant ? 1.0f : 0.224f, variant ? 1.0f : 0.225f},
+                    .min_size = pc->min_size,
+                    .max_size = pc->max_size,
+                    .resize_rounding = roundings[m],
+                    .resize_method = methods[m],
+                    .size_divisibility = pc->divisibility,
+                    .max_image_side = 20000,
+                };
+                char label[160];
+                label_case(f, label, sizeof label, "%s %s %dx%d -> min %d max %d /%d", method_names[m],
+                           variant ? "BGR" : "RGB", pc->h, pc->w, pc->min_size, pc->max_size, pc->divisibility);
+                mr_input_geometry g;
+                mr_error err = {0};
+                if (!status_ok(t, label, image_geometry(&cfg, pc->h, pc->w, &g, &err), &err)) continue;
+                const size_t n = (size_t)g.padded_h * (size_t)g.padded_w * 3;
+                float *ref = fmalloc(n), *got = fmalloc(n);
+                void *scratch = xmalloc(image_preprocess_scratch_bytes(&g) + 64);
+                mr_tensor tr = mr_tensor_make(ref, 1, g.padded_h, g.padded_w, 3);
+                image_preprocess(&cfg, &img, &g, scratch, &tr);
+                float *d = dev_output(f, NULL, n);
+                mr_tensor td = mr_tensor_make(d, 1, g.padded_h, g.padded_w, 3);
+                if (status_ok(t, label, f->be.i->preprocess(f->be.ctx, &cfg, &img, &g, &td, &err), &err)) {
+                    dev_get(f, got, d, n);
+                    size_t diff = 0;
+                    for (size_t i = 0; i < n; i++) diff += memcmp(&got[i], &ref[i], sizeof(float)) != 0;
+                    char detail[96];
+                    snprintf(detail, sizeof detail, "%zu of %zu values differ in their bits%s", diff, n,
+                             guard_intact(f, d, n) ? "" : ", output guard overwritten");
+                    report(t, label, diff == 0 && guard_intact(f, d, n), detail);
+                }
+                dev_free(f, d);
+                free(scratch);
+                free(ref);
+                free(got);
+            }
+        free(img.pixels);
+    }
+}
+
 /* ------------------------------------------------------------------ driver */
 
 static const op_desc g_ops[] = {
@@ -1356,6 +1433,7 @@ static const op_desc g_ops[] = {
     {"box_detections", op_box_detections},
     {"mask_probs", op_mask_probs},
     {"mask_paste", op_mask_paste},
+    {"preprocess", op_preprocess},
     {"errors", op_errors},
 };
 

@@ -1,0 +1,185 @@
+/* The CUDA backend's preprocess entry: decoded uint8 image (host) -> the
+ * padded, normalised NHWC network input in device memory.
+ *
+ * Path per input.resize_method:
+ *   torch_bilinear  the decoded image goes to the GPU (pinned staging, one
+ *                   async copy); one kernel (preprocess.cu) resizes,
+ *                   normalises, orders the channels and pads;
+ *   cv2_linear      the same, with OpenCV's taps: its resize is per pixel
+ *                   like torch's (resize_cv2.h), so it ports as is;
+ *   pil_bilinear    Pillow's separable fixed-point resize runs on the host
+ *                   (resize_pil_bilinear) straight into the pinned staging
+ *                   buffer, then the resized uint8 image goes to the GPU and
+ *                   the kernel normalises, orders and pads it (a copy
+ *                   sampler). Porting its two integer passes is future work.
+ * Either way the result is image_preprocess's, bit for bit (the kernel runs
+ * engine/preprocess.h's math).
+ *
+ * Memory: the device image buffer and its pinned twin are sized once by
+ * cuda_preprocess_reserve (on first use, or when the model's plan calls it
+ * at load), never in a steady-state pass. An image that does not fit them
+ * falls back to the host: image_preprocess into host memory, then a copy of
+ * the float input. Inputs may be up to input.max_image_side (20000) pixels
+ * a side; planning 20000x20000x3 bytes of device and pinned memory for the
+ * rare huge photo would waste 1.2 GB twice over, and for such an image the
+ * host resize is a small part of the pass. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+
+/* Pixels the image buffers hold at least: 16.7 MP covers the common camera
+ * photo (12 MP, 4000x3000) at 48 MiB of device and 48 MiB of pinned
+ * memory. */
+#define CUDA_PRE_MIN_PIXELS ((size_t)4096 * 4096)
+
+struct cuda_pre {
+    size_t cap;         /* bytes of d_img and h_img                          */
+    uint8_t *d_img;     /* the uint8 image the kernel samples                */
+    uint8_t *h_img;     /* pinned staging of the same size                   */
+    cudaEvent_t copied; /* recorded after the copy out of h_img              */
+    int pending;        /* copied was recorded and h_img may still be in use */
+    void *host;         /* host scratch: Pillow's resize, or the fallback's  */
+    size_t host_size;
+};
+
+/* The largest resized image the config allows: the short side ends at most
+ * at min_size (or max_size, when that is smaller), the long one at
+ * max_size, one pixel more each for the rounding rules. */
+static size_t max_resized_pixels(const mr_input_config *cfg)
+{
+    const size_t lo = (size_t)(cfg->min_size < cfg->max_size ? cfg->min_size : cfg->max_size);
+    const size_t hi = (size_t)(cfg->max_size > 0 ? cfg->max_size : 0);
+    return (lo + 1) * (hi + 1);
+}
+
+void cuda_preprocess_free(cuda_ctx *c)
+{
+    cuda_pre *p = c->pre;
+    if (!p) return;
+    if (p->pending) cudaEventSynchronize(p->copied);
+    if (p->copied) cudaEventDestroy(p->copied);
+    if (p->d_img) cudaFree(p->d_img);
+    if (p->h_img) cudaFreeHost(p->h_img);
+    free(p->host);
+    free(p);
+    c->pre = NULL;
+}
+
+/* ==== the reservation the model's plan may call at load ==== */
+mr_status cuda_preprocess_reserve(cuda_ctx *c, const mr_input_config *cfg, size_t image_pixels, mr_error *err)
+{
+    size_t pixels = image_pixels;
+    if (!pixels) {
+        pixels = 2 * max_resized_pixels(cfg);
+        if (pixels < CUDA_PRE_MIN_PIXELS) pixels = CUDA_PRE_MIN_PIXELS;
+    }
+    const size_t bytes = pixels * 3;
+    cuda_pre *p = c->pre;
+    if (p && p->cap >= bytes) return MR_OK;
+    if (!p) {
+        p = calloc(1, sizeof *p);
+        if (!p) return mr_fail(err, MR_ERR_OOM, "preprocess: out of memory");
+        cudaError_t e = cudaEventCreateWithFlags(&p->copied, cudaEventDisableTiming);
+        if (e != cudaSuccess) {
+            free(p);
+            return cuda_fail(err, "preprocess", "cudaEventCreate", e);
+        }
+        c->pre = p;
+    }
+    /* Growing: queued work may still read the old buffers. */
+    cudaError_t e = cudaStreamSynchronize(c->stream);
+    if (e != cudaSuccess) return cuda_fail(err, "preprocess", "stream synchronise", e);
+    p->pending = 0;
+    if (p->d_img) cudaFree(p->d_img);
+    if (p->h_img) cudaFreeHost(p->h_img);
+    p->d_img = NULL;
+    p->h_img = NULL;
+    p->cap = 0;
+    void *d = NULL, *h = NULL;
+    e = cudaMalloc(&d, bytes);
+    if (e == cudaSuccess) {
+        e = cudaMallocHost(&h, bytes);
+        if (e != cudaSuccess) cudaFree(d);
+    }
+    if (e != cudaSuccess) {
+        cudaGetLastError(); /* an allocation failure is not sticky: clear it */
+        return mr_fail(err, MR_ERR_OOM, "preprocess: out of %s memory (%zu bytes of image buffer)",
+                       d ? "pinned host" : "GPU", bytes);
+    }
+    p->d_img = d;
+    p->h_img = h;
+    p->cap = bytes;
+    return MR_OK;
+}
+
+static mr_status host_reserve(cuda_pre *p, size_t bytes, mr_error *err)
+{
+    if (bytes <= p->host_size) return MR_OK;
+    void *h = realloc(p->host, bytes);
+    if (!h) return mr_fail(err, MR_ERR_OOM, "preprocess: out of memory (%zu bytes of host scratch)", bytes);
+    p->host = h;
+    p->host_size = bytes;
+    return MR_OK;
+}
+
+/* h_img is ours again once the last copy out of it has finished. */
+static mr_status staging_wait(cuda_pre *p, mr_error *err)
+{
+    if (!p->pending) return MR_OK;
+    cudaError_t e = cudaEventSynchronize(p->copied);
+    if (e != cudaSuccess) return cuda_fail(err, "preprocess", "waiting for the staging copy", e);
+    p->pending = 0;
+    return MR_OK;
+}
+
+/* The image too large for the planned buffers: today's host path. */
+static mr_status preprocess_on_host(cuda_ctx *c, const mr_input_config *cfg, const mr_image *img,
+                                    const mr_input_geometry *geo, mr_tensor *input, mr_error *err)
+{
+    cuda_pre *p = c->pre;
+    const size_t work = (image_preprocess_scratch_bytes(geo) + 63) & ~(size_t)63;
+    const size_t bytes = sizeof(float) * mr_tensor_numel(input);
+    MR_TRY(host_reserve(p, work + bytes, err));
+    mr_tensor staged = *input;
+    staged.data = (float *)((char *)p->host + work);
+    image_preprocess(cfg, img, geo, p->host, &staged);
+    /* Pageable memory: the copy completes before p->host is reused. */
+    cudaError_t e = cudaMemcpyAsync(input->data, staged.data, bytes, cudaMemcpyHostToDevice, c->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+    return e == cudaSuccess ? MR_OK : cuda_fail(err, "preprocess", "cudaMemcpy of the input", e);
+}
+
+mr_status cuda_preprocess(void *ctx, const mr_input_config *cfg, const mr_image *img, const mr_input_geometry *geo,
+                          mr_tensor *input, mr_error *err)
+{
+    cuda_ctx *c = ctx;
+    if (img->h != geo->in_h || img->w != geo->in_w || !img->pixels)
+        return mr_fail(err, MR_ERR_SHAPE, "preprocess: a %dx%d image does not match its %dx%d geometry", img->h,
+                       img->w, geo->in_h, geo->in_w);
+    if (input->n != 1 || input->h != geo->padded_h || input->w != geo->padded_w || input->c != 3 || !input->data)
+        return mr_fail(err, MR_ERR_SHAPE, "preprocess: the input tensor is not [1,%d,%d,3]", geo->padded_h,
+                       geo->padded_w);
+    MR_TRY(cuda_preprocess_reserve(c, cfg, 0, err));
+    cuda_pre *p = c->pre;
+    mr_pre_job job;
+    image_preprocess_job(cfg, geo, &job);
+    /* job's source: the decoded image, or Pillow's resized one. */
+    const size_t src_bytes = (size_t)job.in_h * (size_t)job.in_w * 3;
+    if (src_bytes > p->cap) return preprocess_on_host(c, cfg, img, geo, input, err);
+
+    MR_TRY(staging_wait(p, err));
+    if (geo->method == MR_RESIZE_PIL_BILINEAR) {
+        mr_resize_pil rp = {geo->in_h, geo->in_w, geo->resized_h, geo->resized_w};
+        MR_TRY(host_reserve(p, resize_pil_scratch_bytes(&rp), err));
+        resize_pil_bilinear(&rp, img->pixels, p->h_img, p->host);
+    } else {
+        memcpy(p->h_img, img->pixels, src_bytes);
+    }
+    cudaError_t e = cudaMemcpyAsync(p->d_img, p->h_img, src_bytes, cudaMemcpyHostToDevice, c->stream);
+    if (e == cudaSuccess) e = cudaEventRecord(p->copied, c->stream);
+    if (e != cudaSuccess) return cuda_fail(err, "preprocess", "cudaMemcpyAsync of the image", e);
+    p->pending = 1;
+    MR_TRY(cuda_preprocess_launch(c->stream, &job, p->d_img, input->data, err));
+    return cuda_after_launch(c, "preprocess", err);
+}

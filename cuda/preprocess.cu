@@ -1,0 +1,48 @@
+/* The network input on the GPU: one pass that reads the uint8 HWC image and
+ * writes the resized, normalised, channel-ordered, zero-padded NHWC float
+ * input [1, padded_h, padded_w, 3], one thread per output pixel. The
+ * per-pixel math is engine/preprocess.h's (mr_pre_pixel), which
+ * engine/image.c runs on the CPU, so both give the same bits (the build's
+ * -fmad=false keeps every product and sum rounded as on the CPU; the lerps'
+ * fmaf is exact on both). Which samplers come here, and from which image,
+ * is decided in backend_cuda_preprocess.c. */
+#include "cuda_launch.cuh"
+
+/* Each block first builds the 3x256 table of normalised levels in shared
+ * memory (3 normalisations per thread), then samples from it. */
+static __global__ void preprocess_kernel(mr_pre_job job, const uint8_t *__restrict__ img, float *__restrict__ out)
+{
+    __shared__ float lut[3 * 256];
+    mr_pre_lut_fill(&job.norm, lut, (int)threadIdx.x, (int)blockDim.x);
+    __syncthreads();
+    const size_t total = (size_t)job.padded_h * (size_t)job.padded_w;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        const int y = (int)(i / (size_t)job.padded_w), x = (int)(i % (size_t)job.padded_w);
+        float v[3];
+        mr_pre_pixel(&job, lut, img, y, x, v);
+        float *o = out + i * 3;
+        o[0] = v[0];
+        o[1] = v[1];
+        o[2] = v[2];
+    }
+}
+
+static void preprocess(cudaStream_t s, const mr_pre_job *job, const uint8_t *img, float *out)
+{
+    const size_t total = (size_t)job->padded_h * (size_t)job->padded_w;
+    preprocess_kernel<<<cuda_grid(total), MR_CUDA_BLOCK, 0, s>>>(*job, img, out);
+}
+
+extern "C" mr_status cuda_preprocess_launch(cudaStream_t s, const mr_pre_job *job, const uint8_t *d_img,
+                                            float *d_out, mr_error *err)
+{
+    if (job->in_h < 1 || job->in_w < 1 || job->resized_h < 1 || job->resized_w < 1 ||
+        job->padded_h < job->resized_h || job->padded_w < job->resized_w)
+        return mr_fail(err, MR_ERR_SHAPE, "preprocess: bad sizes (image %dx%d, resized %dx%d, padded %dx%d)",
+                       job->in_h, job->in_w, job->resized_h, job->resized_w, job->padded_h, job->padded_w);
+    if (job->sampler == MR_PRE_COPY && (job->in_h != job->resized_h || job->in_w != job->resized_w))
+        return mr_fail(err, MR_ERR_SHAPE, "preprocess: a copy from a %dx%d image cannot give %dx%d", job->in_h,
+                       job->in_w, job->resized_h, job->resized_w);
+    preprocess(s, job, d_img, d_out);
+    return cuda_launch_status("preprocess", err);
+}
