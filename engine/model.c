@@ -244,7 +244,11 @@ static mr_status plan_buffers(mr_model *m, mr_error *err)
 
     m->arena_size = plan_place(&p);
     void *arena = NULL;
-    MR_TRY(m->be.i->buffer_alloc(m->be.ctx, m->arena_size, &arena, err));
+    mr_status st = m->be.i->buffer_alloc(m->be.ctx, m->arena_size, &arena, err);
+    if (st != MR_OK) {
+        mr_error_prefix(err, "the activations for %dx%d inputs", m->max_h, m->max_w);
+        return st;
+    }
     m->arena = arena;
     for (int i = 0; i < p.count; i++) p.item[i].t->data = (float *)((char *)arena + p.item[i].offset);
     return MR_OK;
