@@ -91,13 +91,11 @@ void cuda_layer_free(void *vctx, mr_layer *l)
 static mr_status upload(cuda_ctx *c, const char *name, const float *h, size_t count, float **out, mr_error *err)
 {
     void *d = NULL;
-    cudaError_t e = cudaMalloc(&d, (count ? count : 1) * sizeof(float));
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        return mr_fail(err, MR_ERR_OOM, "%s: out of GPU memory for %zu weights", name, count);
-    }
+    char what[160];
+    snprintf(what, sizeof what, "the weights of %s", name);
+    MR_TRY(cuda_alloc(c, &d, count * sizeof(float), what, err));
     *out = d;
-    e = cudaMemcpyAsync(d, h, count * sizeof(float), cudaMemcpyHostToDevice, c->stream);
+    cudaError_t e = cudaMemcpyAsync(d, h, count * sizeof(float), cudaMemcpyHostToDevice, c->stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
     return e == cudaSuccess ? MR_OK : cuda_fail(err, name, "weight upload", e);
 }
@@ -293,6 +291,8 @@ static mr_status conv_entry_get(cuda_ctx *c, mr_layer *l, const mr_tensor *x, co
     return MR_OK;
 }
 
+static mr_status conv_plan_shapes(cuda_ctx *c, mr_layer *l, mr_error *err);
+
 /* At init: the workspace this conv's algorithm needs at its largest input
  * (max_n x max_h x max_w, and transposed), fused and two-pass, and (no-fold
  * with an affine) its largest output for d_tmp; the plan reserves the
@@ -301,6 +301,18 @@ static mr_status conv_plan_need(cuda_ctx *c, mr_layer *l, mr_error *err)
 {
     const mr_conv_params *p = &l->conv;
     if (p->max_n < 1 || p->max_h < 1 || p->max_w < 1) return MR_OK;
+    /* the heuristic's own choice, not one capped by an earlier plan (a
+     * second model loaded on this context re-plans) */
+    int planned = c->planned;
+    c->planned = 0;
+    mr_status st = conv_plan_shapes(c, l, err);
+    c->planned = planned;
+    return st;
+}
+
+static mr_status conv_plan_shapes(cuda_ctx *c, mr_layer *l, mr_error *err)
+{
+    const mr_conv_params *p = &l->conv;
     for (int t = 0; t < (p->max_h == p->max_w ? 1 : 2); t++) {
         int h = t ? p->max_w : p->max_h, w = t ? p->max_h : p->max_w;
         int oh = (h + 2 * p->pad - p->dilation * (p->kh - 1) - 1) / p->stride + 1;
