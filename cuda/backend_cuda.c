@@ -31,20 +31,33 @@ mr_status cuda_after_launch(cuda_ctx *c, const char *op, mr_error *err)
     return e == cudaSuccess ? MR_OK : cuda_fail(err, op, "kernel (MR_CUDA_SYNC)", e);
 }
 
+static double mib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
+
+mr_status cuda_alloc(cuda_ctx *c, void **buf, size_t bytes, const char *what, mr_error *err)
+{
+    *buf = NULL;
+    cudaError_t e = cudaMalloc(buf, bytes ? bytes : 256);
+    if (e != cudaSuccess) {
+        *buf = NULL;
+        cudaGetLastError(); /* an allocation failure is not sticky: clear it */
+        return mr_fail(err, MR_ERR_OOM, "cuda:%d: out of GPU memory allocating %s: %zu bytes (%.1f MiB)", c->device,
+                       what, bytes, mib(bytes));
+    }
+    return MR_OK;
+}
+
 mr_status cuda_reserve(cuda_ctx *c, void **buf, size_t *size, size_t bytes, const char *op, mr_error *err)
 {
     if (bytes <= *size) return MR_OK;
+    if (c->planned)
+        return mr_fail(err, MR_ERR_BACKEND, "%s: needs %zu bytes of scratch, which exceeds the memory planned at "
+                       "load (%zu bytes)", op, bytes, *size);
     cudaError_t e = cudaStreamSynchronize(c->stream);
     if (e != cudaSuccess) return cuda_fail(err, op, "stream synchronise", e);
     if (*buf) cudaFree(*buf);
     *buf = NULL;
     *size = 0;
-    e = cudaMalloc(buf, bytes);
-    if (e != cudaSuccess) {
-        *buf = NULL;
-        cudaGetLastError(); /* an allocation failure is not sticky: clear it */
-        return mr_fail(err, MR_ERR_OOM, "%s: out of GPU memory (%zu bytes of workspace)", op, bytes);
-    }
+    MR_TRY(cuda_alloc(c, buf, bytes, op, err));
     *size = bytes;
     return MR_OK;
 }
@@ -52,10 +65,58 @@ mr_status cuda_reserve(cuda_ctx *c, void **buf, size_t *size, size_t bytes, cons
 mr_status cuda_host_reserve(cuda_ctx *c, size_t bytes, const char *op, mr_error *err)
 {
     if (bytes <= c->host_size) return MR_OK;
+    if (c->planned)
+        return mr_fail(err, MR_ERR_BACKEND, "%s: needs %zu bytes of host staging, which exceeds the memory planned "
+                       "at load (%zu bytes)", op, bytes, c->host_size);
     void *p = realloc(c->host, bytes);
     if (!p) return mr_fail(err, MR_ERR_OOM, "%s: out of memory (%zu bytes of host staging)", op, bytes);
     c->host = p;
     c->host_size = bytes;
+    return MR_OK;
+}
+
+/* cuBLAS's workspace: NVIDIA's recommendation for Hopper (32 MiB; 4 MiB
+ * suffices before it); ours are plain sgemms. */
+#define CUDA_CUBLAS_WS ((size_t)32 << 20)
+
+/* A planned buffer: exactly `bytes` (the old contents, if any, dropped). */
+static mr_status plan_buffer(cuda_ctx *c, void **buf, size_t *size, size_t bytes, const char *what, mr_error *err)
+{
+    if (*buf) cudaFree(*buf);
+    *buf = NULL;
+    *size = 0;
+    MR_TRY(cuda_alloc(c, buf, bytes, what, err));
+    *size = bytes;
+    return MR_OK;
+}
+
+/* Allocates all the backend's scratch once, for the largest input and
+ * batches (p) and the layers' largest shapes (need_ws, need_tmp, gathered
+ * by their init); afterwards the forward pass allocates nothing. */
+static mr_status cuda_plan(void *vctx, const mr_backend_plan *p, mr_error *err)
+{
+    cuda_ctx *c = vctx;
+    size_t post_dev = 0, post_host = 0;
+    MR_TRY(cuda_plan_post_scratch(p, &post_dev, &post_host, err));
+    /* mask_probs stages the D labels on the host */
+    size_t host = sizeof(float) * (size_t)(p->max_dets > 0 ? p->max_dets : 1);
+    if (post_host > host) host = post_host;
+    cudaError_t e = cudaStreamSynchronize(c->stream);
+    if (e != cudaSuccess) return cuda_fail(err, "plan", "stream synchronise", e);
+    MR_TRY(plan_buffer(c, &c->d_ws, &c->ws_size, c->need_ws, "the cuDNN workspace", err));
+    MR_TRY(plan_buffer(c, (void **)&c->d_tmp, &c->tmp_size, c->need_tmp, "the layer temporaries (deconv GEMM, "
+                       "no-fold residual)", err));
+    MR_TRY(plan_buffer(c, &c->d_post, &c->post_size, post_dev, "the RPN/box post-processing scratch", err));
+    MR_TRY(plan_buffer(c, &c->d_paste, &c->paste_size, cuda_plan_paste_bytes(p), "the mask paste buffer", err));
+    MR_TRY(plan_buffer(c, &c->d_cublas_ws, &c->cublas_ws_size, CUDA_CUBLAS_WS, "the cuBLAS workspace", err));
+    cublasStatus_t s = cublasSetWorkspace(c->cublas, c->d_cublas_ws, c->cublas_ws_size);
+    if (s != CUBLAS_STATUS_SUCCESS) return cublas_fail(err, "plan", "set workspace", s);
+    void *h = realloc(c->host, host);
+    if (!h) return mr_fail(err, MR_ERR_OOM, "out of memory allocating the CUDA backend's host staging: %zu bytes",
+                           host);
+    c->host = h;
+    c->host_size = host;
+    c->planned = 1;
     return MR_OK;
 }
 
@@ -70,13 +131,9 @@ static mr_status cuda_buffer_alloc(void *vctx, size_t bytes, void **out, mr_erro
     cuda_ctx *c = vctx;
     MR_TRY(cuda_use_device(c, "buffer_alloc", err));
     void *p = NULL;
-    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 256);
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        return mr_fail(err, MR_ERR_OOM, "out of GPU memory (%zu bytes): %s", bytes, cudaGetErrorString(e));
-    }
+    MR_TRY(cuda_alloc(c, &p, bytes, "device memory", err));
     /* The contract promises a zeroed block. */
-    e = cudaMemsetAsync(p, 0, bytes, c->stream);
+    cudaError_t e = cudaMemsetAsync(p, 0, bytes, c->stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
     if (e != cudaSuccess) {
         cudaFree(p);
@@ -134,6 +191,7 @@ static void cuda_destroy(void *vctx)
     if (c->d_post) cudaFree(c->d_post);
     if (c->d_paste) cudaFree(c->d_paste);
     if (c->cublas) cublasDestroy(c->cublas);
+    if (c->d_cublas_ws) cudaFree(c->d_cublas_ws);
     if (c->cudnn) cudnnDestroy(c->cudnn);
     if (c->stream) cudaStreamDestroy(c->stream);
     free(c->host);
@@ -148,7 +206,9 @@ static const mr_backend_i cuda_backend_i = {
     .copy_to_device = cuda_copy_to_device,
     .copy_to_host = cuda_copy_to_host,
     .sync = cuda_sync,
+    .plan = cuda_plan,
     .conv_init = cuda_conv_init,
+    .conv_init_affine = cuda_conv_init_affine,
     .linear_init = cuda_linear_init,
     .deconv2x2_init = cuda_deconv2x2_init,
     .layer_free = cuda_layer_free,

@@ -8,7 +8,8 @@
  * selection after it (decode, clip, size rule, NMS, top-N over levels) on
  * the host by proposals_select, the CPU backend's code.
  *
- * mask_paste: on the GPU (mask_paste.cu), the uint8 planes copied back to
+ * mask_paste: on the GPU (mask_paste.cu), in chunks through a buffer
+ * planned at load (mask_paste_chunk.h), the uint8 planes copied back to
  * the host masks of the interface.
  *
  * box_detections: the softmax and every (RoI, class) candidate's decode,
@@ -24,6 +25,7 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "mask_paste_chunk.h"
 #include "nms.h"
 #include "scratch.h"
 
@@ -236,8 +238,30 @@ mr_status cuda_box_detections(void *vctx, const mr_box_post_params *p, const mr_
     return MR_OK;
 }
 
-/* On the GPU (mask_paste.cu); the planes come back to the host masks (and
- * soft), one copy per mask, after one launch for all of them. */
+/* The region mask_paste pastes its planes through (mask_paste_chunk.h),
+ * planned at load: 64 MiB holds every binary plane of a typical photo in
+ * one chunk (100 detections up to 0.67 Mpx, 32 at 1920x1080), and is small
+ * beside the activations (hundreds of MB at 1344x800). A larger original
+ * image takes more chunks, down to bands of rows of one plane, so every
+ * image up to input.max_image_side pastes without allocating. */
+#define CUDA_PASTE_REGION ((size_t)64 << 20)
+
+static size_t paste_pad_bytes(int D, int M, int padding)
+{
+    size_t P = (size_t)M + 2 * (size_t)padding;
+    return (sizeof(float) * (size_t)D * P * P + 255) & ~(size_t)255;
+}
+
+size_t cuda_plan_paste_bytes(const mr_backend_plan *p)
+{
+    size_t region = mask_paste_chunk_min_bytes(p->max_image_side, 1);
+    return paste_pad_bytes(p->max_dets, p->mask_size, p->mask_padding) +
+           (region > CUDA_PASTE_REGION ? region : CUDA_PASTE_REGION);
+}
+
+/* On the GPU (mask_paste.cu): the masks padded once, then the planes pasted
+ * chunk by chunk through d_paste's fixed region, each chunk copied to the
+ * host masks (and soft) before the next is pasted (stream order). */
 mr_status cuda_mask_paste(void *vctx, const mr_mask_paste_params *p, const mr_tensor *probs, const mr_tensor *boxes,
                           int img_h, int img_w, uint8_t *const *masks, float *soft, mr_error *err)
 {
@@ -249,27 +273,113 @@ mr_status cuda_mask_paste(void *vctx, const mr_mask_paste_params *p, const mr_te
     if (p->mask_size <= 0 || p->mask_size > 4096 || p->padding < 0 || p->padding > 4096)
         return mr_fail(err, MR_ERR_RANGE, "%s: mask size %d / padding %d out of range", op, p->mask_size, p->padding);
     if (img_h < 0 || img_w < 0) return mr_fail(err, MR_ERR_RANGE, "%s: image size %dx%d is negative", op, img_h, img_w);
-    size_t D = (size_t)probs->n, M = (size_t)p->mask_size;
+    int D = probs->n;
+    size_t M = (size_t)p->mask_size;
     if (boxes->n != probs->n)
         return mr_fail(err, MR_ERR_SHAPE, "%s: %d masks, %d boxes do not match", op, probs->n, boxes->n);
     if ((size_t)probs->h * (size_t)probs->w * (size_t)probs->c != M * M)
         return mr_fail(err, MR_ERR_SHAPE, "%s: masks are not %dx%d", op, p->mask_size, p->mask_size);
-    size_t plane = (size_t)img_h * (size_t)img_w, P = M + 2 * (size_t)p->padding;
+    size_t plane = (size_t)img_h * (size_t)img_w, W = (size_t)img_w;
     if (D == 0 || plane == 0) return MR_OK;
-    size_t pad_bytes = (sizeof(float) * D * P * P + 255) & ~(size_t)255, bin_bytes = (D * plane + 255) & ~(size_t)255;
-    MR_TRY(cuda_reserve(c, &c->d_paste, &c->paste_size, pad_bytes + bin_bytes + (soft ? sizeof(float) * D * plane : 0),
-                        op, err));
+    size_t pad_bytes = paste_pad_bytes(D, p->mask_size, p->padding);
+    /* before plan (op tests) the buffer grows to a full region; after it,
+     * the planned region is there and one row is all a paste needs */
+    size_t region_need = c->planned ? mask_paste_chunk_min_bytes(img_w, soft != NULL) : CUDA_PASTE_REGION;
+    MR_TRY(cuda_reserve(c, &c->d_paste, &c->paste_size, pad_bytes + region_need, op, err));
     float *d_padded = c->d_paste;
     uint8_t *d_bin = (uint8_t *)c->d_paste + pad_bytes;
-    float *d_soft = soft ? (float *)(d_bin + bin_bytes) : NULL;
-    MR_TRY(cuda_mask_paste_launch(c->stream, p, probs->data, boxes->data, (int)D, img_h, img_w, d_padded, d_bin, d_soft,
-                                  err));
+    size_t cap_px = mask_paste_chunk_pixels(c->paste_size - pad_bytes, soft != NULL);
+    float *d_soft = soft ? (float *)(d_bin + mask_paste_chunk_soft_offset(cap_px)) : NULL;
+    mr_paste_chunk ch = mask_paste_chunk(cap_px, D, img_h, img_w);
+    if (ch.dets < 1 || ch.rows < 1)
+        return mr_fail(err, MR_ERR_INTERNAL, "%s: a %d-pixel row does not fit the %zu-pixel paste region", op, img_w,
+                       cap_px);
+    MR_TRY(cuda_mask_pad_launch(c->stream, p, probs->data, D, d_padded, err));
     MR_TRY(cuda_after_launch(c, op, err));
-    for (size_t d = 0; d < D; d++) {
-        cudaError_t e = cudaMemcpyAsync(masks[d], d_bin + d * plane, plane, cudaMemcpyDeviceToHost, c->stream);
-        if (e != cudaSuccess) return cuda_fail(err, op, "copy to host", e);
+    for (int d0 = 0; d0 < D; d0 += ch.dets) {
+        int nd = D - d0 < ch.dets ? D - d0 : ch.dets;
+        for (int y0 = 0; y0 < img_h; y0 += ch.rows) {
+            int rows = img_h - y0 < ch.rows ? img_h - y0 : ch.rows;
+            size_t band = (size_t)rows * W;
+            MR_TRY(cuda_mask_paste_launch(c->stream, p, probs->data, d_padded, boxes->data, img_h, img_w, d0, nd, y0,
+                                          rows, d_bin, d_soft, err));
+            MR_TRY(cuda_after_launch(c, op, err));
+            for (int j = 0; j < nd; j++) {
+                size_t d = (size_t)(d0 + j), at = (size_t)y0 * W;
+                cudaError_t e = cudaMemcpyAsync(masks[d] + at, d_bin + (size_t)j * band, band,
+                                                cudaMemcpyDeviceToHost, c->stream);
+                if (e == cudaSuccess && soft)
+                    e = cudaMemcpyAsync(soft + d * plane + at, d_soft + (size_t)j * band, sizeof(float) * band,
+                                        cudaMemcpyDeviceToHost, c->stream);
+                if (e != cudaSuccess) return cuda_fail(err, op, "copy to host", e);
+            }
+        }
     }
-    if (soft) MR_TRY(to_host(c, soft, d_soft, sizeof(float) * D * plane, op, err));
     cudaError_t e = cudaStreamSynchronize(c->stream);
     return e == cudaSuccess ? MR_OK : cuda_fail(err, op, "the paste kernel", e);
+}
+
+/* ==== cuda_plan_post_scratch: TO BE REPLACED at the merge with cuda-post ====
+ * The device scratch (d_post) and host staging of rpn_proposals and
+ * box_detections at the plan's largest sizes, measured with the sizing
+ * those ops use today (cuda_rank_scratch_bytes, cuda_box_cand_scratch_bytes,
+ * and the host layouts written out in cuda_rpn_proposals,
+ * box_detections_host and cuda_box_detections above). cub's temporary
+ * storage and the layouts grow with the item counts, so every smaller pass
+ * fits; if one did not, cuda_reserve would say so, not allocate. The
+ * cuda-post branch's cuda_post_scratch_bytes() replaces this body. */
+mr_status cuda_plan_post_scratch(const mr_backend_plan *p, size_t *dev, size_t *host, mr_error *err)
+{
+    *dev = *host = 0;
+    int L = p->num_levels, A = p->num_anchors, K = p->num_classes;
+    if (L < 1 || L > MR_PROPOSAL_MAX_LEVELS || A < 1 || K < 1 || p->max_rois < 0 || p->max_dets < 0)
+        return mr_fail(err, MR_ERR_INTERNAL, "plan: %d levels of %d anchors, %d classes, %d rois, %d detections", L,
+                       A, K, p->max_rois, p->max_dets);
+    /* rpn_proposals */
+    mr_proposal_params pp;
+    memset(&pp, 0, sizeof pp);
+    pp.num_levels = L;
+    pp.num_anchors = A;
+    pp.pre_nms_top_n = p->pre_nms_top_n;
+    pp.post_nms_top_n = p->post_nms_top_n;
+    pp.post_nms_per_level = p->post_nms_per_level;
+    int count[MR_PROPOSAL_MAX_LEVELS];
+    mr_scratch rpn = {NULL, 0};
+    for (int l = 0; l < L; l++) {
+        count[l] = p->level_anchors[l];
+        pp.grid_h[l] = 1; /* only H*W*A matters to the sizes */
+        pp.grid_w[l] = count[l] / A;
+        int top = count[l] < p->pre_nms_top_n ? count[l] : p->pre_nms_top_n;
+        scratch_take(&rpn, sizeof(int) * (size_t)(top > 0 ? top : 0));
+        scratch_take(&rpn, sizeof(float) * (size_t)count[l]);
+        scratch_take(&rpn, sizeof(float) * 4 * (size_t)count[l]);
+    }
+    scratch_take(&rpn, sizeof(float) * 5 * (size_t)p->post_nms_top_n);
+    scratch_take(&rpn, proposals_scratch_bytes(&pp));
+    size_t rank_dev = 0;
+    MR_TRY(cuda_rank_scratch_bytes(count, L, &rank_dev, err));
+    /* box_detections: the GPU candidates path and the MR_CUDA_HOST_POST one */
+    size_t n = (size_t)p->max_rois, cap = (size_t)p->max_dets, m = n * (size_t)(K > 1 ? K - 1 : 0);
+    mr_scratch gpu = {NULL, 0}, cpu = {NULL, 0};
+    scratch_take(&gpu, sizeof(cuda_box_cand) * m);
+    scratch_take(&gpu, sizeof(float) * 5 * m);
+    scratch_take(&gpu, sizeof(int) * 2 * m);
+    scratch_take(&gpu, nms_scratch_bytes((int)m));
+    scratch_take(&gpu, sizeof(float) * 6 * cap);
+    mr_box_post_params bp;
+    memset(&bp, 0, sizeof bp);
+    bp.num_classes = K;
+    bp.max_dets = bp.out_capacity = p->max_dets;
+    scratch_take(&cpu, sizeof(float) * 4 * n);
+    scratch_take(&cpu, sizeof(float) * (size_t)K * n);
+    scratch_take(&cpu, sizeof(float) * 4 * (size_t)K * n);
+    scratch_take(&cpu, sizeof(float) * 6 * cap);
+    scratch_take(&cpu, box_post_scratch_bytes(&bp, p->max_rois));
+    size_t box_dev = 0;
+    MR_TRY(cuda_box_cand_scratch_bytes(p->max_rois, K, &box_dev, err));
+    *dev = rank_dev > box_dev ? rank_dev : box_dev;
+    *host = rpn.used;
+    if (gpu.used > *host) *host = gpu.used;
+    if (cpu.used > *host) *host = cpu.used;
+    return MR_OK;
 }

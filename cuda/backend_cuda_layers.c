@@ -2,13 +2,19 @@
  *
  * Convolutions run on cuDNN in NHWC (filters OHWI, cuDNN's NHWC filter
  * layout), algorithm chosen once per input shape by cuDNN's heuristic
- * (cudnnGetConvolutionForwardAlgorithm_v7) and cached in the layer, its
- * workspace sized by cudnnGetConvolutionForwardWorkspaceSize and held once
- * in the context (strict fp32: FMA math, no FFT or Winograd algorithms). Two ways to apply the per-channel affine (the folded
- * batchnorm) and the fused residual/ReLU:
+ * (cudnnGetConvolutionForwardAlgorithm_v7) and cached in the layer (strict
+ * fp32: FMA math, no FFT or Winograd algorithms). The workspace is planned
+ * at load: each conv's init asks cuDNN for the workspace of the algorithm
+ * it would choose at the layer's largest input (mr_conv_params max_n/h/w,
+ * both orientations) and the plan allocates the largest over all layers;
+ * at any other shape the conv takes the best algorithm whose workspace
+ * fits (IMPLICIT_GEMM needs none), so the workspace never grows. Two ways
+ * to apply the per-channel affine (batchnorm / AffineChannel) and the fused
+ * residual/ReLU:
  *
- *  fold_affine = 1 (default): the affine is in the weights and bias (model.c
- *    folds it at load). cudnnConvolutionBiasActivationForward computes
+ *  fold_affine = 1 (default): conv_init_affine folds the affine into the
+ *    weights and bias (affine_fold.h, as the CPU backend does).
+ *    cudnnConvolutionBiasActivationForward computes
  *    y = act(conv(x) + alpha2*z + bias) in one pass. Its constraints: the
  *    activation is RELU or IDENTITY, and IDENTITY is only implemented by
  *    CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM. The residual is the
@@ -20,14 +26,12 @@
  *    refuses the fused call for a shape, that shape falls back to the same
  *    two passes.
  *
- *  fold_affine = 0 (--no-fold, Detectron's AffineChannel): the conv runs
- *    without bias and one fused kernel (affine.cu) applies
- *    y = act(conv*scale[c] + bias[c] (+ residual)). conv_init only receives
- *    the folded weights W' = W*s, so the per-channel scale is factored back
- *    out of them: s'[o] = max|W'[o,:]|, W = W'/s' (an exact
- *    reparameterisation up to one rounding; it costs exactly what the
- *    unfolded network costs). Passing the unfolded W and the affine itself
- *    would need model.c to call a separate init entry (see the report).
+ *  fold_affine = 0 (--no-fold, Detectron's AffineChannel): conv_init_affine
+ *    keeps the unfolded weights W and the affine (scale s, and b*s + t as
+ *    the bias); the conv runs without bias and one fused kernel (affine.cu)
+ *    applies y = act(conv*s + (b*s + t) (+ residual)), the residual case
+ *    going through d_tmp. Convs without a normalisation run as plain convs
+ *    plus a bias pass.
  *
  * Linear layers and the 2x2 transposed convolution are cuBLAS sgemms with
  * their bias/ReLU (and depth-to-space) in one kernel after. TF32 tensor-core
@@ -38,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "affine_fold.h"
 #include "cuda_internal.h"
 
 /* Largest cuDNN workspace an algorithm may ask for. */
@@ -86,13 +91,11 @@ void cuda_layer_free(void *vctx, mr_layer *l)
 static mr_status upload(cuda_ctx *c, const char *name, const float *h, size_t count, float **out, mr_error *err)
 {
     void *d = NULL;
-    cudaError_t e = cudaMalloc(&d, (count ? count : 1) * sizeof(float));
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        return mr_fail(err, MR_ERR_OOM, "%s: out of GPU memory for %zu weights", name, count);
-    }
+    char what[160];
+    snprintf(what, sizeof what, "the weights of %s", name);
+    MR_TRY(cuda_alloc(c, &d, count * sizeof(float), what, err));
     *out = d;
-    e = cudaMemcpyAsync(d, h, count * sizeof(float), cudaMemcpyHostToDevice, c->stream);
+    cudaError_t e = cudaMemcpyAsync(d, h, count * sizeof(float), cudaMemcpyHostToDevice, c->stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
     return e == cudaSuccess ? MR_OK : cuda_fail(err, name, "weight upload", e);
 }
@@ -135,10 +138,14 @@ static mr_status conv_descriptors(mr_layer *l, mr_error *err)
     return MR_OK;
 }
 
-mr_status cuda_conv_init(void *vctx, const char *name, const mr_conv_params *p, const float *w_oihw,
-                         const float *bias, mr_layer **out, mr_error *err)
+static mr_status conv_plan_need(cuda_ctx *c, mr_layer *l, mr_error *err);
+
+/* Both conv inits. scale/shift NULL: a plain conv with bias. Otherwise the
+ * affine is folded into W and the bias (affine_fold.h) with fold_affine, or
+ * kept apart (d_scale, and d_bias = b*s + t) for the AffineChannel pass. */
+static mr_status conv_init(cuda_ctx *c, const char *name, const mr_conv_params *p, const float *w_oihw,
+                           const float *bias, const float *scale, const float *shift, mr_layer **out, mr_error *err)
 {
-    cuda_ctx *c = vctx;
     if (p->groups < 1 || p->cin % p->groups || p->cout % p->groups)
         return mr_fail(err, MR_ERR_SHAPE, "%s: %d groups do not divide %d->%d channels", name, p->groups, p->cin,
                        p->cout);
@@ -146,34 +153,34 @@ mr_status cuda_conv_init(void *vctx, const char *name, const mr_conv_params *p, 
         return mr_fail(err, MR_ERR_SHAPE, "%s: bad conv geometry (kernel %dx%d, stride %d, pad %d, dilation %d)",
                        name, p->kh, p->kw, p->stride, p->pad, p->dilation);
     int cpg = p->cin / p->groups, K = p->kh * p->kw;
-    size_t per_out = (size_t)cpg * (size_t)K, count = per_out * (size_t)p->cout;
+    size_t per_out = (size_t)cpg * (size_t)K, count = per_out * (size_t)p->cout, cout = (size_t)p->cout;
+    int fold = scale && c->fold, keep = scale && !c->fold;
     mr_layer *l = layer_new(CUDA_LAYER_CONV, name);
-    float *ohwi = malloc(sizeof(float) * (count + (size_t)p->cout + 1));
+    /* OHWI weights, then (folding) the folded OIHW weights, then the bias */
+    float *ohwi = malloc(sizeof(float) * (count + (fold ? count : 0) + cout + 1));
     if (!l || !ohwi) {
         free(l);
         free(ohwi);
         return mr_fail(err, MR_ERR_OOM, "%s: out of memory", name);
     }
     l->conv = *p;
-    float *scale = ohwi + count;
-    for (int o = 0; o < p->cout; o++) {
-        const float *src = w_oihw + (size_t)o * per_out;
-        float s = 1.0f;
-        if (!c->fold) {
-            /* no-fold: factor the per-channel scale back out (see the top) */
-            float m = 0.0f;
-            for (size_t i = 0; i < per_out; i++) m = fabsf(src[i]) > m ? fabsf(src[i]) : m;
-            s = m > 0.0f ? m : 1.0f;
-        }
-        scale[o] = s;
-        for (int i = 0; i < cpg; i++)
-            for (int k = 0; k < K; k++) ohwi[(size_t)o * per_out + (size_t)k * cpg + i] = src[(size_t)i * K + k] / s;
+    float *b = ohwi + count + (fold ? count : 0);
+    const float *src = w_oihw;
+    if (fold) {
+        affine_fold_conv(w_oihw, bias, scale, shift, per_out, p->cout, ohwi + count, b);
+        src = ohwi + count;
+    } else if (keep) {
+        for (int o = 0; o < p->cout; o++) b[o] = affine_fold_bias(bias ? bias[o] : 0.0f, scale[o], shift[o]);
     }
+    for (size_t o = 0; o < cout; o++)
+        for (int i = 0; i < cpg; i++)
+            for (int k = 0; k < K; k++) ohwi[o * per_out + (size_t)k * cpg + i] = src[o * per_out + (size_t)i * K + k];
     mr_status st = upload(c, name, ohwi, count, &l->d_w, err);
-    if (st == MR_OK) st = upload_bias(c, l, bias, p->cout, err);
-    if (st == MR_OK && !c->fold) st = upload(c, name, scale, (size_t)p->cout, &l->d_scale, err);
+    if (st == MR_OK) st = upload_bias(c, l, scale ? b : bias, p->cout, err);
+    if (st == MR_OK && keep) st = upload(c, name, scale, cout, &l->d_scale, err);
     free(ohwi);
     if (st == MR_OK) st = conv_descriptors(l, err);
+    if (st == MR_OK) st = conv_plan_need(c, l, err);
     if (st != MR_OK) {
         cuda_layer_free(c, l);
         return st;
@@ -182,15 +189,29 @@ mr_status cuda_conv_init(void *vctx, const char *name, const mr_conv_params *p, 
     return MR_OK;
 }
 
-/* Tries one algorithm: sets its math type and asks for its workspace. */
+mr_status cuda_conv_init(void *vctx, const char *name, const mr_conv_params *p, const float *w_oihw,
+                         const float *bias, mr_layer **out, mr_error *err)
+{
+    return conv_init(vctx, name, p, w_oihw, bias, NULL, NULL, out, err);
+}
+
+mr_status cuda_conv_init_affine(void *vctx, const char *name, const mr_conv_params *p, const float *w_oihw,
+                                const float *bias, const float *scale, const float *shift, mr_layer **out,
+                                mr_error *err)
+{
+    return conv_init(vctx, name, p, w_oihw, bias, scale, shift, out, err);
+}
+
+/* Tries one algorithm: sets its math type and asks for its workspace,
+ * which must fit the planned one (before plan: CUDA_WS_LIMIT). */
 static int algo_usable(cuda_ctx *c, mr_layer *l, cuda_conv_entry *e, cudnnConvolutionFwdAlgo_t algo,
                        cudnnMathType_t math)
 {
-    size_t ws = 0;
+    size_t ws = 0, limit = c->planned ? c->ws_size : CUDA_WS_LIMIT;
     if (cudnnSetConvolutionMathType(l->conv_desc, math) != CUDNN_STATUS_SUCCESS) return 0;
     if (cudnnGetConvolutionForwardWorkspaceSize(c->cudnn, e->x_desc, l->w_desc, l->conv_desc, e->y_desc, algo, &ws) !=
             CUDNN_STATUS_SUCCESS ||
-        ws > CUDA_WS_LIMIT)
+        ws > limit)
         return 0;
     e->algo = algo;
     e->math = math;
@@ -263,10 +284,65 @@ static mr_status conv_entry_get(cuda_ctx *c, mr_layer *l, const mr_tensor *x, co
             "input descriptor");
     DNN_TRY(cudnnSetTensor4dDescriptor(e->y_desc, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, y->n, y->c, y->h, y->w),
             "output descriptor");
-    e->fused = c->fold && (!accumulate || c->fuse_z);
+    e->fused = c->fold && !l->d_scale && (!accumulate || c->fuse_z);
     MR_TRY(choose_algo(c, l, e, err));
     e->used = 1;
     *out = e;
+    return MR_OK;
+}
+
+static mr_status conv_plan_shapes(cuda_ctx *c, mr_layer *l, mr_error *err);
+
+/* At init: the workspace this conv's algorithm needs at its largest input
+ * (max_n x max_h x max_w, and transposed), fused and two-pass, and (no-fold
+ * with an affine) its largest output for d_tmp; the plan reserves the
+ * largest over all layers. Unknown extents (0) plan nothing. */
+static mr_status conv_plan_need(cuda_ctx *c, mr_layer *l, mr_error *err)
+{
+    const mr_conv_params *p = &l->conv;
+    if (p->max_n < 1 || p->max_h < 1 || p->max_w < 1) return MR_OK;
+    /* the heuristic's own choice, not one capped by an earlier plan (a
+     * second model loaded on this context re-plans) */
+    int planned = c->planned;
+    c->planned = 0;
+    mr_status st = conv_plan_shapes(c, l, err);
+    c->planned = planned;
+    return st;
+}
+
+static mr_status conv_plan_shapes(cuda_ctx *c, mr_layer *l, mr_error *err)
+{
+    const mr_conv_params *p = &l->conv;
+    for (int t = 0; t < (p->max_h == p->max_w ? 1 : 2); t++) {
+        int h = t ? p->max_w : p->max_h, w = t ? p->max_h : p->max_w;
+        int oh = (h + 2 * p->pad - p->dilation * (p->kh - 1) - 1) / p->stride + 1;
+        int ow = (w + 2 * p->pad - p->dilation * (p->kw - 1) - 1) / p->stride + 1;
+        if (oh < 1 || ow < 1) continue;
+        if (l->d_scale) {
+            size_t out = sizeof(float) * (size_t)p->max_n * (size_t)oh * (size_t)ow * (size_t)p->cout;
+            if (out > c->need_tmp) c->need_tmp = out;
+        }
+        mr_status st = MR_OK;
+        for (int fused = c->fold && !l->d_scale; fused >= 0 && st == MR_OK; fused--) {
+            cuda_conv_entry e;
+            memset(&e, 0, sizeof e);
+            e.n = p->max_n;
+            e.h = h;
+            e.w = w;
+            e.fused = fused;
+            cudnnStatus_t s = cudnnCreateTensorDescriptor(&e.x_desc);
+            if (s == CUDNN_STATUS_SUCCESS) s = cudnnCreateTensorDescriptor(&e.y_desc);
+            if (s == CUDNN_STATUS_SUCCESS)
+                s = cudnnSetTensor4dDescriptor(e.x_desc, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, e.n, p->cin, h, w);
+            if (s == CUDNN_STATUS_SUCCESS)
+                s = cudnnSetTensor4dDescriptor(e.y_desc, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, e.n, p->cout, oh, ow);
+            st = s == CUDNN_STATUS_SUCCESS ? choose_algo(c, l, &e, err)
+                                           : cudnn_fail(err, l->name, "descriptors at the largest input", s);
+            if (st == MR_OK && e.ws_bytes > c->need_ws) c->need_ws = e.ws_bytes;
+            entry_clear(&e);
+        }
+        MR_TRY(st);
+    }
     return MR_OK;
 }
 
@@ -294,7 +370,7 @@ static mr_status conv_forward(cuda_ctx *c, mr_layer *l, cuda_conv_entry *e, cons
 }
 
 /* The two-pass form: conv (beta = 1 accumulates in place), then one affine
- * pass. Folded: y = act(conv + y_old + bias); no-fold:
+ * pass. Without a scale: y = act(conv + y_old + bias); with one (no-fold):
  * y = act(conv*scale + bias + y_old), the conv going to d_tmp when it must
  * not touch y_old. */
 static mr_status conv_two_pass(cuda_ctx *c, mr_layer *l, cuda_conv_entry *e, const mr_tensor *x, mr_tensor *y,
@@ -304,7 +380,7 @@ static mr_status conv_two_pass(cuda_ctx *c, mr_layer *l, cuda_conv_entry *e, con
     float *dst = y->data;
     const float *residual = NULL;
     float beta = 0.0f;
-    if (accumulate && c->fold) {
+    if (accumulate && !l->d_scale) {
         beta = 1.0f;
     } else if (accumulate) {
         MR_TRY(cuda_reserve(c, (void **)&c->d_tmp, &c->tmp_size, numel * sizeof(float), l->name, err));
@@ -414,6 +490,10 @@ mr_status cuda_deconv2x2_init(void *vctx, const char *name, const mr_deconv2x2_p
             for (size_t k = 0; k < 4; k++) wk[ci * 4 * cout + k * cout + co] = w[(ci * cout + co) * 4 + k];
     mr_status st = upload(c, name, wk, cin * 4 * cout, &l->d_w, err);
     free(wk);
+    /* the GEMM's [n*h*w, 4*cout] output, in d_tmp, at the largest input */
+    size_t tmp = sizeof(float) * (size_t)(p->max_n > 0 ? p->max_n : 0) * (size_t)(p->max_h > 0 ? p->max_h : 0) *
+                 (size_t)(p->max_w > 0 ? p->max_w : 0) * 4 * cout;
+    if (tmp > c->need_tmp) c->need_tmp = tmp;
     if (st == MR_OK) st = upload_bias(c, l, bias, p->cout, err);
     if (st != MR_OK) {
         cuda_layer_free(c, l);

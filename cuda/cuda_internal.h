@@ -44,22 +44,37 @@ typedef struct {
     cudaStream_t stream;
     cudnnHandle_t cudnn;
     cublasHandle_t cublas;
-    /* One cuDNN workspace, sized by query per new conv shape (the first,
-     * warm-up pass over an image size; steady-state passes allocate nothing). */
+    /* Memory is planned at load (cuda_plan, backend_cuda.c): every buffer
+     * below is allocated there for the largest input and batch the model
+     * allows, and `planned` is set; after that cuda_reserve never
+     * allocates, it fails with MR_ERR_BACKEND "... exceeds the memory
+     * planned at load". Before plan (the op tests, which call no plan)
+     * the buffers grow on first use. */
+    int planned;
+    /* The largest needs the layers reported at init, for plan: the cuDNN
+     * workspace of each conv's chosen algorithm at its largest input (both
+     * orientations), and d_tmp (below). */
+    size_t need_ws, need_tmp;
+    /* One cuDNN workspace; at a smaller shape a conv takes the best
+     * algorithm whose workspace fits it (never grows it). */
     void *d_ws;
     size_t ws_size;
-    /* A conv's output before its AffineChannel pass when it adds a residual
-     * (no-fold), and the deconv2x2 GEMM's output; grown like d_ws. */
+    /* A no-fold conv's output before its AffineChannel pass when it adds a
+     * residual, and the deconv2x2 GEMM's output. */
     float *d_tmp;
     size_t tmp_size;
     /* The RPN ranking's and the box candidates' device scratch (rpn_rank.cu,
-     * box_post.cu; one op at a time), sized by cub's query, grown like d_ws. */
+     * box_post.cu; one op at a time), sized by cub's query. */
     void *d_post;
     size_t post_size;
-    /* mask_paste's padded masks and pasted planes (mask_paste.cu), grown for
-     * a new largest image and detection count. */
+    /* mask_paste: the padded masks [max_dets, P, P], then a fixed region the
+     * planes are pasted through in chunks (cuda_mask_paste). */
     void *d_paste;
     size_t paste_size;
+    /* cuBLAS's workspace, handed to it at plan (cublasSetWorkspace) so it
+     * does not allocate its own on first use. */
+    void *d_cublas_ws;
+    size_t cublas_ws_size;
     /* Host staging for the ops that still run on the host. */
     void *host;
     size_t host_size;
@@ -93,7 +108,7 @@ struct mr_layer {
      * deconv: [cin, 4*cout], column (ki*2 + kj)*cout + co. */
     float *d_w;
     float *d_bias;
-    float *d_scale; /* no-fold convs: the per-channel scale applied after the conv */
+    float *d_scale; /* no-fold conv_init_affine: the scale applied after the conv (d_bias: b*s + t) */
     cudnnFilterDescriptor_t w_desc;
     cudnnConvolutionDescriptor_t conv_desc;
     cudnnTensorDescriptor_t bias_desc;
@@ -111,15 +126,33 @@ mr_status cublas_fail(mr_error *err, const char *op, const char *what, cublasSta
 /* After a launch or library call: with MR_CUDA_SYNC=1 synchronises and
  * reports any fault as op's; otherwise only checks the launch. */
 mr_status cuda_after_launch(cuda_ctx *c, const char *op, mr_error *err);
-/* Grows a device buffer to `bytes` (waits for the stream first, since queued
- * work may still use the old one). */
+/* Makes a scratch buffer hold `bytes`. Before plan it grows the buffer
+ * (waiting for the stream first, since queued work may still use the old
+ * one); after plan, a need beyond the planned size is MR_ERR_BACKEND
+ * "<op>: needs N bytes of scratch, which exceeds the memory planned at
+ * load (M)": a planning bug, never an allocation in a forward pass. */
 mr_status cuda_reserve(cuda_ctx *c, void **buf, size_t *size, size_t bytes, const char *op, mr_error *err);
 mr_status cuda_host_reserve(cuda_ctx *c, size_t bytes, const char *op, mr_error *err);
+/* Load-time allocation of a device buffer of `bytes` for `what` (in the
+ * message): MR_ERR_OOM "cuda:D: out of GPU memory allocating <what>:
+ * N bytes (X MiB)" on failure. */
+mr_status cuda_alloc(cuda_ctx *c, void **buf, size_t bytes, const char *what, mr_error *err);
+
+/* ---- planning (backend_cuda.c: cuda_plan, the table's entry) ---- */
+
+/* The device scratch (d_post) and host staging of rpn_proposals and
+ * box_detections at the plan's largest sizes (backend_cuda_detect.c). */
+mr_status cuda_plan_post_scratch(const mr_backend_plan *p, size_t *dev, size_t *host, mr_error *err);
+/* mask_paste's d_paste bytes for the plan (backend_cuda_detect.c). */
+size_t cuda_plan_paste_bytes(const mr_backend_plan *p);
 
 /* ---- the table's entries (backend_cuda_layers.c, backend_cuda_detect.c) ---- */
 
 mr_status cuda_conv_init(void *ctx, const char *name, const mr_conv_params *p, const float *w_oihw,
                          const float *bias, mr_layer **out, mr_error *err);
+mr_status cuda_conv_init_affine(void *ctx, const char *name, const mr_conv_params *p, const float *w_oihw,
+                                const float *bias, const float *scale, const float *shift, mr_layer **out,
+                                mr_error *err);
 mr_status cuda_linear_init(void *ctx, const char *name, const mr_linear_params *p, const float *w,
                            const float *bias, mr_layer **out, mr_error *err);
 mr_status cuda_deconv2x2_init(void *ctx, const char *name, const mr_deconv2x2_params *p, const float *w,
@@ -167,12 +200,16 @@ mr_status cuda_roi_align_launch(cudaStream_t s, const mr_roi_align_params *p, co
 mr_status cuda_rank_scratch_bytes(const int *counts, int levels, size_t *bytes, mr_error *err);
 mr_status cuda_rank_launch(cudaStream_t s, void *d_scratch, const float *const *d_logits, const int *counts,
                            const int *tops, int levels, int *const *h_ranked, mr_error *err);
-/* Pastes D masks (probs [D, M, M] and boxes [D, 4], device) into bin
- * [D, H, W] (and soft, when not NULL), device planes; padded: D*P*P floats
- * of scratch (torchvision rule). Parameters already validated. */
+/* Mask paste (mask_paste.cu), parameters already validated. First the D
+ * masks probs [D, M, M] (device) padded into padded [D, P, P] (torchvision
+ * rule; nothing for detectron2); then one chunk: rows y0..y0+rows-1 of the
+ * H x W planes of detections d0..d0+nd-1 (boxes [D, 4], device) into bin
+ * [nd, rows, W] (and soft, when not NULL). */
+mr_status cuda_mask_pad_launch(cudaStream_t s, const mr_mask_paste_params *p, const float *probs, int D,
+                               float *padded, mr_error *err);
 mr_status cuda_mask_paste_launch(cudaStream_t s, const mr_mask_paste_params *p, const float *probs,
-                                 const float *boxes, int D, int H, int W, float *padded, uint8_t *bin, float *soft,
-                                 mr_error *err);
+                                 const float *padded, const float *boxes, int H, int W, int d0, int nd, int y0,
+                                 int rows, uint8_t *bin, float *soft, mr_error *err);
 /* Box post-processing candidates (box_post.cu): one (RoI, class) pair that
  * passed the score and size tests. */
 typedef struct {

@@ -9,9 +9,10 @@
  * inside the window, 0 outside; the soft planes (tests) are the
  * probabilities, 0 outside.
  *
- * Two launches: the masks padded into scratch [D, P, P] (torchvision rule,
- * P = M + 2*padding), then the paste into [D, H, W] device planes, which
- * the caller copies to the host masks. */
+ * Two kernels: the masks padded into scratch [D, P, P] (torchvision rule,
+ * P = M + 2*padding), once; then the paste of one chunk (rows y0.. of
+ * planes d0.., mask_paste_chunk.h) into [nd, rows, W] device planes, which
+ * the caller copies to the host masks before the next chunk. */
 #include <stdint.h>
 
 #include "cuda_launch.cuh"
@@ -57,13 +58,14 @@ static __device__ int paste_detectron2(const mr_mask_paste_params *p, const floa
 }
 
 static __global__ void paste_kernel(mr_mask_paste_params p, const float *probs, const float *padded,
-                                    const float *boxes, int D, int H, int W, uint8_t *bin, float *soft)
+                                    const float *boxes, int H, int W, int d0, int nd, int y0, int rows, uint8_t *bin,
+                                    float *soft)
 {
     const int M = p.mask_size, P = M + 2 * p.padding;
-    const size_t plane = (size_t)H * W, total = (size_t)D * plane;
+    const size_t band = (size_t)rows * W, total = (size_t)nd * band;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        size_t d = i / plane, r = i % plane;
-        int y = (int)(r / (size_t)W), x = (int)(r % (size_t)W);
+        size_t d = (size_t)d0 + i / band, r = i % band;
+        int y = y0 + (int)(r / (size_t)W), x = (int)(r % (size_t)W);
         const float *box = boxes + 4 * d;
         float v = 0.0f;
         int inside = p.rule == MR_PASTE_DETECTRON2
@@ -74,21 +76,35 @@ static __global__ void paste_kernel(mr_mask_paste_params p, const float *probs, 
     }
 }
 
-static void mask_paste(cudaStream_t s, const mr_mask_paste_params *p, const float *probs, const float *boxes, int D,
-                       int H, int W, float *padded, uint8_t *bin, float *soft)
+static void mask_pad(cudaStream_t s, const mr_mask_paste_params *p, const float *probs, int D, float *padded)
 {
-    if (p->rule != MR_PASTE_DETECTRON2) {
-        int P = p->mask_size + 2 * p->padding;
-        pad_kernel<<<cuda_grid((size_t)D * P * P), MR_CUDA_BLOCK, 0, s>>>(probs, padded, D, p->mask_size, p->padding);
-    }
-    paste_kernel<<<cuda_grid((size_t)D * H * W), MR_CUDA_BLOCK, 0, s>>>(*p, probs, padded, boxes, D, H, W, bin, soft);
+    int P = p->mask_size + 2 * p->padding;
+    pad_kernel<<<cuda_grid((size_t)D * P * P), MR_CUDA_BLOCK, 0, s>>>(probs, padded, D, p->mask_size, p->padding);
+}
+
+static void mask_paste(cudaStream_t s, const mr_mask_paste_params *p, const float *probs, const float *padded,
+                       const float *boxes, int H, int W, int d0, int nd, int y0, int rows, uint8_t *bin, float *soft)
+{
+    paste_kernel<<<cuda_grid((size_t)nd * rows * W), MR_CUDA_BLOCK, 0, s>>>(*p, probs, padded, boxes, H, W, d0, nd,
+                                                                            y0, rows, bin, soft);
+}
+
+extern "C" mr_status cuda_mask_pad_launch(cudaStream_t s, const mr_mask_paste_params *p, const float *probs, int D,
+                                          float *padded, mr_error *err)
+{
+    if (D <= 0 || p->rule == MR_PASTE_DETECTRON2) return MR_OK;
+    mask_pad(s, p, probs, D, padded);
+    return cuda_launch_status("mask_paste", err);
 }
 
 extern "C" mr_status cuda_mask_paste_launch(cudaStream_t s, const mr_mask_paste_params *p, const float *probs,
-                                            const float *boxes, int D, int H, int W, float *padded, uint8_t *bin,
-                                            float *soft, mr_error *err)
+                                            const float *padded, const float *boxes, int H, int W, int d0, int nd,
+                                            int y0, int rows, uint8_t *bin, float *soft, mr_error *err)
 {
-    if (D <= 0 || H <= 0 || W <= 0) return MR_OK;
-    mask_paste(s, p, probs, boxes, D, H, W, padded, bin, soft);
+    if (nd <= 0 || rows <= 0 || W <= 0 || H <= 0) return MR_OK;
+    if (d0 < 0 || y0 < 0 || y0 + rows > H)
+        return mr_fail(err, MR_ERR_INTERNAL, "mask_paste: chunk rows %d..%d of %d, planes from %d", y0, y0 + rows, H,
+                       d0);
+    mask_paste(s, p, probs, padded, boxes, H, W, d0, nd, y0, rows, bin, soft);
     return cuda_launch_status("mask_paste", err);
 }

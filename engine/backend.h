@@ -32,12 +32,17 @@ typedef struct mr_layer mr_layer; /* a backend-prepared conv/linear layer */
 
 /* Convolution, NHWC in and out, with its bias (a folded batchnorm) and
  * optional fused residual sum and ReLU in the same output pass:
- *   y = act(conv(x, W) + bias + (accumulate ? y_before : 0)) */
+ *   y = act(conv(x, W) + bias + (accumulate ? y_before : 0))
+ * max_n, max_h, max_w: the largest input the layer will see, in either
+ * orientation (h x w or w x h: images come landscape and portrait); the
+ * backend sizes its scratch for it at load (cuDNN's workspace query).
+ * 0 = not known (tests): scratch then grows on first use, until plan. */
 typedef struct {
     int cin, cout;
     int kh, kw;
     int stride, pad, dilation, groups;
     int relu;
+    int max_n, max_h, max_w;
 } mr_conv_params;
 
 /* Fully connected: y[n, out] = act(x[n, in] * W^T + b). */
@@ -52,11 +57,29 @@ typedef struct {
 typedef struct {
     int cin, cout;
     int relu;
+    int max_n, max_h, max_w; /* largest input, as for mr_conv_params */
 } mr_deconv2x2_params;
 
 typedef struct {
     int kernel, stride, pad;
 } mr_pool_params;
+
+/* What the model will ask of the backend at most, handed over once at
+ * load (after every layer is initialised) so the backend can allocate all
+ * its scratch then and nothing during a forward pass. The layers' own
+ * largest shapes come with their init (max_n/h/w above). */
+typedef struct {
+    int max_h, max_w;       /* padded input, either orientation */
+    int num_levels;         /* RPN levels */
+    int num_anchors;        /* A, anchors per position */
+    int level_anchors[MR_PROPOSAL_MAX_LEVELS]; /* largest H*W*A per level */
+    int pre_nms_top_n, post_nms_top_n, post_nms_per_level;
+    int max_rois;           /* box head batch (RPN output rows) */
+    int max_dets;           /* detection rows (box_detections' out_capacity), the mask head's batch */
+    int num_classes;        /* K, background included */
+    int mask_size, mask_padding; /* the pasted masks: M (mask_probs' side) and the paste padding */
+    int max_image_side;     /* the original image's largest side (input.max_image_side) */
+} mr_backend_plan;
 
 typedef struct {
     const char *name;
@@ -71,9 +94,23 @@ typedef struct {
     /* Waits for queued work (a no-op on the CPU). */
     mr_status (*sync)(void *ctx, mr_error *err);
 
+    /* Sizes every scratch buffer from p and the layers initialised so far
+     * (called once, after the last *_init). After it, an op that would need
+     * more than was planned fails; it never allocates. */
+    mr_status (*plan)(void *ctx, const mr_backend_plan *p, mr_error *err);
+
     /* Layers, prepared at load time. `name` is used in error messages. */
     mr_status (*conv_init)(void *ctx, const char *name, const mr_conv_params *p,
                            const float *w_oihw, const float *bias, mr_layer **out, mr_error *err);
+    /* A conv followed by a per-channel affine (a batchnorm or Detectron's
+     * AffineChannel), given unfolded:
+     *   y = act(conv(x, W)*scale + (bias*scale + shift) (+ residual))
+     * bias may be NULL (0). A backend folds it into W and the bias at load
+     * (affine_fold.h), or keeps W and applies the affine after the conv
+     * (the CUDA backend's --no-fold). */
+    mr_status (*conv_init_affine)(void *ctx, const char *name, const mr_conv_params *p, const float *w_oihw,
+                                  const float *bias, const float *scale, const float *shift, mr_layer **out,
+                                  mr_error *err);
     mr_status (*linear_init)(void *ctx, const char *name, const mr_linear_params *p,
                              const float *w_out_in, const float *bias, mr_layer **out, mr_error *err);
     /* w is PyTorch's ConvTranspose2d layout [cin, cout, 2, 2]. */

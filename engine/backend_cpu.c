@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "affine_fold.h"
 #include "backend_cpu.h"
 
 static mr_status cpu_buffer_alloc(void *ctx, size_t bytes, void **out, mr_error *err)
@@ -100,6 +101,36 @@ static mr_status cpu_upsample_nearest(void *ctx, const mr_tensor *x, mr_tensor *
     return MR_OK;
 }
 
+/* The affine is always folded into the weights on the CPU (oneDNN's conv
+ * takes a bias, and one pass is cheaper than two). */
+static mr_status cpu_conv_init_affine(void *ctx, const char *name, const mr_conv_params *p, const float *w_oihw,
+                                      const float *bias, const float *scale, const float *shift, mr_layer **out,
+                                      mr_error *err)
+{
+    if (p->cout < 1 || p->groups < 1 || p->kh < 1 || p->kw < 1 || p->cin % p->groups)
+        return cpu_conv_init(ctx, name, p, w_oihw, bias, out, err); /* its shape error */
+    size_t per_out = (size_t)(p->cin / p->groups) * (size_t)p->kh * (size_t)p->kw;
+    float *w = malloc(sizeof(float) * (per_out * (size_t)p->cout + (size_t)p->cout));
+    if (!w) return mr_fail(err, MR_ERR_OOM, "%s: out of memory", name);
+    float *b = w + per_out * (size_t)p->cout;
+    affine_fold_conv(w_oihw, bias, scale, shift, per_out, p->cout, w, b);
+    mr_status st = cpu_conv_init(ctx, name, p, w, b, out, err);
+    free(w);
+    return st;
+}
+
+/* A no-op: the CPU backend's scratch (oneDNN scratchpads, blocked copies,
+ * the detection ops' scratch) is host memory, sized per primitive when a
+ * new input shape first appears (backend_cpu.h), and steady-state passes
+ * over a seen shape allocate nothing. */
+static mr_status cpu_plan(void *ctx, const mr_backend_plan *p, mr_error *err)
+{
+    (void)ctx;
+    (void)p;
+    (void)err;
+    return MR_OK;
+}
+
 /* Host memory is this backend's memory: image_preprocess writes the input
  * tensor in place, no staging copy. Its scratch is the ops' shared scratch
  * (only one op runs at a time), grown for a new largest image only. */
@@ -138,7 +169,9 @@ static const mr_backend_i cpu_backend_i = {
     .copy_to_device = cpu_copy,
     .copy_to_host = cpu_copy,
     .sync = cpu_sync,
+    .plan = cpu_plan,
     .conv_init = cpu_conv_init,
+    .conv_init_affine = cpu_conv_init_affine,
     .linear_init = cpu_linear_init,
     .deconv2x2_init = cpu_deconv2x2_init,
     .layer_free = cpu_layer_free,

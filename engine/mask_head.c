@@ -14,11 +14,14 @@ mr_status mask_head_load(mr_model *m, mr_weights *w, mr_error *err)
     int F = m->cfg.fpn.out_channels, K = m->cfg.classes.num_classes;
     if (mh->num_convs > MR_MAX_MASK_CONVS)
         return mr_fail(err, MR_ERR_CONFIG, "mask_head.num_convs %d exceeds %d", mh->num_convs, MR_MAX_MASK_CONVS);
+    /* batches of up to max_dets RoIs: R x R features, 2R x 2R after the deconv */
+    int R = mh->pooler.resolution;
+    mr_extent roi = {m->max_dets, R, R}, up = {m->max_dets, 2 * R, 2 * R};
     for (int i = 0; i < mh->num_convs; i++) {
         char name[64];
         snprintf(name, sizeof name, "mask_head.fcn%d", i + 1);
-        MR_TRY(model_conv_layer(m, w, name, NULL, i ? mh->conv_dim : F, mh->conv_dim, 3, 1, 1, 1, &m->mask_fcn[i],
-                                err));
+        MR_TRY(model_conv_layer(m, w, name, NULL, i ? mh->conv_dim : F, mh->conv_dim, 3, 1, 1, 1, roi,
+                                &m->mask_fcn[i], err));
     }
     int D = mh->conv_dim;
     float *wt = malloc(sizeof(float) * ((size_t)D * D * 4 + (size_t)D));
@@ -28,13 +31,13 @@ mr_status mask_head_load(mr_model *m, mr_weights *w, mr_error *err)
     if (st == MR_OK) st = weights_read_f32(w, "mask_head.deconv.bias", 1, bshape, wt + (size_t)D * D * 4, err);
     if (st == MR_OK) st = model_check_finite(w, "mask_head.deconv", wt, (size_t)D * D * 4 + (size_t)D, err);
     if (st == MR_OK) {
-        mr_deconv2x2_params p = {D, D, 1};
+        mr_deconv2x2_params p = {D, D, 1, roi.n, roi.h, roi.w};
         st = m->be.i->deconv2x2_init(m->be.ctx, "mask_head.deconv", &p, wt, wt + (size_t)D * D * 4, &m->mask_deconv,
                                      err);
     }
     free(wt);
     MR_TRY(st);
-    return model_conv_layer(m, w, "mask_head.logits", NULL, D, K, 1, 1, 0, 0, &m->mask_logits, err);
+    return model_conv_layer(m, w, "mask_head.logits", NULL, D, K, 1, 1, 0, 0, up, &m->mask_logits, err);
 }
 
 mr_status mask_head_forward(mr_model *m, mr_error *err)

@@ -25,13 +25,16 @@ mr_status model_check_finite(const mr_weights *w, const char *layer, const float
 {
     for (size_t i = 0; i < n; i++)
         if (!isfinite(v[i]))
-            return mr_fail(err, MR_ERR_FORMAT, "%s: layer \"%s\" has %s weights (after folding its normalisation); "
+            return mr_fail(err, MR_ERR_FORMAT, "%s: layer \"%s\" has %s weights (or normalisation); "
                            "refusing NaN/Inf weights", w->path, layer, isnan(v[i]) ? "NaN" : "Inf");
     return MR_OK;
 }
 
+/* The conv and its normalisation go to the backend unfolded
+ * (conv_init_affine): it folds them (affine_fold.h) or, on CUDA with
+ * --no-fold, applies the affine after the conv. */
 mr_status model_conv_layer(mr_model *m, mr_weights *w, const char *prefix, const char *norm, int cin, int cout,
-                           int k, int stride, int pad, int relu, mr_layer **out, mr_error *err)
+                           int k, int stride, int pad, int relu, mr_extent in, mr_layer **out, mr_error *err)
 {
     char name[256];
     size_t per_out = (size_t)cin * (size_t)k * (size_t)k;
@@ -47,18 +50,13 @@ mr_status model_conv_layer(mr_model *m, mr_weights *w, const char *prefix, const
         else if (norm) memset(bias, 0, sizeof(float) * (size_t)cout);
         else st = mr_fail(err, MR_ERR_SHAPE, "%s: tensor \"%s\" is missing", w->path, name);
     }
-    if (st == MR_OK && norm) {
-        /* Fold the per-channel affine into the convolution: W' = W*s, b' = b*s + t. */
-        st = weights_read_affine(w, norm, cout, m->cfg.backbone.norm_eps, scale, shift, err);
-        for (int o = 0; st == MR_OK && o < cout; o++) {
-            for (size_t i = 0; i < per_out; i++) wt[(size_t)o * per_out + i] *= scale[o];
-            bias[o] = bias[o] * scale[o] + shift[o];
-        }
-    }
-    if (st == MR_OK) st = model_check_finite(w, prefix, wt, per_out * (size_t)cout + (size_t)cout, err);
+    if (st == MR_OK && norm) st = weights_read_affine(w, norm, cout, m->cfg.backbone.norm_eps, scale, shift, err);
+    size_t count = per_out * (size_t)cout + (size_t)cout * (norm ? 3 : 1);
+    if (st == MR_OK) st = model_check_finite(w, prefix, wt, count, err);
     if (st == MR_OK) {
-        mr_conv_params p = {cin, cout, k, k, stride, pad, 1, 1, relu};
-        st = m->be.i->conv_init(m->be.ctx, prefix, &p, wt, bias, out, err);
+        mr_conv_params p = {cin, cout, k, k, stride, pad, 1, 1, relu, in.n, in.h, in.w};
+        st = norm ? m->be.i->conv_init_affine(m->be.ctx, prefix, &p, wt, bias, scale, shift, out, err)
+                  : m->be.i->conv_init(m->be.ctx, prefix, &p, wt, bias, out, err);
     }
     free(wt);
     return st;
@@ -146,18 +144,60 @@ static size_t level_area(const mr_model *m, int stride)
     return best;
 }
 
+mr_extent model_level_extent(const mr_model *m, int stride)
+{
+    mr_extent e = {1, m->max_h, m->max_w};
+    for (int s = 1; s < stride; s *= 2) {
+        e.h = half_up(e.h);
+        e.w = half_up(e.w);
+    }
+    return e;
+}
+
+/* The largest input and batch sizes, known before any layer is loaded
+ * (each layer's init is told its largest input). */
+static void plan_limits(mr_model *m)
+{
+    const mr_config *c = &m->cfg;
+    int div = c->input.size_divisibility > 0 ? c->input.size_divisibility : 1;
+    m->max_h = (c->input.min_size + div - 1) / div * div;
+    m->max_w = (c->input.max_size + div - 1) / div * div;
+    m->max_rois = c->rpn.post_nms_top_n * (c->rpn.post_nms_per_level ? m->num_levels : 1);
+    /* Detectron's tie rule may keep a few more than detections_per_image. */
+    m->max_dets = c->box_head.detections_per_image * (c->box_head.keep_ties ? 2 : 1);
+}
+
+/* What the backend must plan for (backend.h), once all layers exist. */
+static mr_status plan_backend(mr_model *m, mr_error *err)
+{
+    const mr_config *c = &m->cfg;
+    mr_backend_plan p;
+    memset(&p, 0, sizeof p);
+    p.max_h = m->max_h;
+    p.max_w = m->max_w;
+    p.num_levels = m->num_levels;
+    p.num_anchors = m->num_anchors;
+    for (int l = 0; l < m->num_levels && l < MR_PROPOSAL_MAX_LEVELS; l++)
+        p.level_anchors[l] = (int)(level_area(m, 4 << l) * (size_t)m->num_anchors);
+    p.pre_nms_top_n = c->rpn.pre_nms_top_n;
+    p.post_nms_top_n = c->rpn.post_nms_top_n;
+    p.post_nms_per_level = c->rpn.post_nms_per_level;
+    p.max_rois = m->max_rois;
+    p.max_dets = m->max_dets;
+    p.num_classes = c->classes.num_classes;
+    p.mask_size = 2 * c->mask_head.pooler.resolution;
+    p.mask_padding = c->mask_head.paste_padding;
+    p.max_image_side = c->input.max_image_side;
+    return m->be.i->plan(m->be.ctx, &p, err);
+}
+
 static mr_status plan_buffers(mr_model *m, mr_error *err)
 {
     const mr_config *c = &m->cfg;
     mr_buffers *b = &m->buf;
-    int div = c->input.size_divisibility > 0 ? c->input.size_divisibility : 1;
-    m->max_h = (c->input.min_size + div - 1) / div * div;
-    m->max_w = (c->input.max_size + div - 1) / div * div;
     int F = c->fpn.out_channels, K = c->classes.num_classes, A = m->num_anchors;
     size_t a2 = level_area(m, 2), a4 = level_area(m, 4);
-    size_t rois = (size_t)c->rpn.post_nms_top_n * (c->rpn.post_nms_per_level ? (size_t)m->num_levels : 1);
-    /* Detectron's tie rule may keep a few more than detections_per_image. */
-    size_t dets = (size_t)c->box_head.detections_per_image * (c->box_head.keep_ties ? 2 : 1);
+    size_t rois = (size_t)m->max_rois, dets = (size_t)m->max_dets;
     size_t R2 = (size_t)c->box_head.pooler.resolution * (size_t)c->box_head.pooler.resolution;
     size_t M2 = (size_t)c->mask_head.pooler.resolution * (size_t)c->mask_head.pooler.resolution;
     size_t MD = (size_t)c->mask_head.conv_dim;
@@ -204,7 +244,11 @@ static mr_status plan_buffers(mr_model *m, mr_error *err)
 
     m->arena_size = plan_place(&p);
     void *arena = NULL;
-    MR_TRY(m->be.i->buffer_alloc(m->be.ctx, m->arena_size, &arena, err));
+    mr_status st = m->be.i->buffer_alloc(m->be.ctx, m->arena_size, &arena, err);
+    if (st != MR_OK) {
+        mr_error_prefix(err, "the activations for %dx%d inputs", m->max_h, m->max_w);
+        return st;
+    }
     m->arena = arena;
     for (int i = 0; i < p.count; i++) p.item[i].t->data = (float *)((char *)arena + p.item[i].offset);
     return MR_OK;
@@ -219,6 +263,7 @@ mr_status model_load(mr_model **out, const mr_config *cfg, const char *weights_p
     m->cfg = *cfg;
     m->be = backend;
     m->num_levels = cfg->fpn.max_level - cfg->fpn.min_level + 1;
+    plan_limits(m);
     mr_weights w;
     mr_status st = weights_open(&w, weights_path, err);
     if (st != MR_OK) {
@@ -238,6 +283,7 @@ mr_status model_load(mr_model **out, const mr_config *cfg, const char *weights_p
     }
     weights_close(&w);
     if (st == MR_OK) st = plan_buffers(m, err);
+    if (st == MR_OK) st = plan_backend(m, err);
     if (st != MR_OK) {
         model_free(m);
         return st;

@@ -56,6 +56,7 @@ struct mr_model {
 
     mr_input_geometry geo; /* of the current image */
     int max_h, max_w;      /* padded input size the buffers are planned for */
+    int max_rois, max_dets; /* box head and mask head batches planned for */
     mr_buffers buf;        /* views into one arena, planned by lifetime at load */
     void *arena;
     size_t arena_size;
@@ -63,11 +64,21 @@ struct mr_model {
     size_t host_scratch_size;
 };
 
+/* The largest input a layer sees: n, h, w (h x w for a landscape
+ * image; the backend also plans for w x h). */
+typedef struct {
+    int n, h, w;
+} mr_extent;
+
 /* Loading helpers (model.c). NaN/Inf weights are refused at load, naming
  * the layer: one would silently poison every detection. */
 mr_status model_check_finite(const mr_weights *w, const char *layer, const float *v, size_t n, mr_error *err);
+/* A conv, with its normalisation at `norm` (NULL: none, the conv's bias),
+ * whose largest input is `in`. */
 mr_status model_conv_layer(mr_model *m, mr_weights *w, const char *prefix, const char *norm, int cin, int cout,
-                           int k, int stride, int pad, int relu, mr_layer **out, mr_error *err);
+                           int k, int stride, int pad, int relu, mr_extent in, mr_layer **out, mr_error *err);
+/* A feature map at `stride` (a power of 2) of the largest padded input. */
+mr_extent model_level_extent(const mr_model *m, int stride);
 
 /* Per stage (resnet.c, fpn.c, rpn.c, roi_heads.c, mask_head.c). */
 mr_status resnet_load(mr_model *m, mr_weights *w, mr_error *err);

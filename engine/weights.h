@@ -55,7 +55,8 @@ mr_status weights_read_f32(mr_weights *w, const char *name, int ndim, const int6
  * "backbone.res2.0.conv1.norm") as y = x*scale + shift: either a batchnorm
  * (weight, bias, running_mean, running_var; scale = weight/sqrt(var+eps),
  * shift = bias - mean*scale) or an AffineChannel (scale, shift) stored as
- * is. This is the load-time folding; the backends never see a batchnorm. */
+ * is. The backends receive this affine (conv_init_affine), never a
+ * batchnorm's four tensors. */
 mr_status weights_read_affine(mr_weights *w, const char *prefix, int channels, float eps,
                               float *scale, float *shift, mr_error *err);
 

@@ -345,7 +345,7 @@ static void ref_conv(const mr_conv_params *p, int n, int h, int w, int oh, int o
 
 static mr_conv_params conv_params(const conv_case *c)
 {
-    mr_conv_params p = {c->cin, c->cout, c->k, c->k, c->stride, c->pad, c->dilation, c->groups, c->relu};
+    mr_conv_params p = {c->cin, c->cout, c->k, c->k, c->stride, c->pad, c->dilation, c->groups, c->relu, 0, 0, 0}; /* largest input unknown */
     return p;
 }
 
@@ -580,7 +580,7 @@ static void op_deconv2x2(fixture *f, tally *t)
     NEED(f, deconv2x2);
     for (size_t i = 0; i < sizeof g_deconv_cases / sizeof g_deconv_cases[0]; i++) {
         const deconv_case *c = &g_deconv_cases[i];
-        mr_deconv2x2_params p = {c->cin, c->cout, c->relu};
+        mr_deconv2x2_params p = {c->cin, c->cout, c->relu, 0, 0, 0};
         size_t ws = (size_t)c->cin * c->cout * 4, xs = (size_t)c->n * c->h * c->w * c->cin;
         size_t ys = (size_t)c->n * 4 * c->h * c->w * c->cout;
         float *w = fmalloc(ws), *b = fmalloc((size_t)c->cout), *hx = fmalloc(xs), *hy = fmalloc(ys), *ref = fmalloc(ys);
@@ -1265,7 +1265,7 @@ static void op_errors(fixture *f, tally *t)
     NEED(f, conv_init);
     NEED(f, conv);
     const char *name = "backbone.res3.0.conv2";
-    mr_conv_params p = {16, 32, 3, 3, 1, 1, 1, 1, 1};
+    mr_conv_params p = {16, 32, 3, 3, 1, 1, 1, 1, 1, 0, 0, 0};
     float *w, *b;
     conv_weights(&p, &w, &b);
     mr_layer *layer = NULL;
@@ -1320,7 +1320,7 @@ static void op_errors(fixture *f, tally *t)
     }
     if (f->be.i->deconv2x2_init && f->be.i->deconv2x2) {
         const char *dname = "roi_heads.mask_predictor.conv5_mask";
-        mr_deconv2x2_params dp = {16, 8, 1};
+        mr_deconv2x2_params dp = {16, 8, 1, 0, 0, 0};
         layer = NULL;
         memset(&err, 0, sizeof err);
         if (status_ok(t, "[errors] deconv2x2_init",
