@@ -95,7 +95,8 @@ int box_post_cpu(const mr_box_post_params *p, const float *rois, const float *lo
  * the score and size tests, in RoI-major, class-minor order: boxes [cand,4],
  * scores, groups (the class ids). Per-class NMS, then the best max_dets
  * (keep_ties). keep: cand ints; nms_scratch: nms_scratch_bytes(cand) (nms.h).
- * The CUDA backend makes the candidates on the GPU and selects here. */
+ * The CUDA backend runs the same steps on the GPU (cuda/box_post.cu,
+ * cuda/nms.cu) in this function's order. */
 int box_post_select(const mr_box_post_params *p, const float *boxes, const float *scores, const int *groups, int cand,
                     float *out_boxes, float *out_scores, float *out_labels, int *keep, void *nms_scratch);
 

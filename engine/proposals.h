@@ -106,8 +106,9 @@ int proposals_cpu(const mr_proposal_params *p, const float *const *logits, const
 
 /* proposals_cpu after its ranking step: ranked[l] holds level l's first
  * min(pre_nms_top_n, H*W*A) anchor indices by descending logit, equal
- * logits by ascending index (the CUDA backend ranks on the GPU and selects
- * here). Same scratch as proposals_cpu. */
+ * logits by ascending index. Same scratch as proposals_cpu. The CUDA
+ * backend runs the same steps on the GPU (cuda/proposals.cu, cuda/nms.cu)
+ * in this function's order. */
 int proposals_select(const mr_proposal_params *p, const int *const *ranked, const float *const *logits,
                      const float *const *deltas, float *boxes, float *scores, void *scratch);
 
