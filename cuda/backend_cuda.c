@@ -97,7 +97,7 @@ static mr_status cuda_plan(void *vctx, const mr_backend_plan *p, mr_error *err)
 {
     cuda_ctx *c = vctx;
     size_t post_dev = 0, post_host = 0;
-    MR_TRY(cuda_plan_post_scratch(p, &post_dev, &post_host, err));
+    MR_TRY(cuda_plan_post_scratch(c, p, &post_dev, &post_host, err));
     /* mask_probs stages the D labels on the host */
     size_t host = sizeof(float) * (size_t)(p->max_dets > 0 ? p->max_dets : 1);
     if (post_host > host) host = post_host;
@@ -108,6 +108,8 @@ static mr_status cuda_plan(void *vctx, const mr_backend_plan *p, mr_error *err)
                        "no-fold residual)", err));
     MR_TRY(plan_buffer(c, &c->d_post, &c->post_size, post_dev, "the RPN/box post-processing scratch", err));
     MR_TRY(plan_buffer(c, &c->d_paste, &c->paste_size, cuda_plan_paste_bytes(p), "the mask paste buffer", err));
+    /* the decoded image's device buffer and pinned staging (backend_cuda_preprocess.c) */
+    MR_TRY(cuda_preprocess_reserve(c, NULL, 2 * (size_t)p->max_h * (size_t)p->max_w, err));
     MR_TRY(plan_buffer(c, &c->d_cublas_ws, &c->cublas_ws_size, CUDA_CUBLAS_WS, "the cuBLAS workspace", err));
     cublasStatus_t s = cublasSetWorkspace(c->cublas, c->d_cublas_ws, c->cublas_ws_size);
     if (s != CUBLAS_STATUS_SUCCESS) return cublas_fail(err, "plan", "set workspace", s);

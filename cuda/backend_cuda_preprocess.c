@@ -69,11 +69,8 @@ void cuda_preprocess_free(cuda_ctx *c)
 /* ==== the reservation the model's plan may call at load ==== */
 mr_status cuda_preprocess_reserve(cuda_ctx *c, const mr_input_config *cfg, size_t image_pixels, mr_error *err)
 {
-    size_t pixels = image_pixels;
-    if (!pixels) {
-        pixels = 2 * max_resized_pixels(cfg);
-        if (pixels < CUDA_PRE_MIN_PIXELS) pixels = CUDA_PRE_MIN_PIXELS;
-    }
+    size_t pixels = image_pixels ? image_pixels : 2 * max_resized_pixels(cfg);
+    if (pixels < CUDA_PRE_MIN_PIXELS) pixels = CUDA_PRE_MIN_PIXELS;
     const size_t bytes = pixels * 3;
     cuda_pre *p = c->pre;
     if (p && p->cap >= bytes) return MR_OK;

@@ -3,17 +3,19 @@
  * Layout of the backend:
  *   backend_cuda.c          context, buffers, copies, the table, error helpers
  *   backend_cuda_layers.c   conv (cuDNN), linear and deconv2x2 (cuBLAS)
- *   backend_cuda_detect.c   roi_align, mask_probs, mask_paste; rpn_proposals and
- *                           box_detections: the per-element work on the GPU,
- *                           NMS and top-N on the host (see that file)
+ *   backend_cuda_detect.c   max_pool, upsample, roi_align, mask_probs, mask_paste
+ *   backend_cuda_post.c     rpn_proposals and box_detections wholly on the GPU
+ *                           (only the count comes back), their scratch sizes
  *   affine.cu               y = act(x*scale[c] + bias[c] (+ residual)), float4
  *   deconv.cu               depth-to-space of the deconv2x2 GEMM, + bias, ReLU
  *   pool.cu                 max pool, nearest upsample
  *   roi_align.cu            multi-level RoIAlign in one launch (roi_align.h math)
  *   rpn_rank.cu             the RPN's per-level ranking by logit (CUB radix sort)
+ *   proposals.cu            the RPN's decode, clip, filter (proposals.h math), top-N
+ *   nms.cu                  batched bitmask NMS (nms.h math), CUB sorts
  *   mask_probs.cu           sigmoid of the predicted class's channel
  *   mask_paste.cu           masks pasted into image planes (mask_paste.h math)
- *   box_post.cu             softmax and box candidates (box_post.h math), CUB compaction
+ *   box_post.cu             softmax, box candidates, top-N (box_post.h math)
  *
  * Every .cu file has three levels: a static __global__ kernel with a
  * grid-stride loop, a static launcher taking the stream, and one extern "C"
@@ -39,7 +41,7 @@ typedef struct {
     int tf32;      /* TF32 tensor cores allowed in cuDNN and cuBLAS */
     int fold;      /* fold_affine (backend_cuda.h) */
     int sync_each; /* MR_CUDA_SYNC=1: synchronise and check after every launch */
-    int host_post; /* MR_CUDA_HOST_POST=1: box_detections wholly on the host (debugging) */
+    int host_post; /* MR_CUDA_HOST_POST=1: rpn_proposals and box_detections wholly on the host (debugging) */
     int fuse_z;    /* MR_CUDA_FUSED_Z=1: residual as cuDNN's z, aliasing y (see backend_cuda_layers.c) */
     cudaStream_t stream;
     cudnnHandle_t cudnn;
@@ -75,7 +77,7 @@ typedef struct {
      * does not allocate its own on first use. */
     void *d_cublas_ws;
     size_t cublas_ws_size;
-    /* Host staging for the ops that still run on the host. */
+    /* Host staging: mask_probs' labels, the output count, MR_CUDA_HOST_POST's copies. */
     void *host;
     size_t host_size;
     struct cuda_pre *pre; /* preprocess's image buffers (backend_cuda_preprocess.c) */
@@ -142,11 +144,12 @@ mr_status cuda_alloc(cuda_ctx *c, void **buf, size_t bytes, const char *what, mr
 
 /* The device scratch (d_post) and host staging of rpn_proposals and
  * box_detections at the plan's largest sizes (backend_cuda_detect.c). */
-mr_status cuda_plan_post_scratch(const mr_backend_plan *p, size_t *dev, size_t *host, mr_error *err);
+mr_status cuda_plan_post_scratch(const cuda_ctx *c, const mr_backend_plan *p, size_t *dev, size_t *host,
+                                 mr_error *err);
 /* mask_paste's d_paste bytes for the plan (backend_cuda_detect.c). */
 size_t cuda_plan_paste_bytes(const mr_backend_plan *p);
 
-/* ---- the table's entries (backend_cuda_layers.c, backend_cuda_detect.c) ---- */
+/* ---- the table's entries (backend_cuda_layers.c, backend_cuda_detect.c, backend_cuda_post.c) ---- */
 
 mr_status cuda_conv_init(void *ctx, const char *name, const mr_conv_params *p, const float *w_oihw,
                          const float *bias, mr_layer **out, mr_error *err);
@@ -194,12 +197,6 @@ mr_status cuda_upsample_nearest_launch(cudaStream_t s, const mr_tensor *x, mr_te
 /* levels: map->max_level - map->min_level + 1 device feature maps (<= 8). */
 mr_status cuda_roi_align_launch(cudaStream_t s, const mr_roi_align_params *p, const mr_level_map *map,
                                 const mr_tensor *const *levels, const mr_tensor *rois, mr_tensor *out, mr_error *err);
-/* RPN ranking (rpn_rank.cu): device scratch bytes for levels of counts[l]
- * anchors (cub's size query), then the sort; h_ranked[l] (host) receives
- * level l's first tops[l] anchor indices by descending logit, ties by index. */
-mr_status cuda_rank_scratch_bytes(const int *counts, int levels, size_t *bytes, mr_error *err);
-mr_status cuda_rank_launch(cudaStream_t s, void *d_scratch, const float *const *d_logits, const int *counts,
-                           const int *tops, int levels, int *const *h_ranked, mr_error *err);
 /* Mask paste (mask_paste.cu), parameters already validated. First the D
  * masks probs [D, M, M] (device) padded into padded [D, P, P] (torchvision
  * rule; nothing for detectron2); then one chunk: rows y0..y0+rows-1 of the
@@ -210,21 +207,6 @@ mr_status cuda_mask_pad_launch(cudaStream_t s, const mr_mask_paste_params *p, co
 mr_status cuda_mask_paste_launch(cudaStream_t s, const mr_mask_paste_params *p, const float *probs,
                                  const float *padded, const float *boxes, int H, int W, int d0, int nd, int y0,
                                  int rows, uint8_t *bin, float *soft, mr_error *err);
-/* Box post-processing candidates (box_post.cu): one (RoI, class) pair that
- * passed the score and size tests. */
-typedef struct {
-    float box[4];
-    float score;
-    int group; /* class id */
-} cuda_box_cand;
-
-/* Device scratch bytes for n RoIs of K classes (cub's size query); then the
- * launch: h_cand (host, room for n*(K-1)) receives the *h_count candidates
- * in RoI-major, class-minor order. */
-mr_status cuda_box_cand_scratch_bytes(int n, int K, size_t *bytes, mr_error *err);
-mr_status cuda_box_cand_launch(cudaStream_t s, const mr_box_post_params *p, const float *rois, const float *logits,
-                               const float *deltas, int n, void *d_scratch, cuda_box_cand *h_cand, int *h_count,
-                               mr_error *err);
 /* labels: device floats, already checked to lie in 0..K-1. */
 mr_status cuda_mask_probs_launch(cudaStream_t s, const mr_tensor *logits, const float *labels, mr_tensor *probs,
                                  mr_error *err);
@@ -237,15 +219,83 @@ typedef struct cuda_pre cuda_pre;
 mr_status cuda_preprocess(void *ctx, const mr_input_config *cfg, const mr_image *img, const mr_input_geometry *geo,
                           mr_tensor *input, mr_error *err);
 /* Sizes the device image buffer and its pinned staging twin for images of
- * up to image_pixels pixels (0: the default rule, the larger of twice the
- * largest resized image cfg allows and 4096x4096); grows only. Called on
- * the first preprocess, or earlier by the model's load-time plan. */
+ * up to image_pixels pixels (0: twice the largest resized image cfg allows;
+ * cfg is not read otherwise), at least 4096x4096; grows only. Called by
+ * cuda_plan at load (twice the plan's largest input), and on the first
+ * preprocess when no plan was made (the backend tests). */
 mr_status cuda_preprocess_reserve(cuda_ctx *c, const mr_input_config *cfg, size_t image_pixels, mr_error *err);
 void cuda_preprocess_free(cuda_ctx *c);
 /* d_out [1, padded_h, padded_w, 3] = mr_pre_pixel over job (preprocess.h)
  * from the device image d_img [job->in_h, job->in_w, 3]. */
 mr_status cuda_preprocess_launch(cudaStream_t s, const mr_pre_job *job, const uint8_t *d_img, float *d_out,
                                  mr_error *err);
+
+/* ---- post-processing on the GPU: rpn_proposals, box_detections
+ * (backend_cuda_post.c; rpn_rank.cu, proposals.cu, nms.cu, box_post.cu).
+ * Every step stays on the stream; only the output count comes to the host. ---- */
+
+/* The largest inputs the two ops must serve, for sizing their scratch once
+ * (ctx->d_post, ctx->host) at load time. */
+typedef struct {
+    int levels;             /* RPN levels (<= MR_PROPOSAL_MAX_LEVELS) */
+    int max_anchors;        /* largest H*W*A of one level at the largest input */
+    int pre_nms_top_n, post_nms_top_n, post_nms_per_level;
+    int max_rois;           /* box head RoIs of one image (the RPN's post_nms_top_n) */
+    int num_classes;        /* K, including background */
+    int max_dets;           /* box_detections' out_capacity */
+    int host_post;          /* size the host staging of MR_CUDA_HOST_POST's whole-op host path too */
+} cuda_post_limits;
+
+/* Device and host bytes the two ops need at most (the larger of the two,
+ * since they run one at a time), by cub's size queries. */
+mr_status cuda_post_scratch_bytes(const cuda_post_limits *lim, size_t *device_bytes, size_t *host_bytes,
+                                  mr_error *err);
+
+/* A candidate box of the batched NMS: box, score, group (FPN level or
+ * class id), written by the RPN's and the box head's candidate kernels. */
+typedef struct {
+    float box[4];
+    float score;
+    int group;
+} cuda_box_cand;
+
+/* Batched NMS (nms.cu): n slots, valid[n] flags; groups in 0..groups-1
+ * with at most max_group valid slots each. keep (n ints) receives the
+ * kept slots by descending score, ties by slot, *kept (device) their
+ * count, or -1 if a group broke the limits. batched_nms_cpu's result. */
+mr_status cuda_nms_scratch_bytes(int n, int max_group, int groups, size_t *bytes, mr_error *err);
+mr_status cuda_batched_nms_launch(cudaStream_t s, void *d_scratch, const cuda_box_cand *cand,
+                                  const unsigned char *valid, int n, int max_group, int groups, double iou_thresh,
+                                  int flags, int *keep, int *kept, const char *op, mr_error *err);
+
+/* RPN ranking (rpn_rank.cu): device scratch bytes for levels of counts[l]
+ * anchors (cub's size query), then the sorts; d_ranked (device) receives
+ * level after level its first tops[l] anchor indices by descending logit,
+ * ties by index. */
+mr_status cuda_rank_scratch_bytes(const int *counts, int levels, size_t *bytes, mr_error *err);
+mr_status cuda_rank_launch(cudaStream_t s, void *d_scratch, const float *const *d_logits, const int *counts,
+                           const int *tops, int levels, int *d_ranked, mr_error *err);
+
+/* RPN candidates (proposals.cu): the sum of tops[] ranked slots decoded and
+ * tested (proposal_candidate), group = level; p->num_anchors <=
+ * CUDA_MAX_CELL_ANCHORS. Then the outputs: the first min(*kept,
+ * post_nms_top_n) kept, *count (device) their number (-1: NMS failed). */
+#define CUDA_MAX_CELL_ANCHORS 16
+mr_status cuda_proposal_cand_launch(cudaStream_t s, const mr_proposal_params *p, const float *const *d_logits,
+                                    const float *const *d_deltas, const int *tops, const int *d_ranked,
+                                    cuda_box_cand *cand, unsigned char *valid, mr_error *err);
+mr_status cuda_proposal_out_launch(cudaStream_t s, int post_nms_top_n, const cuda_box_cand *cand, const int *keep,
+                                   const int *kept, float *boxes, float *scores, int *count, mr_error *err);
+
+/* Box candidates (box_post.cu): probs [n,K] scratch, cand and valid for
+ * the n*(K-1) (RoI, class >= 1) slots, RoI-major; group = class. Then the
+ * outputs: box_post_count of the kept, *count (device; -1: NMS failed). */
+mr_status cuda_box_cand_launch(cudaStream_t s, const mr_box_post_params *p, const float *rois, const float *logits,
+                               const float *deltas, int n, float *d_probs, cuda_box_cand *cand, unsigned char *valid,
+                               mr_error *err);
+mr_status cuda_box_out_launch(cudaStream_t s, const mr_box_post_params *p, const cuda_box_cand *cand, const int *keep,
+                              const int *kept, float *boxes, float *scores, float *labels, int *count,
+                              mr_error *err);
 
 #ifdef __cplusplus
 }

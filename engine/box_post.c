@@ -60,9 +60,7 @@ int box_post_select(const mr_box_post_params *p, const float *boxes, const float
                     float *out_boxes, float *out_scores, float *out_labels, int *keep, void *nms_scratch)
 {
     int kept = batched_nms_cpu(boxes, scores, groups, cand, p->nms_thresh, p->nms_flags, keep, nms_scratch);
-    int d = kept < p->max_dets ? kept : p->max_dets;
-    if (p->keep_ties && d > 0)
-        while (d < kept && d < p->out_capacity && scores[keep[d]] == scores[keep[d - 1]]) d++;
+    int d = box_post_count(p, scores, 1, keep, kept);
     for (int i = 0; i < d; i++) {
         int c = keep[i];
         memcpy(out_boxes + 4 * (size_t)i, boxes + 4 * (size_t)c, 4 * sizeof(float));

@@ -69,6 +69,22 @@ MR_HD static inline int box_post_candidate(const mr_box_post_params *p, const fl
     return w >= p->min_size && h >= p->min_size;
 }
 
+/* How many of the `kept` NMS survivors (keep[], by descending score) become
+ * detections: the max_dets best, and with keep_ties every further one
+ * scored equal to the last (Detectron's "score >= the max_dets-th score"),
+ * up to out_capacity. Candidate c's score is scores[c * stride] (stride 1
+ * on the CPU; the CUDA backend's candidate records on the GPU). */
+MR_HD static inline int box_post_count(const mr_box_post_params *p, const float *scores, size_t stride, const int *keep,
+                                       int kept)
+{
+    int d = kept < p->max_dets ? kept : p->max_dets;
+    if (p->keep_ties && d > 0)
+        while (d < kept && d < p->out_capacity &&
+               scores[(size_t)keep[d] * stride] == scores[(size_t)keep[d - 1] * stride])
+            d++;
+    return d;
+}
+
 size_t box_post_scratch_bytes(const mr_box_post_params *p, int n);
 
 /* Returns D, the number of detections written. */
@@ -79,7 +95,8 @@ int box_post_cpu(const mr_box_post_params *p, const float *rois, const float *lo
  * the score and size tests, in RoI-major, class-minor order: boxes [cand,4],
  * scores, groups (the class ids). Per-class NMS, then the best max_dets
  * (keep_ties). keep: cand ints; nms_scratch: nms_scratch_bytes(cand) (nms.h).
- * The CUDA backend makes the candidates on the GPU and selects here. */
+ * The CUDA backend runs the same steps on the GPU (cuda/box_post.cu,
+ * cuda/nms.cu) in this function's order. */
 int box_post_select(const mr_box_post_params *p, const float *boxes, const float *scores, const int *groups, int cand,
                     float *out_boxes, float *out_scores, float *out_labels, int *keep, void *nms_scratch);
 

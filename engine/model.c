@@ -315,21 +315,10 @@ void model_free(mr_model *m)
     for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) be->layer_free(ctx, heads[i]);
     for (int i = 0; i < MR_MAX_MASK_CONVS; i++) be->layer_free(ctx, m->mask_fcn[i]);
     if (m->arena) be->buffer_free(ctx, m->arena);
-    free(m->host_scratch);
     free(m);
 }
 
 const mr_config *model_config(const mr_model *m) { return &m->cfg; }
-
-mr_status model_reserve_host_scratch(mr_model *m, size_t bytes, mr_error *err)
-{
-    if (bytes <= m->host_scratch_size) return MR_OK;
-    void *p = realloc(m->host_scratch, bytes);
-    if (!p) return mr_fail(err, MR_ERR_OOM, "out of memory (%zu bytes of scratch)", bytes);
-    m->host_scratch = p;
-    m->host_scratch_size = bytes;
-    return MR_OK;
-}
 
 mr_status model_stage_input(mr_model *m, const mr_image *img, int in_h, int in_w, mr_error *err)
 {

@@ -60,8 +60,6 @@ struct mr_model {
     mr_buffers buf;        /* views into one arena, planned by lifetime at load */
     void *arena;
     size_t arena_size;
-    void *host_scratch;    /* image preprocessing: its scratch and the staged input */
-    size_t host_scratch_size;
 };
 
 /* The largest input a layer sees: n, h, w (h x w for a landscape
@@ -94,7 +92,6 @@ mr_status mask_head_forward(mr_model *m, mr_error *err);
 
 /* Grows the host scratch of image preprocessing (only for a new largest
  * image, so steady-state passes allocate nothing). */
-mr_status model_reserve_host_scratch(mr_model *m, size_t bytes, mr_error *err);
 
 /* Multi-level RoIAlign of rois [N,4] (resized-image pixels) from P2..P5
  * into out [N,R,R,F] (roi_heads.c; the mask head uses it too). */

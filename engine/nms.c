@@ -7,21 +7,18 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-/* Sort key. qsort's comparator gets no context pointer, so everything the
- * order depends on lives in the key. */
+/* Sort key: nms_sort_key (nms.h, the order the CUDA NMS sorts by too),
+ * then the index. qsort's comparator gets no context pointer, so
+ * everything the order depends on lives in the key. */
 typedef struct {
-    float score;
-    int group;
+    uint64_t key;
     int idx;
 } nms_key;
 
 static int nms_key_cmp(const void *pa, const void *pb)
 {
     const nms_key *a = pa, *b = pb;
-    if (a->group != b->group) return a->group < b->group ? -1 : 1;
-    int na = isnan(a->score), nb = isnan(b->score);
-    if (na != nb) return na ? -1 : 1; /* torch.sort(descending) puts NaN first */
-    if (!na && a->score != b->score) return a->score > b->score ? -1 : 1;
+    if (a->key != b->key) return a->key < b->key ? -1 : 1;
     return (a->idx > b->idx) - (a->idx < b->idx);
 }
 
@@ -62,20 +59,6 @@ static nms_work nms_work_layout(void *scratch, int n)
     return w;
 }
 
-/* The loops suppress x when x > f. Default rule: for a float x, x > thr
- * (in double, as the reference compares) exactly when x > f, f being the
- * largest float <= thr: if f == thr trivially, and otherwise no float lies
- * in (f, thr]. MR_NMS_SUPPRESS_GE (Detectron utils/cython_nms.pyx:
- * `ovr >= thresh` with a float32 thresh): x >= t, t = (float)thr, exactly
- * when x > the float just below t. NaN IoUs fail both, as in the references. */
-static float float_threshold(double thr, int flags)
-{
-    float f = (float)thr;
-    if (flags & MR_NMS_SUPPRESS_GE) return nextafterf(f, -INFINITY);
-    if ((double)f > thr) f = nextafterf(f, -INFINITY);
-    return f;
-}
-
 /* Greedy NMS over keys[lo, hi) (already in visiting order). Appends the
  * kept original indices to keep and returns how many. The live candidates
  * are kept compacted (struct of arrays, streamed once per kept box); this
@@ -108,7 +91,7 @@ static int nms_range(const nms_work *w, const float *boxes, int lo, int hi, floa
 #pragma omp simd reduction(+ : nsup)
         for (int t = b1; t < end; t++) {
             iou[t] = box_iou_coords(ix1, iy1, ix2, iy2, ai, x1[t], y1[t], x2[t], y2[t], area[t], plus_one);
-            nsup += iou[t] > thr_f;
+            nsup += nms_suppresses(iou[t], thr_f);
         }
         /* ... then, only if something was suppressed, a branch-free
          * compaction that always copies and advances past survivors */
@@ -123,7 +106,7 @@ static int nms_range(const nms_work *w, const float *boxes, int lo, int hi, floa
                 y2[out] = y2[t];
                 area[out] = area[t];
                 id[out] = id[t];
-                out += !(iou[t] > thr_f);
+                out += !nms_suppresses(iou[t], thr_f);
             }
         }
         base = b1;
@@ -137,12 +120,11 @@ int nms_cpu(const float *boxes, const float *scores, int n, double iou_thresh, i
     if (n <= 0) return 0;
     nms_work w = nms_work_layout(scratch, n);
     for (int i = 0; i < n; i++) {
-        w.keys[i].score = scores[i];
-        w.keys[i].group = 0;
+        w.keys[i].key = nms_sort_key(0, scores[i]);
         w.keys[i].idx = i;
     }
     qsort(w.keys, (size_t)n, sizeof(nms_key), nms_key_cmp);
-    return nms_range(&w, boxes, 0, n, float_threshold(iou_thresh, flags), flags & MR_NMS_PLUS_ONE, keep);
+    return nms_range(&w, boxes, 0, n, nms_float_threshold(iou_thresh, flags), flags & MR_NMS_PLUS_ONE, keep);
 }
 
 int batched_nms_cpu(const float *boxes, const float *scores, const int *groups, int n, double iou_thresh, int flags,
@@ -151,8 +133,7 @@ int batched_nms_cpu(const float *boxes, const float *scores, const int *groups, 
     if (n <= 0) return 0;
     nms_work w = nms_work_layout(scratch, n);
     for (int i = 0; i < n; i++) {
-        w.keys[i].score = scores[i];
-        w.keys[i].group = groups[i];
+        w.keys[i].key = nms_sort_key(groups[i], scores[i]);
         w.keys[i].idx = i;
     }
     /* (group, score desc, index): each group's run is in visiting order */
@@ -160,15 +141,14 @@ int batched_nms_cpu(const float *boxes, const float *scores, const int *groups, 
     int nkeep = 0;
     for (int lo = 0; lo < n;) {
         int hi = lo + 1;
-        while (hi < n && w.keys[hi].group == w.keys[lo].group) hi++;
-        nkeep += nms_range(&w, boxes, lo, hi, float_threshold(iou_thresh, flags), flags & MR_NMS_PLUS_ONE,
+        while (hi < n && groups[w.keys[hi].idx] == groups[w.keys[lo].idx]) hi++;
+        nkeep += nms_range(&w, boxes, lo, hi, nms_float_threshold(iou_thresh, flags), flags & MR_NMS_PLUS_ONE,
                            keep + nkeep);
         lo = hi;
     }
     /* merge the groups: all kept, by descending score, ties by index */
     for (int k = 0; k < nkeep; k++) {
-        w.keys[k].score = scores[keep[k]];
-        w.keys[k].group = 0;
+        w.keys[k].key = nms_sort_key(0, scores[keep[k]]);
         w.keys[k].idx = keep[k];
     }
     qsort(w.keys, (size_t)nkeep, sizeof(nms_key), nms_key_cmp);

@@ -35,6 +35,11 @@
  *    the trick adds float rounding to the coordinates, so for non-integer
  *    coordinates near an IoU tie it can decide differently.
  *
+ *  - the CUDA backend's batched NMS (cuda/nms.cu, the bitmask algorithm)
+ *    returns the same kept indices in the same order; both sort by
+ *    nms_sort_key and test with nms_suppresses below
+ *    (tests/unit/test_nms_bitmask.c checks an emulation of it).
+ *
  * Cost O(n log n + kept * n), the IoU pass vectorised: 100k random boxes
  * with 54k kept take 6 s on one core (torchvision: 69 s); 1000 boxes a few
  * ms. No allocation: scratch must hold nms_scratch_bytes(n) bytes (one size
@@ -42,12 +47,97 @@
 #ifndef MR_NMS_H
 #define MR_NMS_H
 
+#include <math.h>
 #include <stddef.h>
+#include <stdint.h>
+
+#include "box_coder.h"
+#include "hd.h"
 
 /* Bits of the `flags` argument. 0 and 1 are the plain plus_one values, so
  * a caller passing box_coder's plus_one gets the default rule. */
 #define MR_NMS_PLUS_ONE 1    /* Detectron widths: x2 - x1 + 1 */
 #define MR_NMS_SUPPRESS_GE 2 /* suppress at IoU >= (float)iou_thresh (cython_nms) */
+
+/* ---- shared math: nms.c and the CUDA bitmask NMS (cuda/nms.cu) ---- */
+
+/* The float threshold of the suppression test nms_suppresses(iou, f).
+ * Default rule: for a float x, x > thr (in double, as the references
+ * compare) exactly when x > f, f being the largest float <= thr: if f ==
+ * thr trivially, and otherwise no float lies in (f, thr]. With
+ * MR_NMS_SUPPRESS_GE (Detectron utils/cython_nms.pyx: `ovr >= thresh` with
+ * a float32 thresh): x >= t, t = (float)thr, exactly when x > the float just
+ * below t. Computed once per call, on the host. */
+static inline float nms_float_threshold(double thr, int flags)
+{
+    float f = (float)thr;
+    if (flags & MR_NMS_SUPPRESS_GE) return nextafterf(f, -INFINITY);
+    if ((double)f > thr) f = nextafterf(f, -INFINITY);
+    return f;
+}
+
+/* 1 if a kept box suppresses a later one at this IoU; NaN IoUs (zero
+ * unions) fail, as in the references. */
+MR_HD static inline int nms_suppresses(float iou, float thr_f) { return iou > thr_f; }
+
+/* The visiting order as one unsigned key: ascending keys are descending
+ * scores, NaN first (torch.sort(descending) puts NaN first), -0.0 equal to
+ * +0.0. Equal keys are equal scores, left to the index tie rule. No
+ * non-NaN score maps to 0 and none to 0xFFFFFFFF, so callers may use the
+ * latter for "no candidate". */
+MR_HD static inline uint32_t nms_score_key(float score)
+{
+    if (score != score) return 0u;
+    union {
+        float f;
+        uint32_t u;
+    } v;
+    v.f = score == 0.0f ? 0.0f : score; /* -0.0 -> +0.0 */
+    /* monotone ascending map of the float order, then reversed */
+    uint32_t asc = (v.u & 0x80000000u) ? ~v.u : (v.u | 0x80000000u);
+    return ~asc;
+}
+
+/* (group ascending as a signed int, then nms_score_key): the batched
+ * visiting order. Sorting (key, index) ascending is batched_nms_cpu's sort. */
+MR_HD static inline uint64_t nms_sort_key(int group, float score)
+{
+    return ((uint64_t)((uint32_t)group ^ 0x80000000u) << 32) | nms_score_key(score);
+}
+
+/* Bitmask NMS (Detectron's and maskrcnn-benchmark's GPU NMS): over one
+ * group's boxes in visiting order, row a of the mask has one bit per later
+ * box c, set when a would suppress c. nms_mask_word computes the 64 bits of
+ * row a against one block of columns: cols [count][4] with their areas
+ * (box_area), bits begin..count-1 tested (begin = a's position + 1 on the
+ * diagonal block, else 0). `a` is the kept (earlier) box, as in nms.c. */
+MR_HD static inline uint64_t nms_mask_word(const float *a, float area_a, const float *cols, const float *col_areas,
+                                           int begin, int count, float thr_f, int plus_one)
+{
+    uint64_t word = 0;
+    for (int c = begin; c < count; c++) {
+        float iou = box_iou_areas(a, cols + 4 * c, area_a, col_areas[c], plus_one);
+        if (nms_suppresses(iou, thr_f)) word |= (uint64_t)1 << c;
+    }
+    return word;
+}
+
+/* The sequential step of the bitmask reduction for one block of up to 64
+ * rows: `removed` holds the block's bits suppressed by kept rows of earlier
+ * blocks; row r's mask word for this same block is rows[r * stride]. Visits
+ * the rows in order, keeps each one not yet removed and removes what it
+ * suppresses; returns the kept rows' bits. (Their words for later blocks are
+ * then ORed into those blocks' removed bits, which needs no order.) */
+MR_HD static inline uint64_t nms_block_keep(uint64_t removed, const uint64_t *rows, size_t stride, int count)
+{
+    uint64_t kept = 0;
+    for (int r = 0; r < count; r++) {
+        if ((removed >> r) & 1) continue;
+        kept |= (uint64_t)1 << r;
+        removed |= rows[(size_t)r * stride];
+    }
+    return kept;
+}
 
 size_t nms_scratch_bytes(int n);
 

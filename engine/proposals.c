@@ -72,18 +72,14 @@ int proposals_select(const mr_proposal_params *p, const int *const *ranked, cons
 {
     proposal_scratch s;
     layout(p, scratch, &s);
-    int n = 0, A = p->num_anchors;
+    int n = 0;
     for (int l = 0; l < p->num_levels; l++) {
         int top = level_top_n(p, l);
         for (int r = 0; r < top; r++) {
-            int i = ranked[l][r], a = i % A, x = (i / A) % p->grid_w[l], y = i / (A * p->grid_w[l]);
-            float anchor[4], *box = s.boxes + 4 * (size_t)n;
-            anchor_at(p->cell_anchors[l], a, x, y, p->stride_w[l], p->stride_h[l], p->offset, anchor);
-            box_decode(&p->coder, anchor, deltas[l] + 4 * (size_t)i, box);
-            box_clip(box, p->img_h, p->img_w, p->coder.plus_one);
-            float score = 1.0f / (1.0f + expf(-logits[l][i]));
-            if (!proposal_keep(p, box) || !(score >= p->score_thresh)) continue;
-            s.scores[n] = p->rank_by_logit ? logits[l][i] : score;
+            int i = ranked[l][r];
+            if (!proposal_candidate(p, l, p->cell_anchors[l], i, logits[l][i], deltas[l] + 4 * (size_t)i,
+                                    s.boxes + 4 * (size_t)n, s.scores + n))
+                continue;
             s.groups[n] = l;
             n++;
         }

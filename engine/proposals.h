@@ -21,6 +21,9 @@
 
 #include <stddef.h>
 
+#include <math.h>
+
+#include "anchors.h"
 #include "box_coder.h"
 #include "hd.h"
 #include "status.h"
@@ -76,6 +79,25 @@ MR_HD static inline int proposal_keep(const mr_proposal_params *p, const float *
     }
 }
 
+/* One ranked anchor of level l: anchor index i (in (y, x, a) order) of the
+ * cell table `cell` (p->cell_anchors[l], or the device's copy of it), its
+ * logit and its deltas [4]. Decodes and clips box[4], sets *score (the
+ * logit with rank_by_logit, else the sigmoid) and returns 1 if the box
+ * passes the size rule and the sigmoid is >= score_thresh (NaN fails).
+ * proposals_select and cuda/proposals.cu both call it. */
+MR_HD static inline int proposal_candidate(const mr_proposal_params *p, int l, const float *cell, int i, float logit,
+                                           const float *delta, float *box, float *score)
+{
+    int A = p->num_anchors, a = i % A, x = (i / A) % p->grid_w[l], y = i / (A * p->grid_w[l]);
+    float anchor[4];
+    anchor_at(cell, a, x, y, p->stride_w[l], p->stride_h[l], p->offset, anchor);
+    box_decode(&p->coder, anchor, delta, box);
+    box_clip(box, p->img_h, p->img_w, p->coder.plus_one);
+    float sigmoid = 1.0f / (1.0f + expf(-logit));
+    *score = p->rank_by_logit ? logit : sigmoid;
+    return proposal_keep(p, box) && sigmoid >= p->score_thresh;
+}
+
 size_t proposals_scratch_bytes(const mr_proposal_params *p);
 
 /* Returns the number of proposals written. scratch: proposals_scratch_bytes(p). */
@@ -84,8 +106,9 @@ int proposals_cpu(const mr_proposal_params *p, const float *const *logits, const
 
 /* proposals_cpu after its ranking step: ranked[l] holds level l's first
  * min(pre_nms_top_n, H*W*A) anchor indices by descending logit, equal
- * logits by ascending index (the CUDA backend ranks on the GPU and selects
- * here). Same scratch as proposals_cpu. */
+ * logits by ascending index. Same scratch as proposals_cpu. The CUDA
+ * backend runs the same steps on the GPU (cuda/proposals.cu, cuda/nms.cu)
+ * in this function's order. */
 int proposals_select(const mr_proposal_params *p, const int *const *ranked, const float *const *logits,
                      const float *const *deltas, float *boxes, float *scores, void *scratch);
 

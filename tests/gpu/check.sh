@@ -27,8 +27,8 @@
 #   env:         PYTHON (default python3, must have torch with CUDA),
 #                BENCH_RUNS (default 20), WORK (default /tmp/gpucheck)
 # Debugging switches of the backend (cuda/cuda_internal.h): MR_CUDA_SYNC=1,
-# MR_CUDA_FUSED_Z=1 (residual as cuDNN's z), MR_CUDA_HOST_POST=1 (box
-# post-processing wholly on the host).
+# MR_CUDA_FUSED_Z=1 (residual as cuDNN's z), MR_CUDA_HOST_POST=1 (RPN
+# selection and box post-processing wholly on the host).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 T0=$(date +%s)
