@@ -887,7 +887,7 @@ static int boxes_scores_ok(const float *boxes, const float *scores, int n, float
 
 #define RPN_LEVELS 2
 #define RPN_A 3
-#define RPN_CAP 20
+#define RPN_CAP 200
 
 static void op_rpn_proposals(fixture *f, tally *t)
 {
@@ -905,7 +905,6 @@ static void op_rpn_proposals(fixture *f, tally *t)
         p.stride_h[l] = p.stride_w[l] = (float)(8 << l);
     }
     p.offset = 0.0f;
-    p.pre_nms_top_n = 50;
     p.post_nms_top_n = RPN_CAP;
     p.post_nms_per_level = 0;
     p.nms_thresh = 0.7;
@@ -913,16 +912,20 @@ static void op_rpn_proposals(fixture *f, tally *t)
     p.coder = (mr_box_coder){{1, 1, 1, 1}, 4.135166556742356f, 0};
     p.img_h = p.img_w = 64.0f;
 
-    /* grid (per level), score threshold, expect proposals */
+    /* grid (per level), score threshold, pre-NMS top-N per level, expect
+     * proposals. The NMS works on 64-box words: the last case's 300 boxes
+     * per level span five, so the GPU's multi-word path runs too. */
     static const struct {
         int grid[RPN_LEVELS];
         float score_thresh;
+        int pre_nms_top_n;
         int expect_some;
         const char *what;
     } cases[] = {
-        {{8, 4}, 0.0f, 1, "8x8 + 4x4 grids"},
-        {{8, 4}, 1.01f, 0, "every score under the threshold"},
-        {{0, 0}, 0.0f, 0, "empty grids"},
+        {{8, 4}, 0.0f, 50, 1, "8x8 + 4x4 grids"},
+        {{8, 4}, 1.01f, 50, 0, "every score under the threshold"},
+        {{0, 0}, 0.0f, 50, 0, "empty grids"},
+        {{16, 12}, 0.0f, 300, 1, "16x16 + 12x12 grids, 300 per level"},
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         float *dlog[RPN_LEVELS], *ddel[RPN_LEVELS], *hlog[RPN_LEVELS], *hdel[RPN_LEVELS];
@@ -945,6 +948,7 @@ static void op_rpn_proposals(fixture *f, tally *t)
             hdel[l] = hd;
         }
         p.score_thresh = cases[ci].score_thresh;
+        p.pre_nms_top_n = cases[ci].pre_nms_top_n;
         float *db = dev_output(f, NULL, 4 * RPN_CAP), *ds = dev_output(f, NULL, RPN_CAP);
         mr_tensor tb = mr_tensor_make(db, RPN_CAP, 1, 1, 4), ts = mr_tensor_make(ds, RPN_CAP, 1, 1, 1);
         char label[160];
@@ -1007,7 +1011,7 @@ static void op_rpn_proposals(fixture *f, tally *t)
 /* ---------------------------------------------------------- box_detections */
 
 #define BOX_K 5
-#define BOX_CAP 10
+#define BOX_CAP 100
 
 static void op_box_detections(fixture *f, tally *t)
 {
@@ -1032,6 +1036,7 @@ static void op_box_detections(fixture *f, tally *t)
         {24, 0.05f, 1, "24 rois"},
         {0, 0.05f, 0, "0 rois"},
         {24, 1.0f, 0, "every score under the threshold"},
+        {300, 0.05f, 1, "300 rois (NMS groups over 64 boxes)"},
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         int n = cases[ci].n;
