@@ -22,25 +22,27 @@ CLASSES = ["circle", "square", "triangle", "star"]  # category ids 1..4 = model 
 TRAIN_SEED, HELDOUT_SEED, DEMO_SEED = 1, 2, 3
 MIN_SIDE, MAX_SIDE = 208, 272        # image sides, uniform
 MIN_OBJ, MAX_OBJ = 2, 7              # objects per scene
-MIN_R, MAX_R = 10, 50                # shape "radius" (half its extent), px
-MIN_VISIBLE = 0.6                    # an object keeps at least this fraction of its area visible
+MIN_R, MAX_R = 12, 50                # shape "radius" (half its extent), px
+MIN_VISIBLE = 0.7                    # an object keeps at least this fraction of its area visible
 
 
 def _rng(seed, index):
     return np.random.default_rng([int(seed), int(index)])
 
 
-def _colour(rng, avoid=None):
-    """A random RGB colour; at least some distance from `avoid` so shapes stay visible."""
-    for _ in range(20):
+def _colour(rng, avoid):
+    """A random RGB colour at least some distance from every colour in `avoid` (the background's
+    two colours and their mean), so a shape never melts into any part of its background."""
+    avoid = np.asarray(avoid, np.float64).reshape(-1, 3)
+    for _ in range(50):
         c = rng.integers(0, 256, 3)
-        if avoid is None or np.abs(c - avoid).sum() > 120:
+        if all(np.abs(c - a).sum() > 120 for a in avoid):
             return c
-    return 255 - np.asarray(avoid)
+    return (255 - avoid.mean(0)).round()
 
 
 def _background(rng, h, w):
-    """uint8 HxWx3: one of gradient, stripes, checkerboard or blotches, plus noise."""
+    """(uint8 HxWx3: one of gradient, stripes, checkerboard or blotches, plus noise; its two colours)."""
     kind = rng.integers(0, 4)
     c1, c2 = rng.integers(0, 256, 3).astype(np.float64), rng.integers(0, 256, 3).astype(np.float64)
     yy, xx = np.mgrid[0:h, 0:w].astype(np.float64)
@@ -60,7 +62,7 @@ def _background(rng, h, w):
                        np.float64) / 255
     img = c1 + (c2 - c1) * t[..., None]
     img += rng.normal(0, rng.uniform(2, 12), img.shape)
-    return np.clip(img, 0, 255).astype(np.uint8)
+    return np.clip(img, 0, 255).astype(np.uint8), (c1, c2)
 
 
 def _polygon(cls, cx, cy, r, rot, rng):
@@ -89,8 +91,9 @@ def make_scene(seed, index):
     """(image uint8 HxWx3 RGB, [(class id 1..4, visible mask bool HxW)]), a function of (seed, index)."""
     rng = _rng(seed, index)
     h, w = (int(v) for v in rng.integers(MIN_SIDE, MAX_SIDE + 1, 2))
-    img = _background(rng, h, w).astype(np.float64)
-    bg_mean = img.reshape(-1, 3).mean(0)
+    img, bg_colours = _background(rng, h, w)
+    img = img.astype(np.float64)
+    avoid = [*bg_colours, img.reshape(-1, 3).mean(0)]
     objects = []  # [class, visible mask]
     n = int(rng.integers(MIN_OBJ, MAX_OBJ + 1))
     for _ in range(n * 4):  # attempts
@@ -105,10 +108,10 @@ def make_scene(seed, index):
         # Occlusion: the new shape lies on top; every earlier object must stay mostly visible.
         if any((vis & ~mask).sum() < MIN_VISIBLE * full for _, vis, full in objects):
             continue
-        colour = _colour(rng, bg_mean).astype(np.float64)
+        colour = _colour(rng, avoid).astype(np.float64)
         fill = np.broadcast_to(colour, img.shape).copy()
         if rng.random() < 0.4:  # textured fill: a second colour in stripes or noise
-            c2 = _colour(rng, bg_mean).astype(np.float64)
+            c2 = _colour(rng, avoid).astype(np.float64)
             yy, xx = np.mgrid[0:h, 0:w]
             t = ((xx + yy) // int(rng.integers(3, 10)) % 2) if rng.random() < 0.5 else rng.random((h, w)) < 0.3
             fill = np.where(t[..., None].astype(bool), c2 * 0.5 + colour * 0.5, colour)

@@ -2,6 +2,9 @@
 
     nice -n 10 /usr/bin/python3 models/shapes/train.py --out build/shapes_train [--iters N] [--threads 1]
 
+The shipped weights: `--iters 4000`, then the same command with `--iters 5000`, which resumes at
+iteration 4000 on the longer cosine (lr 0.002 there, down to 0): models/README.md.
+
 Recipe (the defaults; everything is seeded, so a rerun retraces the same steps up to
 floating-point thread nondeterminism): scenes shapes_data.make_scene(TRAIN_SEED, i) generated on
 the fly, batch BATCH, SGD momentum 0.9, weight decay 1e-4, linear warm-up over WARMUP
@@ -97,7 +100,7 @@ def precise_bn(model, n_batches, start_index):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
-    ap.add_argument("--iters", type=int, default=2200)
+    ap.add_argument("--iters", type=int, default=4000)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--stop-after", type=int, default=None, help="stop (with a checkpoint) after this iteration")
     a = ap.parse_args()
