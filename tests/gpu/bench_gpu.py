@@ -253,14 +253,14 @@ def main():
 
     names = list(cols)
     med = {k: {s: statistics.median(x[s] for x in cols[k]) for s in STAGES + ["total"]} for k in names}
-    print(f"\n{'GPU' if gpu else 'DRY RUN on the CPU'}: {h}x{w} input, ms, median of {a.rounds} rounds x {a.runs} runs "
+    print(f"\n{'GPU' if gpu else 'DRY RUN on the CPU'}: {h}x{w} input, ms per stage, median of {a.rounds} rounds x {a.runs} runs "
           f"(model time: decode and output excluded)")
-    print(f"{'stage':<11}" + "".join(f"{n:>15}" for n in names))
+    print(f"{'stage':<11}" + "".join(f"{n:>18}" for n in names))
     for s in STAGES + ["total"]:
-        print(f"{s:<11}" + "".join(f"{med[n][s] * 1000:>15.2f}" for n in names))
+        print(f"{s:<11}" + "".join(f"{med[n][s] * 1000:>18.2f}" for n in names))
     print(f"{'vs torch':<11}" + "".join(
-        f"{med[n]['total'] / med['torch ' + n.split()[1]]['total']:>14.2f}x" for n in names))
-    print(f"{'GPU MiB':<11}" + "".join(f"{mib(peak[n]):>15}" for n in names) +
+        f"{med[n]['total'] / med['torch ' + n.split()[1]]['total']:>17.2f}x" for n in names))
+    print(f"{'GPU MiB':<11}" + "".join(f"{mib(peak[n]):>18}" for n in names) +
           "   (nvidia-smi, per process, peak while it ran)")
     for k, (al, rs) in torch_alloc.items():
         print(f"{k}: max_memory_allocated {al:.0f} MiB, max_memory_reserved {rs:.0f} MiB")
