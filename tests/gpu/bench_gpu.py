@@ -262,6 +262,13 @@ def main():
         f"{med[n]['total'] / med['torch ' + n.split()[1]]['total']:>17.2f}x" for n in names))
     print(f"{'GPU MiB':<11}" + "".join(f"{mib(peak[n]):>18}" for n in names) +
           "   (nvidia-smi, per process, peak while it ran)")
+    if gpu:
+        t32, f32 = med["ours tf32"]["total"] * 1000, med["ours fp32"]["total"] * 1000
+        x32 = med["torch tf32"]["total"] / med["ours tf32"]["total"]
+        xf = med["torch fp32"]["total"] / med["ours fp32"]["total"]
+        print(f"targets (issue #8): tf32 {t32:.2f} ms (<= 6: {'met' if t32 <= 6 else 'NOT met'}), fp32 {f32:.2f} ms "
+              f"(<= 14: {'met' if f32 <= 14 else 'NOT met'}), faster than torchvision eager {x32:.1f}x tf32, "
+              f"{xf:.1f}x fp32 (>= 4: {'met' if min(x32, xf) >= 4 else 'NOT met'})")
     for k, (al, rs) in torch_alloc.items():
         print(f"{k}: max_memory_allocated {al:.0f} MiB, max_memory_reserved {rs:.0f} MiB")
 
