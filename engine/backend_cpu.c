@@ -22,14 +22,17 @@ static mr_status cpu_buffer_alloc(void *ctx, size_t bytes, void **out, mr_error 
 
 static void cpu_buffer_free(void *ctx, void *ptr)
 {
-    (void)ctx;
+    cpu_layout_freed(ctx, ptr);
     free(ptr);
 }
 
+/* Copies to and from the host: the source is read as NHWC
+ * (backend_cpu_layout.c); either side may be host memory the backend does
+ * not know, which no record overlaps. */
 static mr_status cpu_copy(void *ctx, void *dst, const void *src, size_t bytes, mr_error *err)
 {
-    (void)ctx;
-    (void)err;
+    MR_TRY(cpu_layout_nhwc(ctx, src, bytes, err));
+    cpu_layout_written(ctx, dst, bytes);
     if (bytes) memmove(dst, src, bytes);
     return MR_OK;
 }
@@ -44,11 +47,14 @@ static mr_status cpu_sync(void *ctx, mr_error *err)
 /* Max pooling in NHWC; padded taps never win (PyTorch's -inf padding). */
 static mr_status cpu_max_pool(void *ctx, const mr_pool_params *p, const mr_tensor *x, mr_tensor *y, mr_error *err)
 {
-    (void)ctx;
     if (x->c != y->c || x->n != y->n) return mr_fail(err, MR_ERR_SHAPE, "max_pool: channel/batch mismatch");
     if (y->h != (x->h + 2 * p->pad - p->kernel) / p->stride + 1 || y->w != (x->w + 2 * p->pad - p->kernel) / p->stride + 1)
         return mr_fail(err, MR_ERR_SHAPE, "max_pool: a %dx%d input does not give a %dx%d output", x->h, x->w, y->h,
                        y->w);
+    mr_tensor xv, yv; /* a blocked x runs as NHWC of 8-channel images (backend_cpu_layout.c) */
+    MR_TRY(cpu_layout_channelwise(ctx, x, y, &xv, &yv, err));
+    x = &xv;
+    y = &yv;
     int C = x->c;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int n = 0; n < y->n; n++) {
@@ -85,8 +91,11 @@ static inline int nearest_index(int dst, int in, int out)
 
 static mr_status cpu_upsample_nearest(void *ctx, const mr_tensor *x, mr_tensor *y, mr_error *err)
 {
-    (void)ctx;
     if (x->c != y->c || x->n != y->n) return mr_fail(err, MR_ERR_SHAPE, "upsample_nearest: channel/batch mismatch");
+    mr_tensor xv, yv; /* a blocked x runs as NHWC of 8-channel images (backend_cpu_layout.c) */
+    MR_TRY(cpu_layout_channelwise(ctx, x, y, &xv, &yv, err));
+    x = &xv;
+    y = &yv;
     size_t C = (size_t)x->c;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int n = 0; n < y->n; n++)

@@ -10,14 +10,23 @@
  * of shapes (image orientations, RoI counts) is all one run sees. */
 #define CPU_CONV_CACHE 8
 
+/* Tensor memory that holds nChw8c, not NHWC (backend_cpu_layout.c). */
+typedef struct {
+    float *data;
+    int n, h, w, c;
+} cpu_blocked_rec;
+#define CPU_BLOCKED_RECS 64
+
 typedef struct {
     dnnl_engine_t engine;
     dnnl_stream_t stream;
     int threads;
     void *scratch; /* oneDNN scratchpad and GEMM temporaries, grown per new shape */
     size_t scratch_size;
-    void *blocked;      /* blocked copies of a conv's input and output */
+    void *blocked; /* a tensor's worth of room for in-place layout changes */
     size_t blocked_size;
+    cpu_blocked_rec recs[CPU_BLOCKED_RECS];
+    int rec_count;
     void *post_scratch; /* the detection ops' (top-k, NMS, paste) */
     size_t post_scratch_size;
 } cpu_ctx;
@@ -27,13 +36,10 @@ typedef enum { CPU_LAYER_CONV, CPU_LAYER_LINEAR, CPU_LAYER_DECONV2X2 } cpu_layer
 typedef struct {
     int n, h, w, accumulate;
     dnnl_primitive_t prim;
-    dnnl_memory_desc_t src_md, wei_md, bias_md, dst_md; /* NHWC src/dst: the tensors' layout */
-    /* Spatial convolutions run on channel-blocked copies (nChw8c): oneDNN's
-     * AVX2 kernels are 1.2-3x faster on them than on NHWC, far more than
-     * the two reorders cost (1x1 convolutions are as fast in NHWC). */
+    /* src/dst are nChw8c where `blocked` (channels a multiple of 8: the
+     * tensors stay in that layout between convolutions), else NHWC. */
+    dnnl_memory_desc_t src_md, wei_md, bias_md, dst_md;
     int blocked;
-    dnnl_primitive_t to_blocked, from_blocked;
-    dnnl_memory_desc_t src_blk_md, dst_blk_md;
     float *weights; /* in the layout the primitive chose */
     int owns_weights;
     size_t scratch_bytes;
@@ -57,6 +63,35 @@ struct mr_layer {
 
 mr_status cpu_scratch_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err);
 mr_status cpu_blocked_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err);
+
+/* Readers of [p, p+bytes) as NHWC call cpu_layout_nhwc first; writers of
+ * NHWC output call cpu_layout_written; blocked convolutions call
+ * cpu_layout_blocked on what they read (turned in place if need be) and
+ * cpu_layout_will_be_blocked on what they write. `keep` is a tensor the call
+ * must leave blocked (the convolution's other operand). */
+mr_status cpu_layout_nhwc(cpu_ctx *c, const void *p, size_t bytes, mr_error *err);
+void cpu_layout_written(cpu_ctx *c, const void *p, size_t bytes);
+void cpu_layout_freed(cpu_ctx *c, void *p);
+mr_status cpu_layout_blocked(cpu_ctx *c, const mr_tensor *t, const mr_tensor *keep, mr_error *err);
+mr_status cpu_layout_will_be_blocked(cpu_ctx *c, const mr_tensor *t, const mr_tensor *keep, mr_error *err);
+
+/* For ops that treat every channel alike (max pool, nearest upsample): xv
+ * and yv are what to run the NHWC loop on. A blocked x gives views as NHWC
+ * of n*c/8 images of 8 channels, and y is recorded blocked; otherwise x is
+ * read as NHWC and xv, yv are x, y. */
+mr_status cpu_layout_channelwise(cpu_ctx *c, const mr_tensor *x, const mr_tensor *y, mr_tensor *xv, mr_tensor *yv,
+                                 mr_error *err);
+
+static inline mr_status cpu_read(cpu_ctx *c, const mr_tensor *t, mr_error *err)
+{
+    return cpu_layout_nhwc(c, t->data, sizeof(float) * mr_tensor_numel(t), err);
+}
+
+/* An op's output: its whole capacity is forgotten as blocked. */
+static inline void cpu_wrote(cpu_ctx *c, const mr_tensor *t)
+{
+    cpu_layout_written(c, t->data, sizeof(float) * t->cap);
+}
 
 mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, const float *w_oihw,
                         const float *bias, mr_layer **out, mr_error *err);

@@ -21,10 +21,12 @@ static mr_status post_scratch(cpu_ctx *c, size_t bytes, void **out, mr_error *er
 mr_status cpu_roi_align(void *ctx, const mr_roi_align_params *p, const mr_level_map *map,
                         const mr_tensor *const *levels, const mr_tensor *rois, mr_tensor *out, mr_error *err)
 {
-    (void)ctx;
     if (out->n != rois->n || out->h != p->out_h || out->w != p->out_w || out->c != levels[0]->c)
         return mr_fail(err, MR_ERR_SHAPE, "roi_align: output must be [%d,%d,%d,%d]", rois->n, p->out_h, p->out_w,
                        levels[0]->c);
+    for (int l = 0; l <= map->max_level - map->min_level; l++) MR_TRY(cpu_read(ctx, levels[l], err));
+    MR_TRY(cpu_read(ctx, rois, err));
+    cpu_wrote(ctx, out);
     roi_align_multilevel_cpu(p, map, levels, rois->data, rois->n, NULL, out->data);
     return MR_OK;
 }
@@ -36,11 +38,15 @@ mr_status cpu_rpn_proposals(void *ctx, const mr_proposal_params *p, const mr_ten
     for (int l = 0; l < p->num_levels; l++) {
         lg[l] = logits[l]->data;
         dl[l] = deltas[l]->data;
+        MR_TRY(cpu_read(ctx, logits[l], err));
+        MR_TRY(cpu_read(ctx, deltas[l], err));
     }
     size_t cap = (size_t)p->post_nms_top_n;
     if (boxes->cap < 4 * cap || scores->cap < cap)
         return mr_fail(err, MR_ERR_SHAPE, "rpn_proposals: outputs hold fewer than post_nms_top_n = %d rows",
                        p->post_nms_top_n);
+    cpu_wrote(ctx, boxes);
+    cpu_wrote(ctx, scores);
     void *scratch = NULL;
     MR_TRY(post_scratch(ctx, proposals_scratch_bytes(p), &scratch, err));
     int n = proposals_cpu(p, lg, dl, boxes->data, scores->data, scratch);
@@ -58,6 +64,12 @@ mr_status cpu_box_detections(void *ctx, const mr_box_post_params *p, const mr_te
     if (logits->n != rois->n || deltas->n != rois->n || logits->c != p->num_classes || deltas->c != 4 * p->num_classes)
         return mr_fail(err, MR_ERR_SHAPE, "box_detections: logits/deltas do not match %d rois of %d classes", rois->n,
                        p->num_classes);
+    MR_TRY(cpu_read(ctx, rois, err));
+    MR_TRY(cpu_read(ctx, logits, err));
+    MR_TRY(cpu_read(ctx, deltas, err));
+    cpu_wrote(ctx, boxes);
+    cpu_wrote(ctx, scores);
+    cpu_wrote(ctx, labels);
     void *scratch = NULL;
     MR_TRY(post_scratch(ctx, box_post_scratch_bytes(p, rois->n), &scratch, err));
     int d = box_post_cpu(p, rois->data, logits->data, deltas->data, rois->n, boxes->data, scores->data,
@@ -69,11 +81,13 @@ mr_status cpu_box_detections(void *ctx, const mr_box_post_params *p, const mr_te
 mr_status cpu_mask_probs(void *ctx, const mr_tensor *logits, const mr_tensor *labels, mr_tensor *probs,
                          mr_error *err)
 {
-    (void)ctx;
     int K = logits->c, plane = logits->h * logits->w;
     if (labels->n != logits->n || probs->n != logits->n || probs->h * probs->w * probs->c != plane)
         return mr_fail(err, MR_ERR_SHAPE, "mask_probs: %d logits, %d labels, probs [%d,%d,%d,%d] do not match",
                        logits->n, labels->n, probs->n, probs->h, probs->w, probs->c);
+    MR_TRY(cpu_read(ctx, logits, err));
+    MR_TRY(cpu_read(ctx, labels, err));
+    cpu_wrote(ctx, probs);
     for (int d = 0; d < logits->n; d++) {
         int label = (int)labels->data[d];
         if (label < 0 || label >= K)
@@ -88,6 +102,8 @@ mr_status cpu_mask_probs(void *ctx, const mr_tensor *logits, const mr_tensor *la
 mr_status cpu_mask_paste(void *ctx, const mr_mask_paste_params *p, const mr_tensor *probs, const mr_tensor *boxes,
                          int img_h, int img_w, uint8_t *const *masks, float *soft, mr_error *err)
 {
+    MR_TRY(cpu_read(ctx, probs, err));
+    MR_TRY(cpu_read(ctx, boxes, err));
     void *scratch = NULL;
     MR_TRY(post_scratch(ctx, mask_paste_scratch_bytes(p->mask_size, p->padding), &scratch, err));
     size_t plane = (size_t)img_h * (size_t)img_w, mplane = (size_t)p->mask_size * (size_t)p->mask_size;

@@ -1,7 +1,8 @@
-/* The CPU backend's layers: convolutions through oneDNN (NHWC activations,
- * weights reordered once into the layout the primitive prefers, bias,
- * residual sum and ReLU as post-ops of the same pass), fully connected
- * layers and the 2x2 stride-2 transposed convolution through oneDNN's sgemm. */
+/* The CPU backend's layers: convolutions through oneDNN (activations in
+ * nChw8c where the channels allow, else NHWC: backend_cpu_layout.c; weights
+ * reordered once into the layout the primitive prefers; bias, residual sum
+ * and ReLU as post-ops of the same pass), fully connected layers and the 2x2
+ * stride-2 transposed convolution through oneDNN's sgemm. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,8 +121,6 @@ static void cache_clear(mr_layer *l)
 {
     for (int i = 0; i < l->cache_count; i++) {
         dnnl_primitive_destroy(l->cache[i].prim);
-        if (l->cache[i].to_blocked) dnnl_primitive_destroy(l->cache[i].to_blocked);
-        if (l->cache[i].from_blocked) dnnl_primitive_destroy(l->cache[i].from_blocked);
         if (l->cache[i].owns_weights) free(l->cache[i].weights);
     }
     l->cache_count = 0;
@@ -188,8 +187,7 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
     e.h = x->h;
     e.w = x->w;
     e.accumulate = accumulate;
-    dnnl_primitive_desc_t rpd = NULL;
-    e.blocked = (p->kh > 1 || p->kw > 1) && !accumulate && p->groups == 1 && p->cin % 8 == 0 && p->cout % 8 == 0;
+    e.blocked = p->groups == 1 && p->cin % 8 == 0 && p->cout % 8 == 0;
 
     dnnl_dims_t src_dims = {x->n, p->cin, x->h, x->w}, dst_dims = {y->n, p->cout, y->h, y->w};
     dnnl_dims_t bias_dims = {p->cout}, strides = {p->stride, p->stride};
@@ -206,29 +204,14 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
         dnnl_dims_t wd = {g, p->cout / g, p->cin / g, p->kh, p->kw};
         DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_any, 5, wd, dnnl_f32, dnnl_format_tag_any), "weights desc");
     }
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.src_md, 4, src_dims, dnnl_f32, dnnl_nhwc), "src desc");
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.dst_md, 4, dst_dims, dnnl_f32, dnnl_nhwc), "dst desc");
+    dnnl_format_tag_t act = e.blocked ? dnnl_nChw8c : dnnl_nhwc;
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.src_md, 4, src_dims, dnnl_f32, act), "src desc");
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.dst_md, 4, dst_dims, dnnl_f32, act), "dst desc");
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.bias_md, 1, bias_dims, dnnl_f32, dnnl_a), "bias desc");
-    if (e.blocked) {
-        DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.src_blk_md, 4, src_dims, dnnl_f32, dnnl_nChw8c), "src desc");
-        DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.dst_blk_md, 4, dst_dims, dnnl_f32, dnnl_nChw8c), "dst desc");
-        DNNL_TRY(dnnl_reorder_primitive_desc_create(&rpd, &e.src_md, c->engine, &e.src_blk_md, c->engine, NULL),
-                 "input reorder");
-        DNNL_TRY(dnnl_primitive_create(&e.to_blocked, rpd), "input reorder");
-        dnnl_primitive_desc_destroy(rpd);
-        rpd = NULL;
-        DNNL_TRY(dnnl_reorder_primitive_desc_create(&rpd, &e.dst_blk_md, c->engine, &e.dst_md, c->engine, NULL),
-                 "output reorder");
-        DNNL_TRY(dnnl_primitive_create(&e.from_blocked, rpd), "output reorder");
-        st = cpu_blocked_reserve(c, dnnl_memory_desc_get_size(&e.src_blk_md) + dnnl_memory_desc_get_size(&e.dst_blk_md),
-                                 err);
-        if (st != MR_OK) goto done;
-    }
     dnnl_convolution_desc_t cd;
     DNNL_TRY(dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct,
-                                                        e.blocked ? &e.src_blk_md : &e.src_md, &wei_any,
-                                                        &e.bias_md, e.blocked ? &e.dst_blk_md : &e.dst_md, strides,
-                                                        dil, pad_l, pad_r),
+                                                        &e.src_md, &wei_any, &e.bias_md, &e.dst_md, strides, dil,
+                                                        pad_l, pad_r),
              "convolution desc");
     DNNL_TRY(dnnl_primitive_attr_create(&attr), "attr");
     DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "attr");
@@ -263,14 +246,11 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
     if (st != MR_OK) goto done;
     cpu_conv_entry *slot = &layer->cache[layer->cache_count++];
     *slot = e;
-    e.prim = e.to_blocked = e.from_blocked = NULL;
+    e.prim = NULL;
     e.owns_weights = 0;
     *out = slot;
 done:
     if (e.prim) dnnl_primitive_destroy(e.prim);
-    if (e.to_blocked) dnnl_primitive_destroy(e.to_blocked);
-    if (e.from_blocked) dnnl_primitive_destroy(e.from_blocked);
-    if (rpd) dnnl_primitive_desc_destroy(rpd);
     if (e.owns_weights) free(e.weights);
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (ops) dnnl_post_ops_destroy(ops);
@@ -293,37 +273,34 @@ mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y
     if (x->n == 0) return MR_OK;
     cpu_conv_entry *e;
     MR_TRY(conv_entry_get(c, layer, x, y, accumulate, &e, err));
+    /* The operands in the convolution's layout (in place), y's memory
+     * recorded as what it is about to hold. */
+    if (e->blocked) {
+        MR_TRY(cpu_layout_blocked(c, x, y, err));
+        if (accumulate) MR_TRY(cpu_layout_blocked(c, y, x, err));
+        else MR_TRY(cpu_layout_will_be_blocked(c, y, x, err));
+    } else {
+        MR_TRY(cpu_read(c, x, err));
+        if (accumulate) MR_TRY(cpu_read(c, y, err));
+        cpu_wrote(c, y);
+    }
     mr_status st = MR_OK;
-    /* m: src, weights, bias, dst, scratchpad, then the NHWC tensors when the
-     * convolution runs on blocked copies of them. */
-    dnnl_memory_t m[7] = {0};
-    char *blk_src = c->blocked, *blk_dst = blk_src + (e->blocked ? dnnl_memory_desc_get_size(&e->src_blk_md) : 0);
-    DNNL_TRY(dnnl_memory_create(&m[0], e->blocked ? &e->src_blk_md : &e->src_md, c->engine,
-                                e->blocked ? (void *)blk_src : x->data), "memory");
+    /* m: src, weights, bias, dst, scratchpad. */
+    dnnl_memory_t m[5] = {0};
+    DNNL_TRY(dnnl_memory_create(&m[0], &e->src_md, c->engine, x->data), "memory");
     DNNL_TRY(dnnl_memory_create(&m[1], &e->wei_md, c->engine, e->weights), "memory");
     DNNL_TRY(dnnl_memory_create(&m[2], &e->bias_md, c->engine, layer->bias), "memory");
-    DNNL_TRY(dnnl_memory_create(&m[3], e->blocked ? &e->dst_blk_md : &e->dst_md, c->engine,
-                                e->blocked ? (void *)blk_dst : y->data), "memory");
+    DNNL_TRY(dnnl_memory_create(&m[3], &e->dst_md, c->engine, y->data), "memory");
     dnnl_memory_desc_t sp_md;
     dnnl_dims_t sp_dims = {(dnnl_dim_t)e->scratch_bytes};
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&sp_md, 1, sp_dims, dnnl_u8, dnnl_a), "memory");
     DNNL_TRY(dnnl_memory_create(&m[4], &sp_md, c->engine, c->scratch), "memory");
-    if (e->blocked) {
-        DNNL_TRY(dnnl_memory_create(&m[5], &e->src_md, c->engine, x->data), "memory");
-        DNNL_TRY(dnnl_memory_create(&m[6], &e->dst_md, c->engine, y->data), "memory");
-        dnnl_exec_arg_t in[2] = {{DNNL_ARG_FROM, m[5]}, {DNNL_ARG_TO, m[0]}};
-        DNNL_TRY(dnnl_primitive_execute(e->to_blocked, c->stream, 2, in), "input reorder");
-    }
     dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, m[0]}, {DNNL_ARG_WEIGHTS, m[1]}, {DNNL_ARG_BIAS, m[2]},
                                {DNNL_ARG_DST, m[3]}, {DNNL_ARG_SCRATCHPAD, m[4]}};
     DNNL_TRY(dnnl_primitive_execute(e->prim, c->stream, 5, args), "convolution");
-    if (e->blocked) {
-        dnnl_exec_arg_t back[2] = {{DNNL_ARG_FROM, m[3]}, {DNNL_ARG_TO, m[6]}};
-        DNNL_TRY(dnnl_primitive_execute(e->from_blocked, c->stream, 2, back), "output reorder");
-    }
     DNNL_TRY(dnnl_stream_wait(c->stream), "convolution");
 done:
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < 5; i++)
         if (m[i]) dnnl_memory_destroy(m[i]);
     return st;
 }
@@ -343,12 +320,13 @@ static void bias_act_rows(float *y, int rows, int cols, const float *bias, int r
 
 mr_status cpu_linear(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y, mr_error *err)
 {
-    (void)vctx;
     const mr_linear_params *p = &layer->linear;
     int rows = x->n;
     if ((size_t)x->h * x->w * x->c != (size_t)p->in || (size_t)y->h * y->w * y->c != (size_t)p->out || y->n != rows)
         return mr_fail(err, MR_ERR_SHAPE, "%s: input/output sizes do not match %d->%d", layer->name, p->in, p->out);
     if (rows == 0) return MR_OK;
+    MR_TRY(cpu_read(vctx, x, err));
+    cpu_wrote(vctx, y);
     dnnl_status_t s = dnnl_sgemm('N', 'T', rows, p->out, p->in, 1.0f, x->data, p->in, layer->weights, p->in, 0.0f,
                                  y->data, p->out);
     if (s != dnnl_success) return mr_fail(err, MR_ERR_BACKEND, "%s: oneDNN sgemm failed (status %d)", layer->name, (int)s);
@@ -365,6 +343,8 @@ mr_status cpu_deconv2x2(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tens
                        p->cout);
     int rows = x->n * x->h * x->w, cols = 4 * p->cout;
     if (rows == 0) return MR_OK;
+    MR_TRY(cpu_read(c, x, err));
+    cpu_wrote(c, y);
     MR_TRY(cpu_scratch_reserve(c, sizeof(float) * (size_t)rows * (size_t)cols, err));
     float *tmp = c->scratch;
     dnnl_status_t s = dnnl_sgemm('N', 'N', rows, cols, p->cin, 1.0f, x->data, p->cin, layer->weights, cols, 0.0f,

@@ -1,0 +1,293 @@
+#!/usr/bin/env python3
+"""GPU latency of ours against torchvision eager on the same GPU (tests/gpu/bench.sh).
+
+  bench_gpu.py --work DIR [--device cuda|cpu] [--rounds R] [--runs N] [--batch K] [--min-size S]
+
+1. Seeded torchvision Mask R-CNN R-101-FPN (tests/parity/oracle.py, seed 0),
+   its weights exported for our engine; a synthetic 800x1216 image (the
+   COCO-test input size) and K (default 50) seeded photo-like images of
+   mixed sizes and orientations, 480x640 .. 1200x1600 (bench/bench_cpu.py's
+   batch).
+2. Per-stage latency on the 800x1216 image, R alternating rounds: in each
+   round every variant once, in turn: ours (build-gpu/detect --profile-runs
+   N: one warm-up run, then N measured runs, a device synchronise after each
+   stage) for fp32/tf32 x fold/--no-fold, and torchvision eager fp32 and tf32
+   (3 warm-up forwards, then N runs, synchronised after each stage). The
+   table gives the median over all measured runs, per stage and end to end
+   (model time: decode and output excluded for both), and each variant's
+   ratio to torchvision eager of the same precision.
+3. Peak GPU memory. torchvision: torch.cuda.max_memory_allocated (tensors)
+   and max_memory_reserved (its caching allocator's pool), reset per variant.
+   Ours reports no allocator figure, so for both the per-process used memory
+   that nvidia-smi reports (context, cuDNN/cuBLAS handles and workspaces
+   included) is sampled every 20 ms while the variant runs; the peak is shown.
+4. Throughput over the K images, file to pasted masks (decode included, the
+   model load and one warm-up image excluded): ours tf32 and fp32 (one
+   process each over the folder, --profile-json per-image totals) and
+   torchvision eager tf32 and fp32 (after 3 warm-ups, synchronised per image).
+
+--device cpu with a small --min-size runs every part of this script on a
+machine without a GPU (bench.sh --dry-run): the numbers mean nothing then."""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "tests", "parity"))
+sys.path.insert(0, os.path.join(REPO, "bench"))
+BUILD = os.environ.get("DETECT_BUILD", os.path.join(REPO, "build-gpu"))
+CONFIG = os.path.join(REPO, "configs", "mask_rcnn_R-101-FPN_torchvision.json")
+STAGES = ["preprocess", "backbone", "fpn", "rpn", "box_head", "mask_head", "mask_paste"]
+OUR_VARIANTS = [("fp32", True), ("fp32", False), ("tf32", True), ("tf32", False)]
+
+import torch  # noqa: E402
+import oracle  # noqa: E402
+import bench_cpu  # noqa: E402  (the batch's image list)
+
+
+class GpuMemory:
+    """Peak per-process used GPU memory (MiB) from nvidia-smi, sampled in a
+    thread while a block runs; None where nvidia-smi is absent."""
+
+    def __init__(self, enabled):
+        self.enabled = enabled
+        self.peak = {}
+
+    def _sample(self):
+        while not self._stop.is_set():
+            try:
+                out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                                      "--format=csv,noheader,nounits"], capture_output=True, text=True,
+                                     timeout=5).stdout
+            except (OSError, subprocess.TimeoutExpired):
+                return
+            for line in out.splitlines():
+                parts = [p.strip() for p in line.split(",")]
+                if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+                    pid, mib = int(parts[0]), int(parts[1])
+                    self.peak[pid] = max(self.peak.get(pid, 0), mib)
+            self._stop.wait(0.02)
+
+    def __enter__(self):
+        self.peak = {}
+        self._stop = threading.Event()
+        if self.enabled:
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self.enabled:
+            self._thread.join()
+
+    def of(self, pid=None):
+        """Peak of `pid`, or of every process but this one (a child we ran)."""
+        if not self.enabled:
+            return None
+        vals = [v for p, v in self.peak.items() if (p == pid if pid is not None else p != os.getpid())]
+        return max(vals, default=None)
+
+
+def write_config(work, min_size, max_size):
+    with open(CONFIG) as f:
+        cfg = json.load(f)
+    cfg["input"]["min_size"], cfg["input"]["max_size"] = min_size, max_size
+    path = os.path.join(work, "config.json")
+    with open(path, "w") as f:
+        json.dump(cfg, f, indent=1)
+    return path
+
+
+def run_ours(a, cfg, images, args, mem):
+    """One detect process; its --profile-json runs, and its peak GPU memory."""
+    pj = os.path.join(a.work, "profile.json")
+    cmd = [os.path.join(BUILD, "detect"), "--config", cfg, "--weights", os.path.join(a.work, "w.safetensors"),
+           "--device", a.device, "-q", "--profile-json", pj] + args + images
+    with mem:
+        r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed:\n{r.stderr}")
+    with open(pj) as f:
+        return json.load(f)["runs"], mem.of()
+
+
+def set_tf32(on):
+    torch.backends.cuda.matmul.allow_tf32 = on
+    torch.backends.cudnn.allow_tf32 = on
+
+
+def sync_fn(dev):
+    return torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+
+
+def torch_stage_runs(model, img, dev, runs):
+    """Per-run stage seconds of torchvision's eager forward, synchronised after each stage."""
+    from torchvision.models.detection.roi_heads import maskrcnn_inference
+    m, x, sync = model, oracle.image_tensor(img).to(dev), sync_fn(dev)
+    out = []
+    with torch.no_grad():
+        for it in range(3 + runs):
+            sync()
+            t = [time.perf_counter()]
+            il, _ = m.transform([x])
+            sync(); t.append(time.perf_counter())
+            body = m.backbone.body(il.tensors)
+            sync(); t.append(time.perf_counter())
+            feats = m.backbone.fpn(body)
+            sync(); t.append(time.perf_counter())
+            props, _ = m.rpn(il, feats)
+            sync(); t.append(time.perf_counter())
+            rh = m.roi_heads
+            cl, br = rh.box_predictor(rh.box_head(rh.box_roi_pool(feats, props, il.image_sizes)))
+            boxes, scores, labels = rh.postprocess_detections(cl, br, props, il.image_sizes)
+            sync(); t.append(time.perf_counter())
+            mp = maskrcnn_inference(rh.mask_predictor(rh.mask_head(rh.mask_roi_pool(feats, boxes, il.image_sizes))),
+                                    labels)
+            sync(); t.append(time.perf_counter())
+            m.transform.postprocess([dict(boxes=boxes[0], scores=scores[0], labels=labels[0], masks=mp[0])],
+                                    il.image_sizes, [tuple(x.shape[-2:])])
+            sync(); t.append(time.perf_counter())
+            if it >= 3:
+                run = {s: t[k + 1] - t[k] for k, s in enumerate(STAGES)}
+                run["total"] = t[-1] - t[0]
+                out.append(run)
+    return out
+
+
+def torch_files(model, paths, dev):
+    """Seconds per file, decode (PIL) to pasted masks on the host, after 3 warm-ups."""
+    from PIL import Image
+    import numpy as np
+    sync, out = sync_fn(dev), []
+    with torch.no_grad():
+        for k, p in enumerate(paths[:3] + paths):
+            sync()
+            t0 = time.perf_counter()
+            with Image.open(p) as im:
+                img = np.array(im.convert("RGB"), dtype=np.uint8)
+            r = model([oracle.image_tensor(img).to(dev)])[0]
+            r["masks"].cpu()
+            sync()
+            if k >= 3:
+                out.append(time.perf_counter() - t0)
+    return out
+
+
+def mib(v):
+    return f"{v:.0f}" if v is not None else "n/a"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="cpu: a dry run of this script")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds")
+    ap.add_argument("--runs", type=int, default=10, help="measured runs per variant and round")
+    ap.add_argument("--batch", type=int, default=50, help="images in the throughput batch (0: none)")
+    ap.add_argument("--min-size", type=int, default=800, help="the resize's short side (dry runs: smaller)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    torch.set_num_threads(a.threads)
+    dev = torch.device(a.device)
+    gpu = dev.type == "cuda"
+    mem = GpuMemory(gpu and subprocess.run(["which", "nvidia-smi"], capture_output=True).returncode == 0)
+    max_size = a.min_size * 1333 // 800
+    h, w = a.min_size, a.min_size * 1216 // 800
+
+    t = time.time()
+    cfg = write_config(a.work, a.min_size, max_size)
+    model = oracle.build_model(0, min_size=a.min_size, max_size=max_size)
+    oracle.export_weights(model, os.path.join(a.work, "w.safetensors"))
+    model = model.to(dev)
+    img = oracle.make_synthetic_image(h, w, 0)
+    png = os.path.join(a.work, f"synthetic_{h}x{w}.png")
+    oracle.save_png(img, png)
+    batch = []
+    if a.batch > 0:
+        bdir = os.path.join(a.work, "batch")
+        os.makedirs(bdir, exist_ok=True)
+        batch = bench_cpu.make_batch(bdir, scale=a.min_size / 800)[:a.batch]
+    name = torch.cuda.get_device_name(0) if gpu else "cpu (dry run)"
+    print(f"weights and {1 + len(batch)} images: {time.time() - t:.1f} s (torch {torch.__version__}, {name})",
+          flush=True)
+
+    # Per-stage latency, alternating rounds.
+    cols = {f"ours {p}{'' if f else ' nofold'}": [] for p, f in OUR_VARIANTS}
+    cols.update({f"torch {p}": [] for p in ("fp32", "tf32")})
+    peak = {k: None for k in cols}
+    torch_alloc = {}
+    for r in range(a.rounds):
+        t = time.time()
+        for prec, fold in OUR_VARIANTS:
+            k = f"ours {prec}{'' if fold else ' nofold'}"
+            args = ["--profile-runs", str(a.runs)]
+            if gpu:
+                args += ["--precision", prec] + ([] if fold else ["--no-fold"])
+            runs, m = run_ours(a, cfg, [png], args, mem)
+            cols[k] += [{s: x[s] for s in STAGES} for x in runs]
+            for x in cols[k][-len(runs):]:
+                x["total"] = sum(x[s] for s in STAGES)
+            peak[k] = max(filter(None, [peak[k], m]), default=None)
+        for prec in ("fp32", "tf32"):
+            k = f"torch {prec}"
+            set_tf32(prec == "tf32")
+            if gpu:
+                torch.cuda.empty_cache()
+                torch.cuda.reset_peak_memory_stats()
+            with mem:
+                cols[k] += torch_stage_runs(model, img, dev, a.runs)
+            peak[k] = max(filter(None, [peak[k], mem.of(os.getpid())]), default=None)
+            if gpu:
+                torch_alloc[k] = (torch.cuda.max_memory_allocated() / 2**20, torch.cuda.max_memory_reserved() / 2**20)
+        print(f"round {r + 1}/{a.rounds}: {time.time() - t:.1f} s", flush=True)
+
+    names = list(cols)
+    med = {k: {s: statistics.median(x[s] for x in cols[k]) for s in STAGES + ["total"]} for k in names}
+    print(f"\n{'GPU' if gpu else 'DRY RUN on the CPU'}: {h}x{w} input, ms per stage, median of {a.rounds} rounds x {a.runs} runs "
+          f"(model time: decode and output excluded)")
+    print(f"{'stage':<11}" + "".join(f"{n:>18}" for n in names))
+    for s in STAGES + ["total"]:
+        print(f"{s:<11}" + "".join(f"{med[n][s] * 1000:>18.2f}" for n in names))
+    print(f"{'vs torch':<11}" + "".join(
+        f"{med[n]['total'] / med['torch ' + n.split()[1]]['total']:>17.2f}x" for n in names))
+    print(f"{'GPU MiB':<11}" + "".join(f"{mib(peak[n]):>18}" for n in names) +
+          "   (nvidia-smi, per process, peak while it ran)")
+    if gpu:
+        t32, f32 = med["ours tf32"]["total"] * 1000, med["ours fp32"]["total"] * 1000
+        x32 = med["torch tf32"]["total"] / med["ours tf32"]["total"]
+        xf = med["torch fp32"]["total"] / med["ours fp32"]["total"]
+        print(f"targets (issue #8): tf32 {t32:.2f} ms (<= 6: {'met' if t32 <= 6 else 'NOT met'}), fp32 {f32:.2f} ms "
+              f"(<= 14: {'met' if f32 <= 14 else 'NOT met'}), faster than torchvision eager {x32:.1f}x tf32, "
+              f"{xf:.1f}x fp32 (>= 4: {'met' if min(x32, xf) >= 4 else 'NOT met'})")
+    for k, (al, rs) in torch_alloc.items():
+        print(f"{k}: max_memory_allocated {al:.0f} MiB, max_memory_reserved {rs:.0f} MiB")
+
+    if batch:
+        print(f"\nthroughput over {len(batch)} images of mixed sizes, file to pasted masks")
+        print(f"{'variant':<16}{'images/s':>10}{'median ms':>11}{'GPU MiB':>9}")
+        res = {}
+        for prec in ("tf32", "fp32"):
+            args = ["--precision", prec] if gpu else []
+            runs, m = run_ours(a, cfg, [batch[0]] + batch, args, mem)
+            res[f"ours {prec}"] = ([x["total"] for x in runs[1:]], m)
+            set_tf32(prec == "tf32")
+            with mem:
+                tt = torch_files(model, batch, dev)
+            res[f"torch {prec}"] = (tt, mem.of(os.getpid()))
+        for k, (ts, m) in res.items():
+            print(f"{k:<16}{len(ts) / sum(ts):>10.2f}{statistics.median(ts) * 1000:>11.2f}{mib(m):>9}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
