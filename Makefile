@@ -3,7 +3,7 @@
 #   make            build build/detect and build/libdetect.{a,so}
 #   make check      the README's test command and CI's: make test, make sanitize, make fuzz (~21 min)
 #   make test       unit tests (cmocka) + parity tests against torchvision (pytest)
-#   make bench      CPU time per stage beside torchvision's, one full-size image
+#   make bench      CPU time per stage beside torchvision's: one full-size image, a mixed-size batch
 #   make demo       the README's first command: install what is missing, run on an example
 #   make sanitize   unit and end-to-end tests under AddressSanitizer + UBSan (build-san/)
 #   make valgrind   one full image through memcheck: no errors, no leaks
