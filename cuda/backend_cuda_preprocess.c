@@ -151,12 +151,7 @@ mr_status cuda_preprocess(void *ctx, const mr_input_config *cfg, const mr_image 
                           mr_tensor *input, mr_error *err)
 {
     cuda_ctx *c = ctx;
-    if (img->h != geo->in_h || img->w != geo->in_w || !img->pixels)
-        return mr_fail(err, MR_ERR_SHAPE, "preprocess: a %dx%d image does not match its %dx%d geometry", img->h,
-                       img->w, geo->in_h, geo->in_w);
-    if (input->n != 1 || input->h != geo->padded_h || input->w != geo->padded_w || input->c != 3 || !input->data)
-        return mr_fail(err, MR_ERR_SHAPE, "preprocess: the input tensor is not [1,%d,%d,3]", geo->padded_h,
-                       geo->padded_w);
+    MR_TRY(image_preprocess_check(img, geo, input, err));
     MR_TRY(cuda_preprocess_reserve(c, cfg, 0, err));
     cuda_pre *p = c->pre;
     mr_pre_job job;

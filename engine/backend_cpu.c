@@ -147,12 +147,7 @@ static mr_status cpu_preprocess(void *vctx, const mr_input_config *cfg, const mr
                                 const mr_input_geometry *geo, mr_tensor *input, mr_error *err)
 {
     cpu_ctx *c = vctx;
-    if (img->h != geo->in_h || img->w != geo->in_w || !img->pixels)
-        return mr_fail(err, MR_ERR_SHAPE, "preprocess: a %dx%d image does not match its %dx%d geometry", img->h,
-                       img->w, geo->in_h, geo->in_w);
-    if (input->n != 1 || input->h != geo->padded_h || input->w != geo->padded_w || input->c != 3 || !input->data)
-        return mr_fail(err, MR_ERR_SHAPE, "preprocess: the input tensor is not [1,%d,%d,3]", geo->padded_h,
-                       geo->padded_w);
+    MR_TRY(image_preprocess_check(img, geo, input, err));
     MR_TRY(cpu_scratch_reserve(c, image_preprocess_scratch_bytes(geo), err));
     image_preprocess(cfg, img, geo, c->scratch, input);
     return MR_OK;

@@ -676,6 +676,18 @@ static mr_resize_cv2 cv2_params(const mr_input_geometry *g)
     return p;
 }
 
+mr_status image_preprocess_check(const mr_image *img, const mr_input_geometry *geo, const mr_tensor *input,
+                                 mr_error *err)
+{
+    if (img->h != geo->in_h || img->w != geo->in_w || !img->pixels)
+        return mr_fail(err, MR_ERR_SHAPE, "preprocess: a %dx%d image does not match its %dx%d geometry", img->h,
+                       img->w, geo->in_h, geo->in_w);
+    if (input->n != 1 || input->h != geo->padded_h || input->w != geo->padded_w || input->c != 3 || !input->data)
+        return mr_fail(err, MR_ERR_SHAPE, "preprocess: the input tensor is not [1,%d,%d,3]", geo->padded_h,
+                       geo->padded_w);
+    return MR_OK;
+}
+
 size_t image_preprocess_scratch_bytes(const mr_input_geometry *g)
 {
     switch (g->method) {

@@ -162,6 +162,12 @@ mr_status image_geometry(const mr_input_config *cfg, int h, int w, mr_input_geom
  * the horizontal pass's uint8 intermediate (resize_pil_scratch_bytes). */
 size_t image_preprocess_scratch_bytes(const mr_input_geometry *g);
 
+/* MR_ERR_SHAPE unless img is the image geo was computed for and input is
+ * the [1, padded_h, padded_w, 3] tensor it needs: the backends' preprocess
+ * entries check this before touching either. */
+mr_status image_preprocess_check(const mr_image *img, const mr_input_geometry *geo, const mr_tensor *input,
+                                 mr_error *err);
+
 /* Writes out->data [1, g->padded_h, g->padded_w, 3] (out must have that
  * shape and its data allocated); g comes from image_geometry with the same
  * cfg; scratch holds image_preprocess_scratch_bytes(g) bytes, aligned for
