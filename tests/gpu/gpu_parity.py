@@ -40,6 +40,7 @@ CONFIG = os.path.join(REPO, "configs", "mask_rcnn_R-101-FPN_torchvision.json")
 
 import torch  # noqa: E402
 import oracle  # noqa: E402
+import bench_gpu  # noqa: E402  (torchvision's per-stage timing, shared with tests/gpu/bench.sh)
 from metrics import mask_iou, match_detections, near_tie, normalised_l2, proposal_recall  # noqa: E402
 
 FEATURE_TOL = 1e-4
@@ -106,39 +107,9 @@ def torch_forward(model, img, dev):
 
 
 def torch_stage_times(model, img, dev, runs):
-    """Median seconds per stage of torchvision's eager forward, synchronised after each stage."""
-    from torchvision.models.detection.roi_heads import maskrcnn_inference
-    m, x = model, oracle.image_tensor(img).to(dev)
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    times = {s: [] for s in STAGES + ["total"]}
-    with torch.no_grad():
-        for it in range(3 + runs):
-            sync()
-            t = [time.perf_counter()]
-            il, _ = m.transform([x])
-            sync(); t.append(time.perf_counter())
-            body = m.backbone.body(il.tensors)
-            sync(); t.append(time.perf_counter())
-            feats = m.backbone.fpn(body)
-            sync(); t.append(time.perf_counter())
-            props, _ = m.rpn(il, feats)
-            sync(); t.append(time.perf_counter())
-            rh = m.roi_heads
-            bf = rh.box_head(rh.box_roi_pool(feats, props, il.image_sizes))
-            cl, br = rh.box_predictor(bf)
-            boxes, scores, labels = rh.postprocess_detections(cl, br, props, il.image_sizes)
-            sync(); t.append(time.perf_counter())
-            ml = rh.mask_predictor(rh.mask_head(rh.mask_roi_pool(feats, boxes, il.image_sizes)))
-            mp = maskrcnn_inference(ml, labels)
-            sync(); t.append(time.perf_counter())
-            m.transform.postprocess([dict(boxes=boxes[0], scores=scores[0], labels=labels[0], masks=mp[0])],
-                                    il.image_sizes, [tuple(x.shape[-2:])])
-            sync(); t.append(time.perf_counter())
-            if it >= 3:
-                for k, s in enumerate(STAGES):
-                    times[s].append(t[k + 1] - t[k])
-                times["total"].append(t[-1] - t[0])
-    return {k: statistics.median(v) for k, v in times.items()}
+    """Median seconds per stage of torchvision's eager forward (bench_gpu's per-run timing)."""
+    per_run = bench_gpu.torch_stage_runs(model, img, dev, runs)
+    return {k: statistics.median(r[k] for r in per_run) for k in per_run[0]}
 
 
 def ours_stage_times(work, png, device, args, runs, env=None):
