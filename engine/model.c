@@ -128,22 +128,8 @@ static size_t plan_place(plan *p)
     return total;
 }
 
-/* Area of the level at `stride` (a power of 2) for the padded max input,
- * taking the larger of the two orientations. */
-static size_t level_area(const mr_model *m, int stride)
-{
-    size_t best = 0;
-    for (int o = 0; o < 2; o++) {
-        int h = o ? m->max_w : m->max_h, w = o ? m->max_h : m->max_w;
-        for (int s = 1; s < stride; s *= 2) {
-            h = half_up(h);
-            w = half_up(w);
-        }
-        if ((size_t)h * (size_t)w > best) best = (size_t)h * (size_t)w;
-    }
-    return best;
-}
-
+/* The level at `stride` (a power of 2) for the padded max input, each
+ * side halved (rounding up) once per factor of 2. */
 mr_extent model_level_extent(const mr_model *m, int stride)
 {
     mr_extent e = {1, m->max_h, m->max_w};
@@ -152,6 +138,14 @@ mr_extent model_level_extent(const mr_model *m, int stride)
         e.w = half_up(e.w);
     }
     return e;
+}
+
+/* Elements of one channel of the level at `stride` for the largest input;
+ * the same in either orientation, since each side is halved on its own. */
+static size_t level_area(const mr_model *m, int stride)
+{
+    mr_extent e = model_level_extent(m, stride);
+    return (size_t)e.h * (size_t)e.w;
 }
 
 /* The largest input and batch sizes, known before any layer is loaded
