@@ -87,9 +87,11 @@ def build_model(frozen_bn=False, num_classes=len(CLASS_NAMES), min_size=MIN_SIZE
     return model
 
 
-def frozen_copy(model):
-    """The inference model: FrozenBatchNorm2d with the trained running statistics."""
-    m = build_model(frozen_bn=True, min_size=model.transform.min_size[0], max_size=model.transform.max_size)
+def frozen_copy(model, **rcnn_kwargs):
+    """The inference model: FrozenBatchNorm2d with the trained running statistics (rcnn_kwargs:
+    training-time sampling settings, when it is trained further)."""
+    m = build_model(frozen_bn=True, min_size=model.transform.min_size[0], max_size=model.transform.max_size,
+                    **rcnn_kwargs)
     sd = {k: v for k, v in model.state_dict().items() if not k.endswith("num_batches_tracked")}
     m.load_state_dict(sd, strict=True)
     return m.eval()
