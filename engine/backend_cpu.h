@@ -82,6 +82,10 @@ mr_status cpu_layout_will_be_blocked(cpu_ctx *c, const mr_tensor *t, const mr_te
 mr_status cpu_layout_channelwise(cpu_ctx *c, const mr_tensor *x, const mr_tensor *y, mr_tensor *xv, mr_tensor *yv,
                                  mr_error *err);
 
+/* Whether t (this data, this shape) is held in nChw8c now: for readers that
+ * take either layout (RoIAlign) instead of calling cpu_read. */
+int cpu_layout_is_blocked(const cpu_ctx *c, const mr_tensor *t);
+
 static inline mr_status cpu_read(cpu_ctx *c, const mr_tensor *t, mr_error *err)
 {
     return cpu_layout_nhwc(c, t->data, sizeof(float) * mr_tensor_numel(t), err);

@@ -118,6 +118,11 @@ static int find(const cpu_ctx *c, const mr_tensor *t)
     return -1;
 }
 
+int cpu_layout_is_blocked(const cpu_ctx *c, const mr_tensor *t)
+{
+    return find(c, t) >= 0;
+}
+
 /* Adds a record; when the table is full, one (not `keep`'s) goes back to NHWC. */
 static mr_status add(cpu_ctx *c, const mr_tensor *t, const mr_tensor *keep, mr_error *err)
 {

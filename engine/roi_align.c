@@ -1,16 +1,41 @@
-/* CPU RoIAlign over NHWC features; see roi_align.h for the contract.
+/* CPU RoIAlign over NHWC or nChw8c features; see roi_align.h for the contract.
  *
  * The per-sample weights come from the shared MR_HD math. With NHWC the
  * four taps of a sample are four contiguous C-vectors, so the inner loop is
  * a straight multiply-add over channels that the compiler vectorises; per
  * channel it performs exactly the reference's float operations in the
- * reference's order. Nothing is precomputed per roi, so no scratch. */
+ * reference's order. nChw8c (the CPU backend's layout between convolutions)
+ * runs the same multiply-add per 8-channel block: the same operations per
+ * channel, so the same bits, without turning the FPN maps back to NHWC
+ * first. Nothing is precomputed per roi, so no scratch. */
 #include "roi_align.h"
 
 #include <math.h>
 #include <stddef.h>
 
-static void roi_align_one(const mr_roi_align_params *p, float spatial_scale, const mr_tensor *feat,
+/* o[c] += w1*f1[c] + w2*f2[c] + w3*f3[c] + w4*f4[c] for every channel; a
+ * tap's channels are contiguous (NHWC) or in blocks of 8 a plane apart. */
+static inline void accumulate_taps(float *restrict o, int C, int blocked, size_t plane, const float *fd, size_t t1,
+                                   size_t t2, size_t t3, size_t t4, float w1, float w2, float w3, float w4)
+{
+    if (!blocked) {
+        const float *restrict f1 = fd + t1 * C, *restrict f2 = fd + t2 * C;
+        const float *restrict f3 = fd + t3 * C, *restrict f4 = fd + t4 * C;
+#pragma omp simd
+        for (int c = 0; c < C; c++) o[c] += w1 * f1[c] + w2 * f2[c] + w3 * f3[c] + w4 * f4[c];
+        return;
+    }
+    for (int cb = 0; cb < C / 8; cb++) {
+        const float *restrict b = fd + (size_t)cb * plane * 8;
+        const float *restrict f1 = b + t1 * 8, *restrict f2 = b + t2 * 8;
+        const float *restrict f3 = b + t3 * 8, *restrict f4 = b + t4 * 8;
+        float *restrict ob = o + cb * 8;
+#pragma omp simd
+        for (int c = 0; c < 8; c++) ob[c] += w1 * f1[c] + w2 * f2[c] + w3 * f3[c] + w4 * f4[c];
+    }
+}
+
+static void roi_align_one(const mr_roi_align_params *p, float spatial_scale, const mr_tensor *feat, int blocked,
                           const float *roi, float *out)
 {
     const int H = feat->h, W = feat->w, C = feat->c;
@@ -36,12 +61,8 @@ static void roi_align_one(const mr_roi_align_params *p, float spatial_scale, con
                     if (!roi_align_axis(x, W, &xlo, &xhi, &lx)) continue;
                     float hx = 1.0f - lx;
                     float w1 = hy * hx, w2 = hy * lx, w3 = ly * hx, w4 = ly * lx;
-                    const float *restrict f1 = fd + ((size_t)ylo * W + xlo) * C;
-                    const float *restrict f2 = fd + ((size_t)ylo * W + xhi) * C;
-                    const float *restrict f3 = fd + ((size_t)yhi * W + xlo) * C;
-                    const float *restrict f4 = fd + ((size_t)yhi * W + xhi) * C;
-#pragma omp simd
-                    for (int c = 0; c < C; c++) o[c] += w1 * f1[c] + w2 * f2[c] + w3 * f3[c] + w4 * f4[c];
+                    accumulate_taps(o, C, blocked, (size_t)H * W, fd, (size_t)ylo * W + xlo, (size_t)ylo * W + xhi,
+                                    (size_t)yhi * W + xlo, (size_t)yhi * W + xhi, w1, w2, w3, w4);
                 }
             }
 #pragma omp simd
@@ -55,12 +76,19 @@ void roi_align_cpu(const mr_roi_align_params *p, const mr_tensor *feat, const fl
     size_t per_roi = (size_t)p->out_h * p->out_w * feat->c;
 #pragma omp parallel for schedule(dynamic, 4)
     for (int i = 0; i < n; i++)
-        roi_align_one(p, p->spatial_scale, feat, rois + 4 * (size_t)i, out + per_roi * i);
+        roi_align_one(p, p->spatial_scale, feat, 0, rois + 4 * (size_t)i, out + per_roi * i);
 }
 
 void roi_align_multilevel_cpu(const mr_roi_align_params *base, const mr_level_map *map,
                               const mr_tensor *const *levels, const float *rois, int n, int *roi_levels_out,
                               float *out)
+{
+    roi_align_multilevel_layout_cpu(base, map, levels, NULL, rois, n, roi_levels_out, out);
+}
+
+void roi_align_multilevel_layout_cpu(const mr_roi_align_params *base, const mr_level_map *map,
+                                     const mr_tensor *const *levels, const int *level_blocked, const float *rois, int n,
+                                     int *roi_levels_out, float *out)
 {
     size_t per_roi = (size_t)base->out_h * base->out_w * levels[0]->c;
 #pragma omp parallel for schedule(dynamic, 4)
@@ -69,6 +97,8 @@ void roi_align_multilevel_cpu(const mr_roi_align_params *base, const mr_level_ma
         int lvl = roi_level(map, roi);
         if (roi_levels_out) roi_levels_out[i] = lvl;
         /* 2^-lvl exactly, as torchvision's inferred 2 ** -k */
-        roi_align_one(base, ldexpf(1.0f, -lvl), levels[lvl - map->min_level], roi, out + per_roi * i);
+        int l = lvl - map->min_level;
+        roi_align_one(base, ldexpf(1.0f, -lvl), levels[l], level_blocked ? level_blocked[l] : 0, roi,
+                      out + per_roi * i);
     }
 }
