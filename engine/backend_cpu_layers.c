@@ -1,13 +1,16 @@
 /* The CPU backend's layers: convolutions through oneDNN (activations in
  * nChw8c where the channels allow, else NHWC: backend_cpu_layout.c; weights
  * reordered once into the layout the primitive prefers; bias, residual sum
- * and ReLU as post-ops of the same pass), fully connected layers and the 2x2
- * stride-2 transposed convolution through oneDNN's sgemm. */
+ * and ReLU as post-ops of the same pass), or, for 3x3 stride-1 ones where it
+ * is faster, our Winograd F(4x4,3x3) (conv_winograd.c); fully connected
+ * layers and the 2x2 stride-2 transposed convolution through oneDNN's
+ * sgemm. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend_cpu.h"
+#include "conv_winograd.h"
 
 #define DNNL_TRY(call, what)                                                                      \
     do {                                                                                          \
@@ -58,6 +61,29 @@ mr_status cpu_blocked_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err)
     return MR_OK;
 }
 
+/* Whether a convolution may run as Winograd F(4x4,3x3): 0 = never (not a
+ * 3x3 stride-1 pad-1 convolution on blocked channels, no AVX2/FMA, or
+ * MR_CPU_WINOGRAD=0), 1 = where wino_faster says so, 2 = every input shape
+ * (MR_CPU_WINOGRAD=1: tests and measurements). */
+static int wino_mode(const mr_conv_params *p)
+{
+    if (p->kh != 3 || p->kw != 3 || p->stride != 1 || p->pad != 1 || p->dilation != 1 || p->groups != 1 ||
+        p->cin % 8 || p->cout % 8)
+        return 0;
+    const char *env = getenv("MR_CPU_WINOGRAD");
+    if (env && !strcmp(env, "0")) return 0;
+    if (!wino_cpu_supported()) return 0;
+    return env && !strcmp(env, "1") ? 2 : 1;
+}
+
+/* WINO_RULE: not yet measured, so the direct path by default. */
+static int wino_faster(const mr_conv_params *p, const mr_tensor *x)
+{
+    (void)p;
+    (void)x;
+    return 0;
+}
+
 mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, const float *w_oihw,
                         const float *bias, mr_layer **out, mr_error *err)
 {
@@ -83,6 +109,15 @@ mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, co
         return mr_fail(err, MR_ERR_BACKEND, "%s: oneDNN weights descriptor failed", name);
     }
     if (bias) memcpy(l->bias, bias, sizeof(float) * (size_t)p->cout);
+    l->wino_mode = wino_mode(p);
+    if (l->wino_mode) {
+        mr_wino_params wp = {p->cin, p->cout, p->relu};
+        if (posix_memalign((void **)&l->wino_u, 64, sizeof(float) * wino_weights_floats(&wp)) != 0) {
+            cpu_layer_free(ctx, l);
+            return mr_fail(err, MR_ERR_OOM, "%s: out of memory (Winograd weights)", name);
+        }
+        wino_weights_transform(&wp, w_oihw, l->wino_u);
+    }
     *out = l;
     return MR_OK;
 }
@@ -133,6 +168,7 @@ void cpu_layer_free(void *ctx, mr_layer *l)
     cache_clear(l);
     free(l->weights);
     free(l->bias);
+    free(l->wino_u);
     free(l);
 }
 
@@ -271,6 +307,19 @@ mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y
         return mr_fail(err, MR_ERR_SHAPE, "%s: a %dx%d input gives a %dx%d output, not %dx%d", layer->name, x->h,
                        x->w, oh, ow, y->h, y->w);
     if (x->n == 0) return MR_OK;
+    const char *xb = (const char *)x->data, *yb = (const char *)y->data;
+    size_t xbytes = sizeof(float) * mr_tensor_numel(x), ybytes = sizeof(float) * mr_tensor_numel(y);
+    int disjoint = xb + xbytes <= yb || yb + ybytes <= xb;
+    if (layer->wino_u && disjoint && (layer->wino_mode == 2 || wino_faster(p, x))) {
+        mr_wino_params wp = {p->cin, p->cout, p->relu};
+        MR_TRY(cpu_scratch_reserve(c, wino_scratch_bytes(&wp, c->threads), err));
+        MR_TRY(cpu_layout_blocked(c, x, y, err));
+        if (accumulate) MR_TRY(cpu_layout_blocked(c, y, x, err));
+        else MR_TRY(cpu_layout_will_be_blocked(c, y, x, err));
+        wino_forward(&wp, layer->wino_u, layer->bias, x->data, x->n, x->h, x->w, y->data, accumulate, c->threads,
+                     c->scratch);
+        return MR_OK;
+    }
     cpu_conv_entry *e;
     MR_TRY(conv_entry_get(c, layer, x, y, accumulate, &e, err));
     /* The operands in the convolution's layout (in place), y's memory
