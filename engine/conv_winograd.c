@@ -2,15 +2,15 @@
  *
  * The tiles are processed in chunks of T (a multiple of the micro-kernel's
  * 6 rows), each chunk by one thread, start to end:
- *   1. input transform of the chunk: V[36][T][cin] (one 8-lane vector per
+ *   1. input transform of the chunk: V[T][36][cin] (one 8-lane vector per
  *      nChw8c channel block: the header's transforms on WINO_T = 8 floats);
  *   2. 36 GEMMs M[k] = V[k] x U[k], [T x cin] x [cin x cout], by a 6x16
  *      register-blocked FMA kernel (12 accumulators);
- *   3. output transform of M[36][T][cout] with bias, residual and ReLU,
+ *   3. output transform of M[T][36][cout] with bias, residual and ReLU,
  *      clipped at the image edge, straight into y.
- * T is chosen so that V and M (36 T (cin + cout) floats) stay within about
- * 1 MiB, L2 plus a little: the GEMMs then read V and M from cache and only
- * U streams from L3/memory, once per chunk. */
+ * T (chunk_max) trades the chunk's V and M (36 T (cin + cout) floats, in
+ * L2/L3) against how often U streams from memory: once per chunk. */
+#include <stdlib.h>
 #include <string.h>
 
 #include <omp.h>
@@ -36,20 +36,35 @@ size_t wino_weights_floats(const mr_wino_params *p)
     return (size_t)WINO_POINTS * (size_t)p->cin * (size_t)p->cout;
 }
 
-/* Tiles per chunk: V and M of a chunk in ~1 MiB, 6..96 tiles. */
-static int chunk_tiles(const mr_wino_params *p)
+/* Tiles per chunk, at most (a multiple of 6): 96, fewer only where V and M
+ * of a chunk would pass 16 MiB per thread. The GEMMs read one point's rows
+ * of V (T x cin) once per 16-wide panel of U, from L2; a larger T reads U
+ * (36 cin cout floats: 37.7 MB at 512 channels, more than L3) from memory
+ * fewer times. Measured at 1 thread (bench/NOTES.md section 6): T = 96 was
+ * as fast as 12..48 at 64..128 channels and up to 1.5x faster at 512. */
+static int chunk_max(const mr_wino_params *p)
 {
-    size_t per_tile = sizeof(float) * WINO_POINTS * (size_t)(p->cin + p->cout);
-    size_t t = ((size_t)1 << 20) / per_tile;
-    t = t / KROWS * KROWS;
-    if (t < KROWS) t = KROWS;
+    const char *env = getenv("MR_WINO_T");
+    if (env && atoi(env) >= KROWS) return atoi(env) / KROWS * KROWS;
+    size_t t = ((size_t)16 << 20) / (sizeof(float) * WINO_POINTS * (size_t)(p->cin + p->cout));
     if (t > 96) t = 96;
-    return (int)t;
+    t = t / KROWS * KROWS;
+    return t < KROWS ? KROWS : (int)t;
+}
+
+/* The chunk actually used: no larger than an even share of the tiles, so
+ * that small images (res5, P6) still give every thread work. */
+static int chunk_tiles(const mr_wino_params *p, long tiles, int threads)
+{
+    int t = chunk_max(p);
+    long share = (tiles + threads - 1) / threads;
+    share = (share + KROWS - 1) / KROWS * KROWS;
+    return share < t ? (int)share : t;
 }
 
 size_t wino_scratch_bytes(const mr_wino_params *p, int threads)
 {
-    size_t per = sizeof(float) * WINO_POINTS * (size_t)chunk_tiles(p) * (size_t)(p->cin + p->cout);
+    size_t per = sizeof(float) * WINO_POINTS * (size_t)chunk_max(p) * (size_t)(p->cin + p->cout);
     per = (per + 63) & ~(size_t)63;
     return per * (size_t)(threads > 0 ? threads : 1);
 }
@@ -82,16 +97,18 @@ void wino_weights_transform(const mr_wino_params *p, const float *w_oihw, float 
 /* ---------------------------------------------------------- transforms */
 
 /* Input transform of tiles [t0, t0 + count) of the image (tile index over
- * n, tile row, tile column) into V[36][T][cin]; rows count..T-1 are zeroed
- * (the kernel always runs 6 rows). */
+ * n, tile row, tile column) into V[T][36][cin]; tiles count..T-1 are zeroed
+ * (the kernel always runs 6 rows). Tile-major, so each tile's transform
+ * writes one contiguous block and the GEMM reads point k's rows with a
+ * stride of 36 cin. */
 AVX2 static void input_chunk(const mr_wino_params *p, const float *x, int h, int w, int th, int tw, long t0,
                              int count, int T, float *V)
 {
     int cb8 = p->cin / 8;
-    size_t kstride = (size_t)T * (size_t)p->cin;
+    size_t kstride = (size_t)p->cin;
     for (int i = 0; i < T; i++) {
         if (i >= count) {
-            for (int k = 0; k < WINO_POINTS; k++) memset(V + k * kstride + (size_t)i * p->cin, 0, sizeof(float) * p->cin);
+            memset(V + (size_t)i * WINO_POINTS * p->cin, 0, sizeof(float) * WINO_POINTS * p->cin);
             continue;
         }
         long t = t0 + i;
@@ -114,19 +131,20 @@ AVX2 static void input_chunk(const mr_wino_params *p, const float *x, int h, int
                     }
             }
             wino43_input_tile(d, v);
-            float *dst = V + (size_t)i * p->cin + (size_t)cb * 8;
+            float *dst = V + (size_t)i * WINO_POINTS * p->cin + (size_t)cb * 8;
             for (int k = 0; k < WINO_POINTS; k++) *(wino_v8u *)(dst + k * kstride) = v[k];
         }
     }
 }
 
-/* Output transform of the chunk's M[36][T][cout] into y, with bias,
+/* Output transform of the chunk's M[T][36][cout] into y, with bias,
  * residual (accumulate) and ReLU; tiles are clipped at the image edge. */
 AVX2 static void output_chunk(const mr_wino_params *p, const float *M, const float *bias, float *y, int h, int w,
                               int th, int tw, long t0, int count, int T, int accumulate)
 {
     int ob8 = p->cout / 8;
-    size_t kstride = (size_t)T * (size_t)p->cout;
+    size_t kstride = (size_t)p->cout;
+    (void)T;
     for (int i = 0; i < count; i++) {
         long t = t0 + i;
         int n = (int)(t / ((long)th * tw)), r = (int)(t % ((long)th * tw));
@@ -134,7 +152,7 @@ AVX2 static void output_chunk(const mr_wino_params *p, const float *M, const flo
         int rows = h - y0 < WINO_TILE ? h - y0 : WINO_TILE, cols = w - x0 < WINO_TILE ? w - x0 : WINO_TILE;
         for (int ob = 0; ob < ob8; ob++) {
             wino_v8 m[WINO_POINTS], o[16];
-            const float *src = M + (size_t)i * p->cout + (size_t)ob * 8;
+            const float *src = M + (size_t)i * WINO_POINTS * p->cout + (size_t)ob * 8;
             for (int k = 0; k < WINO_POINTS; k++) m[k] = *(const wino_v8u *)(src + k * kstride);
             wino43_output_tile(m, o);
             wino_v8 b = *(const wino_v8u *)(bias + ob * 8), zero = {0};
@@ -153,51 +171,74 @@ AVX2 static void output_chunk(const mr_wino_params *p, const float *M, const flo
 
 /* --------------------------------------------------------------- GEMM */
 
-/* C[6][nv*8] = A[6 rows, stride lda][cin] x B[cin][nv*8] (a panel). */
-#define KERNEL(NV)                                                                                         \
-    AVX2 static void kernel6x##NV(int cin, const float *a, size_t lda, const float *b, float *c, size_t ldc) \
-    {                                                                                                      \
-        __m256 acc[KROWS][NV];                                                                             \
-        for (int r = 0; r < KROWS; r++)                                                                    \
-            for (int j = 0; j < NV; j++) acc[r][j] = _mm256_setzero_ps();                                  \
-        const float *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda, *a4 = a + 4 * lda,       \
-                    *a5 = a + 5 * lda;                                                                     \
-        for (int ci = 0; ci < cin; ci++) {                                                                 \
-            __m256 bv[NV];                                                                                 \
-            for (int j = 0; j < NV; j++) bv[j] = _mm256_load_ps(b + (size_t)ci * NV * 8 + j * 8);          \
-            __m256 av;                                                                                     \
-            av = _mm256_broadcast_ss(a0 + ci);                                                             \
-            for (int j = 0; j < NV; j++) acc[0][j] = _mm256_fmadd_ps(av, bv[j], acc[0][j]);                \
-            av = _mm256_broadcast_ss(a1 + ci);                                                             \
-            for (int j = 0; j < NV; j++) acc[1][j] = _mm256_fmadd_ps(av, bv[j], acc[1][j]);                \
-            av = _mm256_broadcast_ss(a2 + ci);                                                             \
-            for (int j = 0; j < NV; j++) acc[2][j] = _mm256_fmadd_ps(av, bv[j], acc[2][j]);                \
-            av = _mm256_broadcast_ss(a3 + ci);                                                             \
-            for (int j = 0; j < NV; j++) acc[3][j] = _mm256_fmadd_ps(av, bv[j], acc[3][j]);                \
-            av = _mm256_broadcast_ss(a4 + ci);                                                             \
-            for (int j = 0; j < NV; j++) acc[4][j] = _mm256_fmadd_ps(av, bv[j], acc[4][j]);                \
-            av = _mm256_broadcast_ss(a5 + ci);                                                             \
-            for (int j = 0; j < NV; j++) acc[5][j] = _mm256_fmadd_ps(av, bv[j], acc[5][j]);                \
-        }                                                                                                  \
-        for (int r = 0; r < KROWS; r++)                                                                    \
-            for (int j = 0; j < NV; j++) _mm256_storeu_ps(c + r * ldc + j * 8, acc[r][j]);                 \
+/* C[6][16] = A[6 rows, stride lda][cin] x B[cin][16] (a panel): 12
+ * accumulators in named registers (an array of them spills under -O2). */
+AVX2 static void kernel6x16(int cin, const float *a, size_t lda, const float *b, float *c, size_t ldc)
+{
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+    __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    const float *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda, *a4 = a + 4 * lda, *a5 = a + 5 * lda;
+    for (int ci = 0; ci < cin; ci++, b += 16) {
+        __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8), av;
+        av = _mm256_broadcast_ss(a0 + ci);
+        c00 = _mm256_fmadd_ps(av, b0, c00);
+        c01 = _mm256_fmadd_ps(av, b1, c01);
+        av = _mm256_broadcast_ss(a1 + ci);
+        c10 = _mm256_fmadd_ps(av, b0, c10);
+        c11 = _mm256_fmadd_ps(av, b1, c11);
+        av = _mm256_broadcast_ss(a2 + ci);
+        c20 = _mm256_fmadd_ps(av, b0, c20);
+        c21 = _mm256_fmadd_ps(av, b1, c21);
+        av = _mm256_broadcast_ss(a3 + ci);
+        c30 = _mm256_fmadd_ps(av, b0, c30);
+        c31 = _mm256_fmadd_ps(av, b1, c31);
+        av = _mm256_broadcast_ss(a4 + ci);
+        c40 = _mm256_fmadd_ps(av, b0, c40);
+        c41 = _mm256_fmadd_ps(av, b1, c41);
+        av = _mm256_broadcast_ss(a5 + ci);
+        c50 = _mm256_fmadd_ps(av, b0, c50);
+        c51 = _mm256_fmadd_ps(av, b1, c51);
     }
-KERNEL(2)
-KERNEL(1)
+    _mm256_storeu_ps(c, c00), _mm256_storeu_ps(c + 8, c01), c += ldc;
+    _mm256_storeu_ps(c, c10), _mm256_storeu_ps(c + 8, c11), c += ldc;
+    _mm256_storeu_ps(c, c20), _mm256_storeu_ps(c + 8, c21), c += ldc;
+    _mm256_storeu_ps(c, c30), _mm256_storeu_ps(c + 8, c31), c += ldc;
+    _mm256_storeu_ps(c, c40), _mm256_storeu_ps(c + 8, c41), c += ldc;
+    _mm256_storeu_ps(c, c50), _mm256_storeu_ps(c + 8, c51);
+}
+
+/* The same for a last panel 8 wide (cout % 16 == 8). */
+AVX2 static void kernel6x8(int cin, const float *a, size_t lda, const float *b, float *c, size_t ldc)
+{
+    __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0;
+    const float *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda, *a4 = a + 4 * lda, *a5 = a + 5 * lda;
+    for (int ci = 0; ci < cin; ci++, b += 8) {
+        __m256 b0 = _mm256_load_ps(b);
+        c0 = _mm256_fmadd_ps(_mm256_broadcast_ss(a0 + ci), b0, c0);
+        c1 = _mm256_fmadd_ps(_mm256_broadcast_ss(a1 + ci), b0, c1);
+        c2 = _mm256_fmadd_ps(_mm256_broadcast_ss(a2 + ci), b0, c2);
+        c3 = _mm256_fmadd_ps(_mm256_broadcast_ss(a3 + ci), b0, c3);
+        c4 = _mm256_fmadd_ps(_mm256_broadcast_ss(a4 + ci), b0, c4);
+        c5 = _mm256_fmadd_ps(_mm256_broadcast_ss(a5 + ci), b0, c5);
+    }
+    _mm256_storeu_ps(c, c0), _mm256_storeu_ps(c + ldc, c1), _mm256_storeu_ps(c + 2 * ldc, c2);
+    _mm256_storeu_ps(c + 3 * ldc, c3), _mm256_storeu_ps(c + 4 * ldc, c4), _mm256_storeu_ps(c + 5 * ldc, c5);
+}
 
 /* M[k] = V[k] x U[k] for the 36 points of one chunk of T tiles. */
 AVX2 static void gemm_chunk(const mr_wino_params *p, const float *V, const float *u, float *M, int T)
 {
     int cin = p->cin, cout = p->cout, obs = (cout + 15) / 16;
     for (int k = 0; k < WINO_POINTS; k++) {
-        const float *Vk = V + (size_t)k * T * cin;
-        float *Mk = M + (size_t)k * T * cout;
+        const float *Vk = V + (size_t)k * cin;
+        float *Mk = M + (size_t)k * cout;
+        size_t lda = (size_t)WINO_POINTS * cin, ldc = (size_t)WINO_POINTS * cout;
         for (int ob = 0; ob < obs; ob++) {
             const float *panel = u + panel_offset(p, k, ob);
             int wide = cout - ob * 16 >= 16;
             for (int t = 0; t < T; t += KROWS) {
-                if (wide) kernel6x2(cin, Vk + (size_t)t * cin, cin, panel, Mk + (size_t)t * cout + ob * 16, cout);
-                else kernel6x1(cin, Vk + (size_t)t * cin, cin, panel, Mk + (size_t)t * cout + ob * 16, cout);
+                if (wide) kernel6x16(cin, Vk + t * lda, lda, panel, Mk + t * ldc + ob * 16, ldc);
+                else kernel6x8(cin, Vk + t * lda, lda, panel, Mk + t * ldc + ob * 16, ldc);
             }
         }
     }
@@ -208,11 +249,11 @@ void wino_forward(const mr_wino_params *p, const float *u, const float *bias, co
 {
     int th = (h + WINO_TILE - 1) / WINO_TILE, tw = (w + WINO_TILE - 1) / WINO_TILE;
     long tiles = (long)n * th * tw;
-    int T = chunk_tiles(p);
+    if (threads < 1) threads = 1;
+    int T = chunk_tiles(p, tiles, threads);
     long chunks = (tiles + T - 1) / T;
     size_t per = sizeof(float) * WINO_POINTS * (size_t)T * (size_t)(p->cin + p->cout);
     per = (per + 63) & ~(size_t)63;
-    if (threads < 1) threads = 1;
     if (chunks < threads) threads = (int)chunks;
     if (threads < 1) return;
 #pragma omp parallel num_threads(threads)
