@@ -310,7 +310,8 @@ mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y
     const char *xb = (const char *)x->data, *yb = (const char *)y->data;
     size_t xbytes = sizeof(float) * mr_tensor_numel(x), ybytes = sizeof(float) * mr_tensor_numel(y);
     int disjoint = xb + xbytes <= yb || yb + ybytes <= xb;
-    if (layer->wino_u && disjoint && (layer->wino_mode == 2 || wino_faster(p, x))) {
+    int aligned = ((uintptr_t)xb | (uintptr_t)yb) % 32 == 0;
+    if (layer->wino_u && disjoint && aligned && (layer->wino_mode == 2 || wino_faster(p, x))) {
         mr_wino_params wp = {p->cin, p->cout, p->relu};
         MR_TRY(cpu_scratch_reserve(c, wino_scratch_bytes(&wp, c->threads), err));
         MR_TRY(cpu_layout_blocked(c, x, y, err));

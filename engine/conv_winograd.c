@@ -100,39 +100,42 @@ void wino_weights_transform(const mr_wino_params *p, const float *w_oihw, float 
  * n, tile row, tile column) into V[T][36][cin]; tiles count..T-1 are zeroed
  * (the kernel always runs 6 rows). Tile-major, so each tile's transform
  * writes one contiguous block and the GEMM reads point k's rows with a
- * stride of 36 cin. */
+ * stride of 36 cin. The two passes of B^T d B read x and write V in place
+ * (x and V hold whole 32-byte pixels of 8 channels: aligned vectors);
+ * only edge tiles go through a zero-padded copy. */
 AVX2 static void input_chunk(const mr_wino_params *p, const float *x, int h, int w, int th, int tw, long t0,
                              int count, int T, float *V)
 {
     int cb8 = p->cin / 8;
-    size_t kstride = (size_t)p->cin;
     for (int i = 0; i < T; i++) {
+        wino_v8 *dst = (wino_v8 *)(V + (size_t)i * WINO_POINTS * p->cin);
         if (i >= count) {
-            memset(V + (size_t)i * WINO_POINTS * p->cin, 0, sizeof(float) * WINO_POINTS * p->cin);
+            memset(dst, 0, sizeof(float) * WINO_POINTS * p->cin);
             continue;
         }
         long t = t0 + i;
         int n = (int)(t / ((long)th * tw)), r = (int)(t % ((long)th * tw));
         int y0 = (r / tw) * WINO_TILE - 1, x0 = (r % tw) * WINO_TILE - 1;
         int inside = y0 >= 0 && x0 >= 0 && y0 + WINO_ALPHA <= h && x0 + WINO_ALPHA <= w;
-        for (int cb = 0; cb < cb8; cb++) {
-            const float *src = x + ((size_t)n * cb8 + cb) * (size_t)h * w * 8;
-            wino_v8 d[WINO_POINTS], v[WINO_POINTS];
+        for (int cb = 0; cb < cb8; cb++, dst++) {
+            const wino_v8 *src = (const wino_v8 *)x + ((size_t)n * cb8 + cb) * (size_t)h * w;
+            wino_v8 d[WINO_POINTS], tmp[WINO_POINTS];
+            const wino_v8 *patch;
+            int stride;
             if (inside) {
-                for (int a = 0; a < WINO_ALPHA; a++)
-                    for (int b = 0; b < WINO_ALPHA; b++)
-                        d[a * 6 + b] = *(const wino_v8u *)(src + ((size_t)(y0 + a) * w + x0 + b) * 8);
+                patch = src + (size_t)y0 * w + x0;
+                stride = w;
             } else {
                 for (int a = 0; a < WINO_ALPHA; a++)
-                    for (int b = 0; b < WINO_ALPHA; b++) {
-                        int yy = y0 + a, xx = x0 + b;
-                        if (yy < 0 || yy >= h || xx < 0 || xx >= w) d[a * 6 + b] = (wino_v8){0};
-                        else d[a * 6 + b] = *(const wino_v8u *)(src + ((size_t)yy * w + xx) * 8);
+                    for (int c = 0; c < WINO_ALPHA; c++) {
+                        int yy = y0 + a, xx = x0 + c;
+                        d[a * 6 + c] = yy < 0 || yy >= h || xx < 0 || xx >= w ? (wino_v8){0} : src[(size_t)yy * w + xx];
                     }
+                patch = d;
+                stride = WINO_ALPHA;
             }
-            wino43_input_tile(d, v);
-            float *dst = V + (size_t)i * WINO_POINTS * p->cin + (size_t)cb * 8;
-            for (int k = 0; k < WINO_POINTS; k++) *(wino_v8u *)(dst + k * kstride) = v[k];
+            for (int c = 0; c < WINO_ALPHA; c++) wino43_bt_1d(patch + c, stride, tmp + c, 6);
+            for (int a = 0; a < WINO_ALPHA; a++) wino43_bt_1d(tmp + 6 * a, 1, dst + (size_t)6 * a * cb8, cb8);
         }
     }
 }
@@ -140,26 +143,24 @@ AVX2 static void input_chunk(const mr_wino_params *p, const float *x, int h, int
 /* Output transform of the chunk's M[T][36][cout] into y, with bias,
  * residual (accumulate) and ReLU; tiles are clipped at the image edge. */
 AVX2 static void output_chunk(const mr_wino_params *p, const float *M, const float *bias, float *y, int h, int w,
-                              int th, int tw, long t0, int count, int T, int accumulate)
+                              int th, int tw, long t0, int count, int accumulate)
 {
     int ob8 = p->cout / 8;
-    size_t kstride = (size_t)p->cout;
-    (void)T;
     for (int i = 0; i < count; i++) {
         long t = t0 + i;
         int n = (int)(t / ((long)th * tw)), r = (int)(t % ((long)th * tw));
         int y0 = (r / tw) * WINO_TILE, x0 = (r % tw) * WINO_TILE;
         int rows = h - y0 < WINO_TILE ? h - y0 : WINO_TILE, cols = w - x0 < WINO_TILE ? w - x0 : WINO_TILE;
-        for (int ob = 0; ob < ob8; ob++) {
-            wino_v8 m[WINO_POINTS], o[16];
-            const float *src = M + (size_t)i * WINO_POINTS * p->cout + (size_t)ob * 8;
-            for (int k = 0; k < WINO_POINTS; k++) m[k] = *(const wino_v8u *)(src + k * kstride);
-            wino43_output_tile(m, o);
+        const wino_v8 *m = (const wino_v8 *)(M + (size_t)i * WINO_POINTS * p->cout);
+        for (int ob = 0; ob < ob8; ob++, m++) {
+            wino_v8 tmp[24], o[16];
+            for (int c = 0; c < WINO_ALPHA; c++) wino43_at_1d(m + (size_t)c * ob8, 6 * ob8, tmp + c, 6);
+            for (int a = 0; a < WINO_TILE; a++) wino43_at_1d(tmp + 6 * a, 1, o + 4 * a, 1);
             wino_v8 b = *(const wino_v8u *)(bias + ob * 8), zero = {0};
-            float *dst = y + ((size_t)n * ob8 + ob) * (size_t)h * w * 8;
+            wino_v8 *dst = (wino_v8 *)y + ((size_t)n * ob8 + ob) * (size_t)h * w;
             for (int a = 0; a < rows; a++)
                 for (int c = 0; c < cols; c++) {
-                    wino_v8u *q = (wino_v8u *)(dst + ((size_t)(y0 + a) * w + x0 + c) * 8);
+                    wino_v8 *q = dst + (size_t)(y0 + a) * w + x0 + c;
                     wino_v8 v = o[a * 4 + c] + b;
                     if (accumulate) v += *q;
                     if (p->relu) v = (wino_v8)_mm256_max_ps((__m256)v, (__m256)zero);
@@ -267,7 +268,7 @@ void wino_forward(const mr_wino_params *p, const float *u, const float *bias, co
             int count = tiles - t0 < T ? (int)(tiles - t0) : T;
             input_chunk(p, x, h, w, th, tw, t0, count, T, V);
             gemm_chunk(p, V, u, M, T);
-            output_chunk(p, M, bias, y, h, w, th, tw, t0, count, T, accumulate);
+            output_chunk(p, M, bias, y, h, w, th, tw, t0, count, accumulate);
         }
     }
 }

@@ -143,7 +143,9 @@ void wino_weights_transform(const mr_wino_params *p, const float *w_oihw, float 
 size_t wino_scratch_bytes(const mr_wino_params *p, int threads);
 
 /* y = act(conv(x) + bias (+ y)) on nChw8c tensors of n x h x w; scratch of
- * wino_scratch_bytes(p, threads), 64-byte aligned. x and y must not overlap. */
+ * wino_scratch_bytes(p, threads), 64-byte aligned. x and y must be 32-byte
+ * aligned (whole 8-channel pixels are read as aligned vectors) and must
+ * not overlap. */
 void wino_forward(const mr_wino_params *p, const float *u, const float *bias, const float *x, int n, int h, int w,
                   float *y, int accumulate, int threads, void *scratch);
 
