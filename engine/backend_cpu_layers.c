@@ -76,12 +76,14 @@ static int wino_mode(const mr_conv_params *p)
     return env && !strcmp(env, "1") ? 2 : 1;
 }
 
-/* WINO_RULE: not yet measured, so the direct path by default. */
-static int wino_faster(const mr_conv_params *p, const mr_tensor *x)
+/* Winograd was faster than oneDNN's direct convolution at every R-101-FPN
+ * shape measured at 800x1216, 2 threads (bench/NOTES.md section 6: 1.4x
+ * at res2 64->64 to 2.7x, 256->256 from 13x19 to 200x304 and 100 RoIs of
+ * 14x14), so the rule only keeps inputs smaller than one 4x4 tile on the
+ * direct path, where most of each tile's work would be padding. */
+static int wino_faster(const mr_tensor *x)
 {
-    (void)p;
-    (void)x;
-    return 0;
+    return x->h >= WINO_TILE && x->w >= WINO_TILE;
 }
 
 mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, const float *w_oihw,
@@ -311,7 +313,7 @@ mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y
     size_t xbytes = sizeof(float) * mr_tensor_numel(x), ybytes = sizeof(float) * mr_tensor_numel(y);
     int disjoint = xb + xbytes <= yb || yb + ybytes <= xb;
     int aligned = ((uintptr_t)xb | (uintptr_t)yb) % 32 == 0;
-    if (layer->wino_u && disjoint && aligned && (layer->wino_mode == 2 || wino_faster(p, x))) {
+    if (layer->wino_u && disjoint && aligned && (layer->wino_mode == 2 || wino_faster(x))) {
         mr_wino_params wp = {p->cin, p->cout, p->relu};
         MR_TRY(cpu_scratch_reserve(c, wino_scratch_bytes(&wp, c->threads), err));
         MR_TRY(cpu_layout_blocked(c, x, y, err));
