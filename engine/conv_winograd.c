@@ -52,14 +52,18 @@ static int chunk_max(const mr_wino_params *p)
     return t < KROWS ? KROWS : (int)t;
 }
 
-/* The chunk actually used: no larger than an even share of the tiles, so
- * that small images (res5, P6) still give every thread work. */
+/* The chunk actually used: as many chunks as chunk_max needs, rounded up
+ * to a multiple of the thread count and shared evenly, so that every
+ * thread gets the same number of tiles (a 50x76 map has 247 tiles: 3
+ * chunks of 96 would leave one thread idle a third of the time). */
 static int chunk_tiles(const mr_wino_params *p, long tiles, int threads)
 {
-    int t = chunk_max(p);
-    long share = (tiles + threads - 1) / threads;
-    share = (share + KROWS - 1) / KROWS * KROWS;
-    return share < t ? (int)share : t;
+    long max = chunk_max(p);
+    long chunks = (tiles + max - 1) / max;
+    chunks = (chunks + threads - 1) / threads * threads;
+    long t = (tiles + chunks - 1) / chunks;
+    t = (t + KROWS - 1) / KROWS * KROWS;
+    return t < max ? (int)t : (int)max;
 }
 
 size_t wino_scratch_bytes(const mr_wino_params *p, int threads)
