@@ -1,8 +1,8 @@
 /* The CPU backend's layers: convolutions through oneDNN (activations in
  * nChw8c where the channels allow, else NHWC: backend_cpu_layout.c; weights
  * reordered once into the layout the primitive prefers; bias, residual sum
- * and ReLU as post-ops of the same pass), or, for 3x3 stride-1 ones where it
- * is faster, our Winograd F(4x4,3x3) (conv_winograd.c); fully connected
+ * and ReLU as post-ops of the same pass), or, for 3x3 stride-1 ones, our
+ * Winograd F(4x4,3x3) (conv_winograd.c, same fusions); fully connected
  * layers and the 2x2 stride-2 transposed convolution through oneDNN's
  * sgemm. */
 #include <stdio.h>
@@ -61,29 +61,24 @@ mr_status cpu_blocked_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err)
     return MR_OK;
 }
 
-/* Whether a convolution may run as Winograd F(4x4,3x3): 0 = never (not a
- * 3x3 stride-1 pad-1 convolution on blocked channels, no AVX2/FMA, or
- * MR_CPU_WINOGRAD=0), 1 = where wino_faster says so, 2 = every input shape
- * (MR_CPU_WINOGRAD=1: tests and measurements). */
-static int wino_mode(const mr_conv_params *p)
+/* Whether a convolution runs as Winograd F(4x4,3x3) (conv_winograd.h): a
+ * 3x3 stride-1 pad-1 convolution on blocked channels (multiples of 8), on
+ * a CPU with AVX2 and FMA, unless MR_CPU_WINOGRAD=0. It was faster than
+ * oneDNN's direct convolution at every R-101-FPN shape measured at
+ * 800x1216, 2 threads (bench/NOTES.md section 6: 1.4x for the RPN conv on
+ * P6's 13x19 to 2.35x on P2, 1.9x on res2's 64 channels, 2x on the mask
+ * head's 100 RoIs of 14x14), so there is no size rule: such a layer keeps
+ * only its Winograd weights (4x the plain ones) and runs every input
+ * shape that way (an input under one 4x4 tile is mostly padding, but no
+ * model shape is that small). */
+static int wino_use(const mr_conv_params *p)
 {
     if (p->kh != 3 || p->kw != 3 || p->stride != 1 || p->pad != 1 || p->dilation != 1 || p->groups != 1 ||
         p->cin % 8 || p->cout % 8)
         return 0;
     const char *env = getenv("MR_CPU_WINOGRAD");
     if (env && !strcmp(env, "0")) return 0;
-    if (!wino_cpu_supported()) return 0;
-    return env && !strcmp(env, "1") ? 2 : 1;
-}
-
-/* Winograd was faster than oneDNN's direct convolution at every R-101-FPN
- * shape measured at 800x1216, 2 threads (bench/NOTES.md section 6: 1.4x
- * at res2 64->64 to 2.7x, 256->256 from 13x19 to 200x304 and 100 RoIs of
- * 14x14), so the rule only keeps inputs smaller than one 4x4 tile on the
- * direct path, where most of each tile's work would be padding. */
-static int wino_faster(const mr_tensor *x)
-{
-    return x->h >= WINO_TILE && x->w >= WINO_TILE;
+    return wino_cpu_supported();
 }
 
 mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, const float *w_oihw,
@@ -111,14 +106,16 @@ mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, co
         return mr_fail(err, MR_ERR_BACKEND, "%s: oneDNN weights descriptor failed", name);
     }
     if (bias) memcpy(l->bias, bias, sizeof(float) * (size_t)p->cout);
-    l->wino_mode = wino_mode(p);
-    if (l->wino_mode) {
+    if (wino_use(p)) {
         mr_wino_params wp = {p->cin, p->cout, p->relu};
         if (posix_memalign((void **)&l->wino_u, 64, sizeof(float) * wino_weights_floats(&wp)) != 0) {
             cpu_layer_free(ctx, l);
             return mr_fail(err, MR_ERR_OOM, "%s: out of memory (Winograd weights)", name);
         }
         wino_weights_transform(&wp, w_oihw, l->wino_u);
+        /* The direct path's copy is never used again: one copy per layer. */
+        free(l->weights);
+        l->weights = NULL;
     }
     *out = l;
     return MR_OK;
@@ -309,11 +306,15 @@ mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y
         return mr_fail(err, MR_ERR_SHAPE, "%s: a %dx%d input gives a %dx%d output, not %dx%d", layer->name, x->h,
                        x->w, oh, ow, y->h, y->w);
     if (x->n == 0) return MR_OK;
-    const char *xb = (const char *)x->data, *yb = (const char *)y->data;
-    size_t xbytes = sizeof(float) * mr_tensor_numel(x), ybytes = sizeof(float) * mr_tensor_numel(y);
-    int disjoint = xb + xbytes <= yb || yb + ybytes <= xb;
-    int aligned = ((uintptr_t)xb | (uintptr_t)yb) % 32 == 0;
-    if (layer->wino_u && disjoint && aligned && (layer->wino_mode == 2 || wino_faster(x))) {
+    if (layer->wino_u) {
+        /* What the model's arena (64-byte offsets, one tensor per op
+         * output) always gives; Winograd reads whole 8-channel pixels as
+         * aligned vectors and writes y while it still reads x. */
+        const char *xb = (const char *)x->data, *yb = (const char *)y->data;
+        size_t xbytes = sizeof(float) * mr_tensor_numel(x), ybytes = sizeof(float) * mr_tensor_numel(y);
+        if (((uintptr_t)xb | (uintptr_t)yb) % 32 || !(xb + xbytes <= yb || yb + ybytes <= xb))
+            return mr_fail(err, MR_ERR_SHAPE, "%s: Winograd needs 32-byte-aligned, non-overlapping input and output",
+                           layer->name);
         mr_wino_params wp = {p->cin, p->cout, p->relu};
         MR_TRY(cpu_scratch_reserve(c, wino_scratch_bytes(&wp, c->threads), err));
         MR_TRY(cpu_layout_blocked(c, x, y, err));

@@ -3,7 +3,7 @@
  * convolution on the same data.
  *
  * Each case builds two layers from the same weights: one with
- * MR_CPU_WINOGRAD=1 (Winograd for every eligible shape), one with
+ * MR_CPU_WINOGRAD=1 (Winograd, the default for these layers), one with
  * MR_CPU_WINOGRAD=0 (oneDNN direct), and runs both through the backend
  * table on NHWC tensors (so the blocked-layout bookkeeping, the fused bias,
  * residual sum and ReLU are all on the path). Errors are printed per case:
