@@ -10,7 +10,6 @@
  *      clipped at the image edge, straight into y.
  * T (chunk_max) trades the chunk's V and M (36 T (cin + cout) floats, in
  * L2/L3) against how often U streams from memory: once per chunk. */
-#include <stdlib.h>
 #include <string.h>
 
 #include <omp.h>
@@ -24,6 +23,12 @@ typedef float wino_v8u __attribute__((vector_size(32), aligned(4), may_alias)); 
 
 #define AVX2 __attribute__((target("avx2,fma")))
 #define KROWS 6 /* micro-kernel rows (tiles) */
+/* A tile's row in V (M) is 36 cin (36 cout) floats plus this pad: 36 cin
+ * floats are a multiple of 4 KiB at cin 256 and 512, which put the six
+ * rows the kernel reads at once into the same L1 sets. */
+#define ROW_PAD 16
+
+static size_t row_floats(int c) { return (size_t)WINO_POINTS * (size_t)c + ROW_PAD; }
 
 int wino_cpu_supported(void)
 {
@@ -40,13 +45,12 @@ size_t wino_weights_floats(const mr_wino_params *p)
  * of a chunk would pass 16 MiB per thread. The GEMMs read one point's rows
  * of V (T x cin) once per 16-wide panel of U, from L2; a larger T reads U
  * (36 cin cout floats: 37.7 MB at 512 channels, more than L3) from memory
- * fewer times. Measured at 1 thread (bench/NOTES.md section 6): T = 96 was
- * as fast as 12..48 at 64..128 channels and up to 1.5x faster at 512. */
+ * fewer times. Measured (bench/NOTES.md section 6), 2 threads: 96 was as
+ * fast as 24, 48 or 144 within the noise at 64..128 channels and 10-30%
+ * faster than 24 at 256..512. */
 static int chunk_max(const mr_wino_params *p)
 {
-    const char *env = getenv("MR_WINO_T");
-    if (env && atoi(env) >= KROWS) return atoi(env) / KROWS * KROWS;
-    size_t t = ((size_t)16 << 20) / (sizeof(float) * WINO_POINTS * (size_t)(p->cin + p->cout));
+    size_t t = ((size_t)16 << 20) / (sizeof(float) * (row_floats(p->cin) + row_floats(p->cout)));
     if (t > 96) t = 96;
     t = t / KROWS * KROWS;
     return t < KROWS ? KROWS : (int)t;
@@ -68,7 +72,7 @@ static int chunk_tiles(const mr_wino_params *p, long tiles, int threads)
 
 size_t wino_scratch_bytes(const mr_wino_params *p, int threads)
 {
-    size_t per = sizeof(float) * WINO_POINTS * (size_t)chunk_max(p) * (size_t)(p->cin + p->cout);
+    size_t per = sizeof(float) * (size_t)chunk_max(p) * (row_floats(p->cin) + row_floats(p->cout));
     per = (per + 63) & ~(size_t)63;
     return per * (size_t)(threads > 0 ? threads : 1);
 }
@@ -112,7 +116,7 @@ AVX2 static void input_chunk(const mr_wino_params *p, const float *x, int h, int
 {
     int cb8 = p->cin / 8;
     for (int i = 0; i < T; i++) {
-        wino_v8 *dst = (wino_v8 *)(V + (size_t)i * WINO_POINTS * p->cin);
+        wino_v8 *dst = (wino_v8 *)(V + (size_t)i * row_floats(p->cin));
         if (i >= count) {
             memset(dst, 0, sizeof(float) * WINO_POINTS * p->cin);
             continue;
@@ -155,7 +159,7 @@ AVX2 static void output_chunk(const mr_wino_params *p, const float *M, const flo
         int n = (int)(t / ((long)th * tw)), r = (int)(t % ((long)th * tw));
         int y0 = (r / tw) * WINO_TILE, x0 = (r % tw) * WINO_TILE;
         int rows = h - y0 < WINO_TILE ? h - y0 : WINO_TILE, cols = w - x0 < WINO_TILE ? w - x0 : WINO_TILE;
-        const wino_v8 *m = (const wino_v8 *)(M + (size_t)i * WINO_POINTS * p->cout);
+        const wino_v8 *m = (const wino_v8 *)(M + (size_t)i * row_floats(p->cout));
         for (int ob = 0; ob < ob8; ob++, m++) {
             wino_v8 tmp[24], o[16];
             for (int c = 0; c < WINO_ALPHA; c++) wino43_at_1d(m + (size_t)c * ob8, 6 * ob8, tmp + c, 6);
@@ -237,7 +241,7 @@ AVX2 static void gemm_chunk(const mr_wino_params *p, const float *V, const float
     for (int k = 0; k < WINO_POINTS; k++) {
         const float *Vk = V + (size_t)k * cin;
         float *Mk = M + (size_t)k * cout;
-        size_t lda = (size_t)WINO_POINTS * cin, ldc = (size_t)WINO_POINTS * cout;
+        size_t lda = row_floats(cin), ldc = row_floats(cout);
         for (int ob = 0; ob < obs; ob++) {
             const float *panel = u + panel_offset(p, k, ob);
             int wide = cout - ob * 16 >= 16;
@@ -257,7 +261,7 @@ void wino_forward(const mr_wino_params *p, const float *u, const float *bias, co
     if (threads < 1) threads = 1;
     int T = chunk_tiles(p, tiles, threads);
     long chunks = (tiles + T - 1) / T;
-    size_t per = sizeof(float) * WINO_POINTS * (size_t)T * (size_t)(p->cin + p->cout);
+    size_t per = sizeof(float) * (size_t)T * (row_floats(p->cin) + row_floats(p->cout));
     per = (per + 63) & ~(size_t)63;
     if (chunks < threads) threads = (int)chunks;
     if (threads < 1) return;
@@ -265,7 +269,7 @@ void wino_forward(const mr_wino_params *p, const float *u, const float *bias, co
     {
         int id = omp_get_thread_num();
         float *V = (float *)((char *)scratch + per * (size_t)id);
-        float *M = V + (size_t)WINO_POINTS * T * p->cin;
+        float *M = V + (size_t)T * row_floats(p->cin);
 #pragma omp for schedule(static)
         for (long ch = 0; ch < chunks; ch++) {
             long t0 = ch * T;
