@@ -89,10 +89,14 @@ mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, co
         return mr_fail(err, MR_ERR_SHAPE, "%s: %d groups do not divide %d->%d channels", name, p->groups, p->cin,
                        p->cout);
     size_t wcount = (size_t)p->cout * (size_t)(p->cin / p->groups) * (size_t)p->kh * (size_t)p->kw;
-    mr_layer *l = layer_new(CPU_LAYER_CONV, name, wcount, (size_t)p->cout);
+    /* A Winograd layer keeps only its transformed weights: no plain copy
+     * (not even one made and freed here, which would raise glibc's mmap
+     * threshold and make later large buffers fault in afresh every run). */
+    int wino = wino_use(p);
+    mr_layer *l = layer_new(CPU_LAYER_CONV, name, wino ? 1 : wcount, (size_t)p->cout);
     if (!l) return mr_fail(err, MR_ERR_OOM, "%s: out of memory", name);
     l->conv = *p;
-    memcpy(l->weights, w_oihw, sizeof(float) * wcount);
+    if (!wino) memcpy(l->weights, w_oihw, sizeof(float) * wcount);
     dnnl_status_t ds;
     if (p->groups == 1) {
         dnnl_dims_t wd = {p->cout, p->cin, p->kh, p->kw};
@@ -106,14 +110,13 @@ mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, co
         return mr_fail(err, MR_ERR_BACKEND, "%s: oneDNN weights descriptor failed", name);
     }
     if (bias) memcpy(l->bias, bias, sizeof(float) * (size_t)p->cout);
-    if (wino_use(p)) {
+    if (wino) {
         mr_wino_params wp = {p->cin, p->cout, p->relu};
         if (posix_memalign((void **)&l->wino_u, 64, sizeof(float) * wino_weights_floats(&wp)) != 0) {
             cpu_layer_free(ctx, l);
             return mr_fail(err, MR_ERR_OOM, "%s: out of memory (Winograd weights)", name);
         }
         wino_weights_transform(&wp, w_oihw, l->wino_u);
-        /* The direct path's copy is never used again: one copy per layer. */
         free(l->weights);
         l->weights = NULL;
     }
