@@ -66,7 +66,7 @@ mr_status cpu_blocked_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err)
  * a CPU with AVX2 and FMA, unless MR_CPU_WINOGRAD=0. It was faster than
  * oneDNN's direct convolution at every R-101-FPN shape measured at
  * 800x1216, 2 threads (bench/NOTES.md section 6: 1.4x for the RPN conv on
- * P6's 13x19 to 2.35x on P2, 1.9x on res2's 64 channels, 2x on the mask
+ * P6's 13x19 to 2.5x on P2, 1.7x on res2's 64 channels, 2.1x on the mask
  * head's 100 RoIs of 14x14), so there is no size rule: such a layer keeps
  * only its Winograd weights (4x the plain ones) and runs every input
  * shape that way (an input under one 4x4 tile is mostly padding, but no
