@@ -57,6 +57,10 @@ struct mr_layer {
     float *weights;
     dnnl_memory_desc_t weights_md;
     float *bias;
+    /* Winograd F(4x4,3x3) weights (conv_winograd.h, U[36][cout/16][cin][16])
+     * of a layer that runs that way (backend_cpu_layers.c: wino_use); it
+     * then has no `weights`. NULL otherwise. */
+    float *wino_u;
     cpu_conv_entry cache[CPU_CONV_CACHE];
     int cache_count;
 };

@@ -1,13 +1,16 @@
 /* The CPU backend's layers: convolutions through oneDNN (activations in
  * nChw8c where the channels allow, else NHWC: backend_cpu_layout.c; weights
  * reordered once into the layout the primitive prefers; bias, residual sum
- * and ReLU as post-ops of the same pass), fully connected layers and the 2x2
- * stride-2 transposed convolution through oneDNN's sgemm. */
+ * and ReLU as post-ops of the same pass), or, for 3x3 stride-1 ones, our
+ * Winograd F(4x4,3x3) (conv_winograd.c, same fusions); fully connected
+ * layers and the 2x2 stride-2 transposed convolution through oneDNN's
+ * sgemm. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend_cpu.h"
+#include "conv_winograd.h"
 
 #define DNNL_TRY(call, what)                                                                      \
     do {                                                                                          \
@@ -58,6 +61,26 @@ mr_status cpu_blocked_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err)
     return MR_OK;
 }
 
+/* Whether a convolution runs as Winograd F(4x4,3x3) (conv_winograd.h): a
+ * 3x3 stride-1 pad-1 convolution on blocked channels (multiples of 8), on
+ * a CPU with AVX2 and FMA, unless MR_CPU_WINOGRAD=0. It was faster than
+ * oneDNN's direct convolution at every R-101-FPN shape measured at
+ * 800x1216, 2 threads (bench/NOTES.md section 6: 1.4x for the RPN conv on
+ * P6's 13x19 to 2.5x on P2, 1.7x on res2's 64 channels, 2.1x on the mask
+ * head's 100 RoIs of 14x14), so there is no size rule: such a layer keeps
+ * only its Winograd weights (4x the plain ones) and runs every input
+ * shape that way (an input under one 4x4 tile is mostly padding, but no
+ * model shape is that small). */
+static int wino_use(const mr_conv_params *p)
+{
+    if (p->kh != 3 || p->kw != 3 || p->stride != 1 || p->pad != 1 || p->dilation != 1 || p->groups != 1 ||
+        p->cin % 8 || p->cout % 8)
+        return 0;
+    const char *env = getenv("MR_CPU_WINOGRAD");
+    if (env && !strcmp(env, "0")) return 0;
+    return wino_cpu_supported();
+}
+
 mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, const float *w_oihw,
                         const float *bias, mr_layer **out, mr_error *err)
 {
@@ -66,10 +89,14 @@ mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, co
         return mr_fail(err, MR_ERR_SHAPE, "%s: %d groups do not divide %d->%d channels", name, p->groups, p->cin,
                        p->cout);
     size_t wcount = (size_t)p->cout * (size_t)(p->cin / p->groups) * (size_t)p->kh * (size_t)p->kw;
-    mr_layer *l = layer_new(CPU_LAYER_CONV, name, wcount, (size_t)p->cout);
+    /* A Winograd layer keeps only its transformed weights: no plain copy
+     * (not even one made and freed here, which would raise glibc's mmap
+     * threshold and make later large buffers fault in afresh every run). */
+    int wino = wino_use(p);
+    mr_layer *l = layer_new(CPU_LAYER_CONV, name, wino ? 1 : wcount, (size_t)p->cout);
     if (!l) return mr_fail(err, MR_ERR_OOM, "%s: out of memory", name);
     l->conv = *p;
-    memcpy(l->weights, w_oihw, sizeof(float) * wcount);
+    if (!wino) memcpy(l->weights, w_oihw, sizeof(float) * wcount);
     dnnl_status_t ds;
     if (p->groups == 1) {
         dnnl_dims_t wd = {p->cout, p->cin, p->kh, p->kw};
@@ -83,6 +110,16 @@ mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, co
         return mr_fail(err, MR_ERR_BACKEND, "%s: oneDNN weights descriptor failed", name);
     }
     if (bias) memcpy(l->bias, bias, sizeof(float) * (size_t)p->cout);
+    if (wino) {
+        mr_wino_params wp = {p->cin, p->cout, p->relu};
+        if (posix_memalign((void **)&l->wino_u, 64, sizeof(float) * wino_weights_floats(&wp)) != 0) {
+            cpu_layer_free(ctx, l);
+            return mr_fail(err, MR_ERR_OOM, "%s: out of memory (Winograd weights)", name);
+        }
+        wino_weights_transform(&wp, w_oihw, l->wino_u);
+        free(l->weights);
+        l->weights = NULL;
+    }
     *out = l;
     return MR_OK;
 }
@@ -133,6 +170,7 @@ void cpu_layer_free(void *ctx, mr_layer *l)
     cache_clear(l);
     free(l->weights);
     free(l->bias);
+    free(l->wino_u);
     free(l);
 }
 
@@ -271,6 +309,24 @@ mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y
         return mr_fail(err, MR_ERR_SHAPE, "%s: a %dx%d input gives a %dx%d output, not %dx%d", layer->name, x->h,
                        x->w, oh, ow, y->h, y->w);
     if (x->n == 0) return MR_OK;
+    if (layer->wino_u) {
+        /* What the model's arena (64-byte offsets, one tensor per op
+         * output) always gives; Winograd reads whole 8-channel pixels as
+         * aligned vectors and writes y while it still reads x. */
+        const char *xb = (const char *)x->data, *yb = (const char *)y->data;
+        size_t xbytes = sizeof(float) * mr_tensor_numel(x), ybytes = sizeof(float) * mr_tensor_numel(y);
+        if (((uintptr_t)xb | (uintptr_t)yb) % 32 || !(xb + xbytes <= yb || yb + ybytes <= xb))
+            return mr_fail(err, MR_ERR_SHAPE, "%s: Winograd needs 32-byte-aligned, non-overlapping input and output",
+                           layer->name);
+        mr_wino_params wp = {p->cin, p->cout, p->relu};
+        MR_TRY(cpu_scratch_reserve(c, wino_scratch_bytes(&wp, c->threads), err));
+        MR_TRY(cpu_layout_blocked(c, x, y, err));
+        if (accumulate) MR_TRY(cpu_layout_blocked(c, y, x, err));
+        else MR_TRY(cpu_layout_will_be_blocked(c, y, x, err));
+        wino_forward(&wp, layer->wino_u, layer->bias, x->data, x->n, x->h, x->w, y->data, accumulate, c->threads,
+                     c->scratch);
+        return MR_OK;
+    }
     cpu_conv_entry *e;
     MR_TRY(conv_entry_get(c, layer, x, y, accumulate, &e, err));
     /* The operands in the convolution's layout (in place), y's memory
