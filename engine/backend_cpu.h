@@ -37,9 +37,15 @@ typedef struct {
     int n, h, w, accumulate;
     dnnl_primitive_t prim;
     /* src/dst are nChw8c where `blocked` (channels a multiple of 8: the
-     * tensors stay in that layout between convolutions), else NHWC. */
+     * tensors stay in that layout between convolutions), else NHWC. A
+     * narrow output (the RPN's 3- and 12-channel heads) of an input that is
+     * blocked already is `narrow_from_blocked`: src nChw8c, dst nChw8c with
+     * its channels padded to 8, in ctx->blocked, then copied out to NHWC
+     * (oneDNN has no fast kernel for nChw8c in, NHWC out). (A 3-channel
+     * NHWC input with a blocked output, the stem, has only oneDNN's
+     * reference kernel: 12.8 s.) */
     dnnl_memory_desc_t src_md, wei_md, bias_md, dst_md;
-    int blocked;
+    int blocked, narrow_from_blocked;
     float *weights; /* in the layout the primitive chose */
     int owns_weights;
     size_t scratch_bytes;

@@ -203,13 +203,35 @@ done:
     return st;
 }
 
-/* Builds (or finds) the primitive for this input shape. */
+/* A narrow output (channels not a multiple of 8) of a blocked input runs
+ * blocked into padded scratch: cheaper than turning x back to NHWC (the RPN
+ * hidden map at P2 is 62 MB; its heads write 3 and 12 channels). */
+static int conv_narrow_from_blocked(const cpu_ctx *c, const mr_conv_params *p, const mr_tensor *x, int accumulate)
+{
+    return p->groups == 1 && p->cin % 8 == 0 && p->cout % 8 != 0 && !accumulate && cpu_layout_is_blocked(c, x);
+}
+
+/* y (NHWC) from its nChw8c copy with the channels padded to a multiple of 8. */
+static void unblock_padded(const float *blk, const mr_tensor *y)
+{
+    const int C = y->c, blocks = (C + 7) / 8;
+    const size_t hw = (size_t)y->h * y->w;
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < y->n; n++)
+        for (size_t i = 0; i < hw; i++) {
+            float *o = y->data + ((size_t)n * hw + i) * C;
+            for (int ch = 0; ch < C; ch++) o[ch] = blk[(((size_t)n * blocks + ch / 8) * hw + i) * 8 + ch % 8];
+        }
+}
+
+/* Builds (or finds) the primitive for this input shape and input layout. */
 static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x, const mr_tensor *y,
                                 int accumulate, cpu_conv_entry **out, mr_error *err)
 {
     for (int i = 0; i < layer->cache_count; i++) {
         cpu_conv_entry *e = &layer->cache[i];
-        if (e->n == x->n && e->h == x->h && e->w == x->w && e->accumulate == accumulate) {
+        if (e->n == x->n && e->h == x->h && e->w == x->w && e->accumulate == accumulate &&
+            e->narrow_from_blocked == conv_narrow_from_blocked(c, &layer->conv, x, accumulate)) {
             *out = e;
             return MR_OK;
         }
@@ -226,6 +248,7 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
     e.w = x->w;
     e.accumulate = accumulate;
     e.blocked = p->groups == 1 && p->cin % 8 == 0 && p->cout % 8 == 0;
+    e.narrow_from_blocked = conv_narrow_from_blocked(c, p, x, accumulate);
 
     dnnl_dims_t src_dims = {x->n, p->cin, x->h, x->w}, dst_dims = {y->n, p->cout, y->h, y->w};
     dnnl_dims_t bias_dims = {p->cout}, strides = {p->stride, p->stride};
@@ -242,7 +265,7 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
         dnnl_dims_t wd = {g, p->cout / g, p->cin / g, p->kh, p->kw};
         DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_any, 5, wd, dnnl_f32, dnnl_format_tag_any), "weights desc");
     }
-    dnnl_format_tag_t act = e.blocked ? dnnl_nChw8c : dnnl_nhwc;
+    dnnl_format_tag_t act = e.blocked || e.narrow_from_blocked ? dnnl_nChw8c : dnnl_nhwc;
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.src_md, 4, src_dims, dnnl_f32, act), "src desc");
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.dst_md, 4, dst_dims, dnnl_f32, act), "dst desc");
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.bias_md, 1, bias_dims, dnnl_f32, dnnl_a), "bias desc");
@@ -335,18 +358,22 @@ mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y
         MR_TRY(cpu_layout_blocked(c, x, y, err));
         if (accumulate) MR_TRY(cpu_layout_blocked(c, y, x, err));
         else MR_TRY(cpu_layout_will_be_blocked(c, y, x, err));
+    } else if (e->narrow_from_blocked) {
+        MR_TRY(cpu_blocked_reserve(c, dnnl_memory_desc_get_size(&e->dst_md), err));
+        cpu_wrote(c, y);
     } else {
         MR_TRY(cpu_read(c, x, err));
         if (accumulate) MR_TRY(cpu_read(c, y, err));
         cpu_wrote(c, y);
     }
+    float *dst = e->narrow_from_blocked ? c->blocked : y->data;
     mr_status st = MR_OK;
     /* m: src, weights, bias, dst, scratchpad. */
     dnnl_memory_t m[5] = {0};
     DNNL_TRY(dnnl_memory_create(&m[0], &e->src_md, c->engine, x->data), "memory");
     DNNL_TRY(dnnl_memory_create(&m[1], &e->wei_md, c->engine, e->weights), "memory");
     DNNL_TRY(dnnl_memory_create(&m[2], &e->bias_md, c->engine, layer->bias), "memory");
-    DNNL_TRY(dnnl_memory_create(&m[3], &e->dst_md, c->engine, y->data), "memory");
+    DNNL_TRY(dnnl_memory_create(&m[3], &e->dst_md, c->engine, dst), "memory");
     dnnl_memory_desc_t sp_md;
     dnnl_dims_t sp_dims = {(dnnl_dim_t)e->scratch_bytes};
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&sp_md, 1, sp_dims, dnnl_u8, dnnl_a), "memory");
@@ -355,6 +382,7 @@ mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y
                                {DNNL_ARG_DST, m[3]}, {DNNL_ARG_SCRATCHPAD, m[4]}};
     DNNL_TRY(dnnl_primitive_execute(e->prim, c->stream, 5, args), "convolution");
     DNNL_TRY(dnnl_stream_wait(c->stream), "convolution");
+    if (e->narrow_from_blocked) unblock_padded(dst, y);
 done:
     for (int i = 0; i < 5; i++)
         if (m[i]) dnnl_memory_destroy(m[i]);

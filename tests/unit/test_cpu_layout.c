@@ -185,6 +185,42 @@ static void test_chain(void **state)
     free(g1), free(g2), free(g3), free(wl), free(bl), free(gz);
 }
 
+/* The RPN's pattern: a blocked 3x3 output read by two narrow 1x1 heads (3
+ * and 12 channels, written NHWC from padded blocked scratch), the hidden map
+ * staying blocked for the second head and read back intact afterwards. */
+static void test_narrow_heads(void **state)
+{
+    fix *f = *state;
+    const mr_backend_i *be = f->be.i;
+    int H = 9, W = 6, C0 = 16;
+    float *x_h = rnd_array((size_t)H * W * C0), *wa, *ba, *w3, *b3, *w12, *b12;
+    mr_layer *A = conv_layer(f, C0, C0, 3, 1, &wa, &ba), *N3 = conv_layer(f, C0, 3, 1, 0, &w3, &b3),
+             *N12 = conv_layer(f, C0, 12, 1, 0, &w12, &b12);
+    mr_tensor x = dev_tensor(f, 1, H, W, C0, x_h), hid = dev_tensor(f, 1, H, W, C0, NULL),
+              o3 = dev_tensor(f, 1, H, W, 3, NULL), o12 = dev_tensor(f, 1, H, W, 12, NULL);
+    float *rh = calloc((size_t)H * W * C0, sizeof(float)), *r3 = calloc((size_t)H * W * 3, sizeof(float)),
+          *r12 = calloc((size_t)H * W * 12, sizeof(float));
+    ref_conv(H, W, C0, C0, 3, 1, x_h, wa, ba, 0, rh);
+    ref_conv(H, W, C0, 3, 1, 0, rh, w3, b3, 0, r3);
+    ref_conv(H, W, C0, 12, 1, 0, rh, w12, b12, 0, r12);
+    for (int round = 0; round < 2; round++) { /* the second round reuses the cached primitives */
+        assert_int_equal(be->conv(f->be.ctx, A, &x, &hid, 0, &f->err), MR_OK);
+        assert_int_equal(be->conv(f->be.ctx, N3, &hid, &o3, 0, &f->err), MR_OK);
+        assert_int_equal(be->conv(f->be.ctx, N12, &hid, &o12, 0, &f->err), MR_OK);
+        float *g3 = to_host(f, &o3), *g12 = to_host(f, &o12), *gh = to_host(f, &hid);
+        expect(g3, r3, (size_t)H * W * 3, "3-channel head of a blocked map");
+        expect(g12, r12, (size_t)H * W * 12, "12-channel head of the same map");
+        expect(gh, rh, (size_t)H * W * C0, "the hidden map read back after both");
+        free(g3), free(g12), free(gh);
+    }
+    be->layer_free(f->be.ctx, A);
+    be->layer_free(f->be.ctx, N3);
+    be->layer_free(f->be.ctx, N12);
+    mr_tensor all[] = {x, hid, o3, o12};
+    for (int i = 0; i < 4; i++) be->buffer_free(f->be.ctx, all[i].data);
+    free(x_h), free(wa), free(ba), free(w3), free(b3), free(w12), free(b12), free(rh), free(r3), free(r12);
+}
+
 /* The same memory as another shape, part of it read, and overwritten from
  * the host: each must see the NHWC values. */
 static void test_views(void **state)
@@ -256,6 +292,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_chain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_views, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_narrow_heads, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
