@@ -40,14 +40,19 @@ CUDA_CSRC  := $(wildcard cuda/*.c)
 CUDA_ARCHS ?= 75 80 86 89 90
 NVCCFLAGS  ?= -O2 -std=c++17 -Iengine -Icuda $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) \
               -gencode arch=compute_90,code=compute_90 -fmad=false -Xcompiler -fPIC,-Wall,-Wextra -MMD -MP
-ENGINE_OBJ += $(CUDA_SRC:%.cu=$(BUILD)/%.cu.o) $(CUDA_CSRC:%.c=$(BUILD)/%.o)
+# The backend is its own shared library, loaded on first use by
+# engine/backend_cuda_loader.c: only it links the CUDA libraries, so a CPU
+# run does not map them (about 200 MB resident).
+CUDA_OBJ   := $(CUDA_SRC:%.cu=$(BUILD)/%.cu.o) $(CUDA_CSRC:%.c=$(BUILD)/%.o)
+CUDA_SO    := $(BUILD)/libdetect_cuda.so
+CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublas -lcudart -lstdc++
 CFLAGS     += -DMR_HAVE_CUDA=1 -Icuda -isystem $(CUDA_HOME)/include
-LDLIBS     += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublas -lcudart -lstdc++
+LDLIBS     += -ldl
 endif
 
 .PHONY: all check test unit-test parity-test bench demo deps clean sanitize valgrind fuzz
 FUZZ_SECONDS ?= 60
-all: $(BUILD)/detect $(BUILD)/libdetect.so $(BUILD)/stage_runner
+all: $(BUILD)/detect $(BUILD)/libdetect.so $(BUILD)/stage_runner $(CUDA_SO)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -68,13 +73,17 @@ $(BUILD)/libdetect.a: $(ENGINE_OBJ)
 $(BUILD)/libdetect.so: $(ENGINE_OBJ)
 	$(CC) -shared $(LDFLAGS) $^ $(LDLIBS) -o $@
 
+# The engine's own objects it uses are copied in from libdetect.a, not exported.
+$(BUILD)/libdetect_cuda.so: $(CUDA_OBJ) $(BUILD)/libdetect.a
+	$(CC) -shared $(LDFLAGS) -Wl,--exclude-libs,ALL $(CUDA_OBJ) $(BUILD)/libdetect.a $(LDLIBS) $(CUDA_LIBS) -o $@
+
 $(BUILD)/detect: $(CMD_OBJ) $(BUILD)/libdetect.a
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/stage_runner: $(BUILD)/tests/stage_runner.o $(BUILD)/libdetect.a
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libdetect.a
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libdetect.a $(CUDA_SO)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(BUILD)/libdetect.a $(LDFLAGS) $(LDLIBS) -lcmocka -o $@
 
@@ -116,4 +125,4 @@ fuzz: deps
 clean:
 	rm -rf $(BUILD) build-san
 
--include $(ENGINE_OBJ:.o=.d) $(CMD_OBJ:.o=.d) $(BUILD)/tests/stage_runner.d
+-include $(ENGINE_OBJ:.o=.d) $(CUDA_OBJ:.o=.d) $(CMD_OBJ:.o=.d) $(BUILD)/tests/stage_runner.d

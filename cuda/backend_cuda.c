@@ -227,7 +227,7 @@ static const mr_backend_i cuda_backend_i = {
     .preprocess = cuda_preprocess,
 };
 
-int backend_cuda_device_count(char *why, size_t why_len)
+static int cuda_device_count(char *why, size_t why_len)
 {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
@@ -240,7 +240,7 @@ int backend_cuda_device_count(char *why, size_t why_len)
     return n;
 }
 
-int backend_cuda_has_tf32(int device)
+static int cuda_has_tf32(int device)
 {
     int major = 0;
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
@@ -257,14 +257,14 @@ static int env_flag(const char *name, int dflt)
     return strcmp(v, "0") != 0;
 }
 
-mr_status backend_cuda_create_ex(mr_backend *out, const mr_cuda_params *p, mr_error *err)
+static mr_status cuda_create(mr_backend *out, const mr_cuda_params *p, mr_error *err)
 {
     char why[256];
-    int count = backend_cuda_device_count(why, sizeof why);
+    int count = cuda_device_count(why, sizeof why);
     if (count == 0) return mr_fail(err, MR_ERR_BACKEND, "no CUDA device: %s", why);
     if (p->device < 0 || p->device >= count)
         return mr_fail(err, MR_ERR_CONFIG, "cuda:%d: no such device (%d present)", p->device, count);
-    if (p->tf32 && !backend_cuda_has_tf32(p->device))
+    if (p->tf32 && !cuda_has_tf32(p->device))
         return mr_fail(err, MR_ERR_UNSUPPORTED, "cuda:%d: TF32 needs compute capability 8.0 or later", p->device);
     cuda_ctx *c = calloc(1, sizeof *c);
     if (!c) return mr_fail(err, MR_ERR_OOM, "out of memory");
@@ -300,8 +300,9 @@ mr_status backend_cuda_create_ex(mr_backend *out, const mr_cuda_params *p, mr_er
     return MR_OK;
 }
 
-mr_status backend_cuda_create(mr_backend *out, int device, mr_error *err)
+/* The one symbol engine/backend_cuda_loader.c looks up in libdetect_cuda.so. */
+const mr_cuda_entry *mr_cuda_backend_entry(void)
 {
-    mr_cuda_params p = {device, 0, 1};
-    return backend_cuda_create_ex(out, &p, err);
+    static const mr_cuda_entry entry = {MR_CUDA_ENTRY_VERSION, cuda_device_count, cuda_has_tf32, cuda_create};
+    return &entry;
 }

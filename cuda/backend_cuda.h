@@ -7,7 +7,12 @@
  * one workspace; two contexts share nothing. Errors from CUDA, cuDNN and
  * cuBLAS come back as MR_ERR_BACKEND with the op that failed; nothing
  * aborts. MR_CUDA_SYNC=1 in the environment synchronises after every launch,
- * so an asynchronous fault is reported by the op that caused it. */
+ * so an asynchronous fault is reported by the op that caused it.
+ *
+ * The backend lives in its own shared library, build/libdetect_cuda.so,
+ * which alone links cuDNN, cuBLAS and the CUDA runtime; the functions below
+ * (engine/backend_cuda_loader.c) load it on first use. A CPU run never maps
+ * those libraries: about 200 MB of resident memory and their start-up time. */
 #ifndef MR_BACKEND_CUDA_H
 #define MR_BACKEND_CUDA_H
 
@@ -29,11 +34,29 @@ typedef struct {
 mr_status backend_cuda_create(mr_backend *out, int device, mr_error *err);
 mr_status backend_cuda_create_ex(mr_backend *out, const mr_cuda_params *p, mr_error *err);
 
-/* Number of usable devices (0 with no GPU or no driver); `why` (may be NULL)
- * receives the CUDA runtime's reason when it is 0. */
+/* Number of usable devices (0 with no GPU or no driver, or when
+ * libdetect_cuda.so cannot be loaded); `why` (may be NULL) receives the
+ * reason when it is 0. */
 int backend_cuda_device_count(char *why, size_t why_len);
 /* 1 when the device has TF32 tensor cores (compute capability >= 8.0). */
 int backend_cuda_has_tf32(int device);
+
+/* 1 when libdetect_cuda.so loads here (every symbol resolved, cuDNN,
+ * cuBLAS and the runtime found) and is this build's, GPU or not: the check
+ * a machine without a GPU can still make. */
+int backend_cuda_library_loads(char *why, size_t why_len);
+
+/* What libdetect_cuda.so exports: mr_cuda_backend_entry() returns this
+ * table (the version guards against a stale library beside a newer
+ * binary). */
+#define MR_CUDA_ENTRY_VERSION 1
+typedef struct {
+    int version;
+    int (*device_count)(char *why, size_t why_len);
+    int (*has_tf32)(int device);
+    mr_status (*create)(mr_backend *out, const mr_cuda_params *p, mr_error *err);
+} mr_cuda_entry;
+const mr_cuda_entry *mr_cuda_backend_entry(void);
 
 #ifdef __cplusplus
 }
