@@ -224,14 +224,24 @@ static void unblock_padded(const float *blk, const mr_tensor *y)
         }
 }
 
+/* A blocked convolution's operands in nChw8c (turned in place if need be),
+ * y's memory recorded as what it is about to hold. */
+static mr_status blocked_operands(cpu_ctx *c, const mr_tensor *x, mr_tensor *y, int accumulate, mr_error *err)
+{
+    MR_TRY(cpu_layout_blocked(c, x, y, err));
+    if (accumulate) return cpu_layout_blocked(c, y, x, err);
+    return cpu_layout_will_be_blocked(c, y, x, err);
+}
+
 /* Builds (or finds) the primitive for this input shape and input layout. */
 static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x, const mr_tensor *y,
                                 int accumulate, cpu_conv_entry **out, mr_error *err)
 {
+    int narrow = conv_narrow_from_blocked(c, &layer->conv, x, accumulate);
     for (int i = 0; i < layer->cache_count; i++) {
         cpu_conv_entry *e = &layer->cache[i];
         if (e->n == x->n && e->h == x->h && e->w == x->w && e->accumulate == accumulate &&
-            e->narrow_from_blocked == conv_narrow_from_blocked(c, &layer->conv, x, accumulate)) {
+            e->narrow_from_blocked == narrow) {
             *out = e;
             return MR_OK;
         }
@@ -248,7 +258,7 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
     e.w = x->w;
     e.accumulate = accumulate;
     e.blocked = p->groups == 1 && p->cin % 8 == 0 && p->cout % 8 == 0;
-    e.narrow_from_blocked = conv_narrow_from_blocked(c, p, x, accumulate);
+    e.narrow_from_blocked = narrow;
 
     dnnl_dims_t src_dims = {x->n, p->cin, x->h, x->w}, dst_dims = {y->n, p->cout, y->h, y->w};
     dnnl_dims_t bias_dims = {p->cout}, strides = {p->stride, p->stride};
@@ -343,9 +353,7 @@ mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y
                            layer->name);
         mr_wino_params wp = {p->cin, p->cout, p->relu};
         MR_TRY(cpu_scratch_reserve(c, wino_scratch_bytes(&wp, c->threads), err));
-        MR_TRY(cpu_layout_blocked(c, x, y, err));
-        if (accumulate) MR_TRY(cpu_layout_blocked(c, y, x, err));
-        else MR_TRY(cpu_layout_will_be_blocked(c, y, x, err));
+        MR_TRY(blocked_operands(c, x, y, accumulate, err));
         wino_forward(&wp, layer->wino_u, layer->bias, x->data, x->n, x->h, x->w, y->data, accumulate, c->threads,
                      c->scratch);
         return MR_OK;
@@ -355,9 +363,7 @@ mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y
     /* The operands in the convolution's layout (in place), y's memory
      * recorded as what it is about to hold. */
     if (e->blocked) {
-        MR_TRY(cpu_layout_blocked(c, x, y, err));
-        if (accumulate) MR_TRY(cpu_layout_blocked(c, y, x, err));
-        else MR_TRY(cpu_layout_will_be_blocked(c, y, x, err));
+        MR_TRY(blocked_operands(c, x, y, accumulate, err));
     } else if (e->narrow_from_blocked) {
         MR_TRY(cpu_blocked_reserve(c, dnnl_memory_desc_get_size(&e->dst_md), err));
         cpu_wrote(c, y);

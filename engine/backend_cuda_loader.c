@@ -6,8 +6,8 @@
  * Where it is looked for: $MR_CUDA_LIBRARY alone when it is set; else
  * beside the object that holds this code (detect, libdetect.so, a test
  * binary), one directory up (build/tests/ -> build/), then the dynamic
- * linker's search path. Each call dlopens again (cheap once loaded: the same copy comes
- * back), so there is no global state here. */
+ * linker's search path. Each call dlopens again (cheap once loaded: the
+ * same copy comes back), so there is no global state here. */
 #ifdef MR_HAVE_CUDA
 
 #include <dlfcn.h>
@@ -19,9 +19,11 @@
 
 #define CUDA_LIBRARY "libdetect_cuda.so"
 
-/* The table from a loaded library (*handle: to close it when there is no
- * GPU after all), or NULL with *why set. */
-static const mr_cuda_entry *load_entry(void **handle, char *why, size_t why_len)
+/* The table from the loaded library, or NULL with *why set. A library that
+ * loads stays loaded for the process: closing it gave back no memory
+ * (measured), and on a GPU machine the command's three calls (count, TF32,
+ * create) would otherwise load cuDNN and cuBLAS three times. */
+static const mr_cuda_entry *load_entry(char *why, size_t why_len)
 {
     char dir[4096] = "", paths[2][4200], msg[4400];
     const char *env = getenv("MR_CUDA_LIBRARY");
@@ -55,10 +57,7 @@ static const mr_cuda_entry *load_entry(void **handle, char *why, size_t why_len)
         }
         const mr_cuda_entry *(*get)(void) = (const mr_cuda_entry *(*)(void))dlsym(h, "mr_cuda_backend_entry");
         const mr_cuda_entry *e = get ? get() : NULL;
-        if (e && e->version == MR_CUDA_ENTRY_VERSION) {
-            *handle = h;
-            return e;
-        }
+        if (e && e->version == MR_CUDA_ENTRY_VERSION) return e;
         snprintf(msg, sizeof msg, "%s: %s", tried[i],
                  e ? "built for another version of detect" : "not a detect CUDA backend");
         if (why) snprintf(why, why_len, "%s", msg);
@@ -84,46 +83,31 @@ static int driver_present(char *why, size_t why_len)
     return 1;
 }
 
-/* With no device the library is closed again (what memory that returns);
- * a backend that was created keeps it loaded for the rest of the process. */
 int backend_cuda_device_count(char *why, size_t why_len)
 {
-    void *h = NULL;
     if (!driver_present(why, why_len)) return 0;
-    const mr_cuda_entry *e = load_entry(&h, why, why_len);
-    int n = e ? e->device_count(why, why_len) : 0;
-    if (h) dlclose(h);
-    return n;
+    const mr_cuda_entry *e = load_entry(why, why_len);
+    return e ? e->device_count(why, why_len) : 0;
 }
 
 int backend_cuda_has_tf32(int device)
 {
-    void *h = NULL;
-    if (!driver_present(NULL, 0)) return 0;
-    const mr_cuda_entry *e = load_entry(&h, NULL, 0);
-    int yes = e ? e->has_tf32(device) : 0;
-    if (h) dlclose(h);
-    return yes;
+    const mr_cuda_entry *e = driver_present(NULL, 0) ? load_entry(NULL, 0) : NULL;
+    return e ? e->has_tf32(device) : 0;
 }
 
 mr_status backend_cuda_create_ex(mr_backend *out, const mr_cuda_params *p, mr_error *err)
 {
     char why[512];
-    void *h = NULL;
     if (!driver_present(why, sizeof why)) return mr_fail(err, MR_ERR_BACKEND, "no CUDA device: %s", why);
-    const mr_cuda_entry *e = load_entry(&h, why, sizeof why);
+    const mr_cuda_entry *e = load_entry(why, sizeof why);
     if (!e) return mr_fail(err, MR_ERR_BACKEND, "no CUDA backend: %s", why);
-    mr_status st = e->create(out, p, err);
-    if (st != MR_OK) dlclose(h);
-    return st;
+    return e->create(out, p, err);
 }
 
 int backend_cuda_library_loads(char *why, size_t why_len)
 {
-    void *h = NULL;
-    const mr_cuda_entry *e = load_entry(&h, why, why_len);
-    if (h) dlclose(h);
-    return e != NULL;
+    return load_entry(why, why_len) != NULL;
 }
 
 mr_status backend_cuda_create(mr_backend *out, int device, mr_error *err)

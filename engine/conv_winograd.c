@@ -70,11 +70,16 @@ static int chunk_tiles(const mr_wino_params *p, long tiles, int threads)
     return t < max ? (int)t : (int)max;
 }
 
+/* One thread's V and M for chunks of T tiles, rounded to a cache line. */
+static size_t chunk_bytes(const mr_wino_params *p, int T)
+{
+    size_t per = sizeof(float) * (size_t)T * (row_floats(p->cin) + row_floats(p->cout));
+    return (per + 63) & ~(size_t)63;
+}
+
 size_t wino_scratch_bytes(const mr_wino_params *p, int threads)
 {
-    size_t per = sizeof(float) * (size_t)chunk_max(p) * (row_floats(p->cin) + row_floats(p->cout));
-    per = (per + 63) & ~(size_t)63;
-    return per * (size_t)(threads > 0 ? threads : 1);
+    return chunk_bytes(p, chunk_max(p)) * (size_t)(threads > 0 ? threads : 1);
 }
 
 /* Panel of cout block `ob` (16 wide, or 8 for a last odd block) at point k. */
@@ -261,8 +266,7 @@ void wino_forward(const mr_wino_params *p, const float *u, const float *bias, co
     if (threads < 1) threads = 1;
     int T = chunk_tiles(p, tiles, threads);
     long chunks = (tiles + T - 1) / T;
-    size_t per = sizeof(float) * (size_t)T * (row_floats(p->cin) + row_floats(p->cout));
-    per = (per + 63) & ~(size_t)63;
+    size_t per = chunk_bytes(p, T);
     if (chunks < threads) threads = (int)chunks;
     if (threads < 1) return;
 #pragma omp parallel num_threads(threads)
