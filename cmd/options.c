@@ -26,6 +26,8 @@ static void usage(FILE *f)
             "Inputs\n"
             "  --list FILE          also read image paths from FILE, one per line ('#' comments)\n"
             "  --skip-existing      skip images whose --output files already exist\n"
+            "  --decode-threads N   decode the next images on N threads while the model runs; 0: decode\n"
+            "                       each image in turn (default: the cores the model leaves free, up to 4)\n"
             "Outputs\n"
             "  --output DIR         per image: DIR/NAME.png (visualisation) and DIR/NAME.json\n"
             "  --json FILE          all images' detections in one JSON document\n"
@@ -58,7 +60,8 @@ static int parse_int(const char *opt, const char *s, int lo, int hi, int *out)
 int options_parse(int argc, char **argv, options *o)
 {
     enum { O_CONFIG = 256, O_WEIGHTS, O_DEVICE, O_JSON, O_COCO, O_OUTPUT, O_THREADS, O_SCORE, O_MAXDETS, O_CLASSES,
-           O_LIST, O_SKIP, O_PROFILE, O_PROFILE_RUNS, O_PROFILE_JSON, O_VERSION, O_PRECISION, O_NO_FOLD };
+           O_LIST, O_SKIP, O_PROFILE, O_PROFILE_RUNS, O_PROFILE_JSON, O_VERSION, O_PRECISION, O_NO_FOLD,
+           O_DECODE_THREADS };
     static const struct option longs[] = {
         {"config", required_argument, 0, O_CONFIG}, {"weights", required_argument, 0, O_WEIGHTS},
         {"device", required_argument, 0, O_DEVICE}, {"json", required_argument, 0, O_JSON},
@@ -67,6 +70,7 @@ int options_parse(int argc, char **argv, options *o)
         {"threads", required_argument, 0, O_THREADS}, {"score-thresh", required_argument, 0, O_SCORE},
         {"max-dets", required_argument, 0, O_MAXDETS}, {"classes", required_argument, 0, O_CLASSES},
         {"list", required_argument, 0, O_LIST}, {"skip-existing", no_argument, 0, O_SKIP},
+        {"decode-threads", required_argument, 0, O_DECODE_THREADS},
         {"profile", no_argument, 0, O_PROFILE}, {"profile-runs", required_argument, 0, O_PROFILE_RUNS},
         {"profile-json", required_argument, 0, O_PROFILE_JSON}, {"quiet", no_argument, 0, 'q'},
         {"verbose", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, O_VERSION},
@@ -79,6 +83,7 @@ int options_parse(int argc, char **argv, options *o)
     o->score_thresh = -1;
     o->max_dets = -1;
     o->profile_runs = 1;
+    o->decode_threads = -1;
     const char *lists[64];
     int nlists = 0, c;
     mr_error err = {0};
@@ -120,6 +125,9 @@ int options_parse(int argc, char **argv, options *o)
             lists[nlists++] = optarg;
             break;
         case O_SKIP: o->skip_existing = 1; break;
+        case O_DECODE_THREADS:
+            if (!parse_int("--decode-threads", optarg, 0, 64, &o->decode_threads)) return 2;
+            break;
         case O_PROFILE: o->profile = 1; break;
         case O_PROFILE_JSON: o->profile_json = optarg; break;
         case 'q': o->quiet = 1; break;

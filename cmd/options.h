@@ -14,6 +14,7 @@ typedef struct {
     double score_thresh;     /* < 0: the config's */
     int max_dets;            /* < 0: the config's */
     int threads;             /* 0: all cores */
+    int decode_threads;      /* images decoded ahead on this many threads; 0: in turn; -1: the default */
     int quiet, verbose, profile, profile_runs, skip_existing;
     input_list inputs;
 } options;

@@ -17,7 +17,8 @@ enum {
 
 typedef struct {
     double stage[PROF_STAGES];
-    double total; /* measured separately, end to end */
+    double total;    /* measured separately, end to end */
+    double finished; /* when its outputs were done, seconds from the start of the command */
 } profile_run;
 
 typedef struct {
@@ -29,6 +30,10 @@ typedef struct {
 /* Fills the model's stages from its stage times. */
 void profile_set_model(profile_run *run, const mr_stage_times *t);
 mr_status profile_add(profile_log *log, const char *file, const profile_run *run, mr_error *err);
+/* Runs finished per second between the first run's end and the last's:
+ * the batch rate, in which decoding ahead overlaps the model (1/mean of
+ * the totals does not see that). 0 for fewer than 2 runs. */
+double profile_steady_rate(const profile_log *log);
 void profile_print_run(FILE *f, const char *file, const profile_run *run);
 void profile_print_summary(FILE *f, const profile_log *log, double wall_seconds);
 mr_status profile_write_json(const profile_log *log, double wall_seconds, const char *path, mr_error *err);

@@ -24,6 +24,10 @@
 #    into Debian's python: libasan is preloaded (LD_PRELOAD) and leak
 #    checking is off there (python itself is not built for LSan and "leaks"
 #    by design at exit).
+# 5. Builds tests/unit/test_image_prefetch.c with ThreadSanitizer (the
+#    only threads of ours outside OpenMP: the decoders of
+#    engine/image_prefetch.c) from the engine sources it needs, without
+#    OpenMP (libgomp is not TSan-instrumented), and runs it.
 # test_convert.py is not run: it is pure python and never touches the engine.
 #
 # Every ASan/LSan report is written to $SAN_BUILD/san-logs/ (log_path) and
@@ -105,6 +109,16 @@ if [ ${#ctypes_files[@]} -gt 0 ]; then
     LD_PRELOAD="$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS="detect_leaks=0:$ASAN_COMMON" \
         DETECT_BUILD="$ROOT/$SAN_BUILD" "$PYTHON" -m pytest -q -rs -p no:cacheprovider "${ctypes_files[@]}" \
         || failed+=("${ctypes_files[*]}")
+fi
+
+echo "== ThreadSanitizer: the image prefetcher's decoder threads"
+TSAN_BIN="$SAN_BUILD/tests/test_image_prefetch_tsan"
+if gcc -O1 -g -fsanitize=thread -std=c11 -D_GNU_SOURCE -Iengine tests/unit/test_image_prefetch.c \
+        engine/image_prefetch.c engine/image.c engine/status.c engine/resize_pil.c engine/resize_cv2.c \
+        -lpng -ljpeg -lm -lcmocka -o "$TSAN_BIN"; then
+    TSAN_OPTIONS="halt_on_error=1:exitcode=97:log_path=$LOGS/tsan" "$TSAN_BIN" || failed+=("$TSAN_BIN")
+else
+    failed+=("$TSAN_BIN (build)")
 fi
 
 reports=("$LOGS"/*)

@@ -127,6 +127,30 @@ def test_coco_results_load_in_pycocotools(batch_run, folder):
             assert np.array_equal(ours, theirs)
 
 
+def test_decoding_ahead_changes_nothing(batch_run, folder, seeded_weights, tmp_path):
+    """--decode-threads 0 decodes each image in turn on the main thread; 3
+    decodes up to 4 ahead on 3 threads; the default (batch_run) is what the
+    machine's cores give. Same detections, same errors in the same order,
+    same exit status. The images are the model's input at their own size:
+    a mix-up between them would show."""
+    _, out = batch_run
+    runs = {}
+    for n in ["0", "3"]:
+        r = detect("--weights", seeded_weights, "--decode-threads", n, "--json", str(tmp_path / f"all{n}.json"),
+                   str(folder))
+        runs[n] = r
+        assert r.returncode == 1, r.stderr
+        assert json.loads((tmp_path / f"all{n}.json").read_text()) == json.loads((out / "all.json").read_text())
+    assert runs["0"].stdout == runs["3"].stdout and runs["0"].stdout.count(str(folder)) >= len(GOOD)
+    errors = [[l for l in r.stderr.splitlines() if str(folder) in l and not l.startswith("detect: [")]
+              for r in runs.values()]  # not the progress lines, which carry times
+    assert errors[0] == errors[1] and len(errors[0]) == len(BAD), runs["0"].stderr
+    for bad, line in zip(BAD, errors[0]):  # in input order
+        assert bad in line, errors[0]
+    r = detect("--weights", seeded_weights, "--decode-threads", "65", str(folder))
+    assert r.returncode == 2 and "--decode-threads" in r.stderr
+
+
 def test_skip_existing(batch_run, folder, seeded_weights):
     _, out = batch_run
     r = detect("--weights", seeded_weights, "--output", str(out / "vis"), "--skip-existing", str(folder))
@@ -168,12 +192,15 @@ def test_profile_adds_up(tmp_path, folder, seeded_weights):
         assert abs(s - run["total"]) <= 0.03 * run["total"], run
     assert set(doc["summary"]) == set(stages) | {"total"}
     assert doc["summary"]["total"]["min"] <= doc["summary"]["total"]["median"] <= doc["summary"]["total"]["max"]
+    done = [run["finished"] for run in doc["runs"]]  # seconds from the start, as the runs end
+    assert all(a < b for a, b in zip(done, done[1:])) and done[-1] <= doc["wall_seconds"]
+    assert doc["steady_images_per_second"] == pytest.approx(3 / (done[-1] - done[0]), rel=1e-3)
 
 
 def test_help_lists_every_option():
     h = subprocess.run([DETECT, "--help"], capture_output=True, text=True).stdout
     for opt in ["--config", "--weights", "--device", "--threads", "--score-thresh", "--max-dets", "--classes",
-                "--list", "--skip-existing", "--output", "--json", "--coco-results", "--quiet", "--verbose",
+                "--list", "--skip-existing", "--decode-threads", "--output", "--json", "--coco-results", "--quiet", "--verbose",
                 "--profile", "--profile-runs", "--profile-json", "--help", "--version"]:
         assert opt in h, opt
     assert "default" in h
@@ -200,14 +227,15 @@ def test_output_on_a_file_is_an_error(tmp_path, folder, seeded_weights):
     assert r.returncode == 2 and str(f) in r.stderr
 
 
-def test_interrupt_keeps_finished_outputs(tmp_path, folder, seeded_weights):
+@pytest.mark.parametrize("decode_threads", ["0", "2"])
+def test_interrupt_keeps_finished_outputs(tmp_path, folder, seeded_weights, decode_threads):
     many = tmp_path / "many"
     many.mkdir()
     for i in range(6):
         (many / f"img{i}.png").write_bytes((folder / "a_photo.png").read_bytes())
     out = tmp_path / "out"
     p = subprocess.Popen([DETECT, "--config", CONFIG_SMALL, "-q", "--weights", seeded_weights, "--output", str(out),
-                          "--json", str(tmp_path / "all.json"), str(many)],
+                          "--json", str(tmp_path / "all.json"), "--decode-threads", decode_threads, str(many)],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while time.time() < deadline and not (out.exists() and any(f.endswith(".json") for f in os.listdir(out))):
