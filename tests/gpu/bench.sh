@@ -8,15 +8,16 @@
 #      fp32/tf32 x fold/--no-fold against torchvision eager fp32 and tf32,
 #      alternating rounds after warm-up, medians; peak GPU memory (torch's
 #      allocator for torchvision; nvidia-smi's per-process figure for both);
-#      then the throughput over 50 photo-like images of mixed sizes.
+#      then the throughput over 50 photo-like images of mixed sizes, and over
+#      a folder of 500 COCO-sized JPEGs with and without decoding ahead.
 # Targets (issue #8): ours tf32 <= 6 ms, fp32 <= 14 ms, >= 4x torchvision
 # eager of the same precision. The script reports; it does not fail on them.
 #
 #   device run:  bash tests/gpu/bench.sh          (timeout 420 s; carry tests/gpu/deps
 #                                                  where the machine lacks oneDNN etc.)
 #   dry run:     bash tests/gpu/bench.sh --dry-run (no GPU: build/ as it is, --device cpu,
-#                                                  a 160-pixel short side, 1 round, 3 images)
-#   env:         PYTHON (default python3, torch with CUDA), ROUNDS (3), RUNS (10),
+#                                                  a 160-pixel short side, 1 round, 3 + 4 images)
+#   env:         PYTHON (default python3, torch with CUDA), ROUNDS (3), RUNS (10), JPEGS (500),
 #                BATCH (50), WORK (default /tmp/gpubench)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -34,7 +35,7 @@ if [ $DRY -eq 1 ]; then
     make -j2 all >"$WORK/build.log" 2>&1 || { tail -30 "$WORK/build.log"; exit 1; }
     export DETECT_BUILD="$PWD/build"
     exec $PY tests/gpu/bench_gpu.py --work "$WORK" --device cpu --threads 2 --min-size 160 --rounds 1 --runs 1 \
-        --batch 3
+        --batch 3 --jpegs 4
 fi
 
 command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
@@ -65,7 +66,7 @@ echo "built"
 
 step "latency, memory, throughput (tests/gpu/bench_gpu.py)"
 timeout $((400 - ($(date +%s) - T0))) $PY tests/gpu/bench_gpu.py --work "$WORK" --rounds "${ROUNDS:-3}" \
-    --runs "${RUNS:-10}" --batch "${BATCH:-50}"
+    --runs "${RUNS:-10}" --batch "${BATCH:-50}" --jpegs "${JPEGS:-500}"
 rc=$?
 step "done (exit $rc)"
 exit $rc
