@@ -8,6 +8,7 @@
 #   make sanitize   unit and end-to-end tests under AddressSanitizer + UBSan (build-san/)
 #   make valgrind   one full image through memcheck: no errors, no leaks
 #   make fuzz       every fuzz target for FUZZ_SECONDS each (default 60)
+#   make cuda-report  registers, stack, spills and shared memory of every CUDA kernel (no GPU needed)
 #   CUDA=0          build without the CUDA backend even where nvcc exists
 
 CC      ?= gcc
@@ -50,7 +51,7 @@ CFLAGS     += -DMR_HAVE_CUDA=1 -Icuda -isystem $(CUDA_HOME)/include
 LDLIBS     += -ldl
 endif
 
-.PHONY: all check test unit-test parity-test bench demo deps clean sanitize valgrind fuzz
+.PHONY: all check test unit-test parity-test bench demo deps clean sanitize valgrind fuzz cuda-report
 FUZZ_SECONDS ?= 60
 all: $(BUILD)/detect $(BUILD)/libdetect.so $(BUILD)/stage_runner $(CUDA_SO)
 
@@ -121,6 +122,11 @@ valgrind: deps
 
 fuzz: deps
 	scripts/fuzz.sh $(FUZZ_SECONDS)
+
+# CUDA_REPORT_ARCH: the SM the report compiles for (90: the H200 of tests/gpu).
+CUDA_REPORT_ARCH ?= 90
+cuda-report:
+	scripts/cuda_report.sh $(CUDA_REPORT_ARCH)
 
 clean:
 	rm -rf $(BUILD) build-san
