@@ -1,4 +1,4 @@
-/* Preprocessing's per-pixel math, shared by the CPU (engine/image.c) and
+/* Preprocessing's per-pixel math, shared by the CPU (engine/image_preprocess.c) and
  * the GPU (cuda/preprocess.cu), so the CPU tests exercise the arithmetic
  * the kernel runs. The contract of the whole step (which resize, in which
  * order, against which reference) is image.h's; this header holds:

@@ -69,8 +69,8 @@ LIBS="-lpng -ljpeg -lcjson -lm"
 declare -A SOURCES=(
   [config]="engine/status.c engine/config.c engine/config_table.c"
   [weights]="engine/status.c engine/weights.c"
-  [png]="engine/status.c engine/image.c engine/resize_pil.c engine/resize_cv2.c engine/config.c engine/config_table.c"
-  [jpeg]="engine/status.c engine/image.c engine/resize_pil.c engine/resize_cv2.c engine/config.c engine/config_table.c"
+  [png]="engine/status.c engine/image.c engine/image_preprocess.c engine/resize_pil.c engine/resize_cv2.c engine/config.c engine/config_table.c"
+  [jpeg]="engine/status.c engine/image.c engine/image_preprocess.c engine/resize_pil.c engine/resize_cv2.c engine/config.c engine/config_table.c"
   [rle]="engine/status.c engine/rle.c"
 )
 for t in $TARGETS; do
