@@ -149,6 +149,10 @@ static mr_status cpu_preprocess(void *vctx, const mr_input_config *cfg, const mr
     cpu_ctx *c = vctx;
     MR_TRY(image_preprocess_check(img, geo, input, err));
     MR_TRY(cpu_scratch_reserve(c, image_preprocess_scratch_bytes(geo), err));
+    /* The input's memory is shared with tensors of the previous image's
+     * later stages, some of which it left in the blocked layout: those
+     * records go, or the first convolution would "unblock" the new input. */
+    cpu_wrote(c, input);
     image_preprocess(cfg, img, geo, c->scratch, input);
     return MR_OK;
 }

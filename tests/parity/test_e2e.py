@@ -9,6 +9,8 @@ Tolerances (from the issue):
   masks of matched detections: IoU >= 0.98 after thresholding at 0.5
 """
 
+import os
+
 import numpy as np
 import pytest
 
@@ -109,3 +111,35 @@ def test_final_detections_e2e(case):
     ious = np.array([mask_iou(ours_masks[j], ref_masks[i]) for i, j in pairs])
     print(f"[{case.name}] final mask IoU over {len(ious)} matched: min {ious.min():.4f} mean {ious.mean():.4f}")
     assert (ious >= 0.98).all(), f"{int((ious < 0.98).sum())} masks below IoU 0.98"
+
+
+def test_every_image_of_a_batch(case, tmp_path):
+    """detect over a folder keeps one model and its buffers from image to
+    image: [this image, another of another size, this image again] must
+    give torchvision's detections and masks for both runs of this image.
+    (The CPU backend once mistook the second run's input for the layout a
+    tensor of the first run had left in the same memory: the second image
+    of a full-size batch came out different.)"""
+    import json
+    import subprocess
+    import oracle
+    from conftest import BUILD
+    from test_cli import rle_decode
+    other = str(tmp_path / "other.png")
+    oracle.save_png(oracle.make_synthetic_image(480, 640, 7), other)
+    out = tmp_path / "batch.json"
+    r = subprocess.run([os.path.join(BUILD, "detect"), "-q", "--threads", "2", "--config", case.spec["config"],
+                        "--weights", case.weights, "--json", str(out), case.png, other, case.png],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    images = json.loads(out.read_text())["images"]
+    ref = (case.ref("12_final_boxes"), case.ref("12_final_scores"), case.ref("12_final_labels"))
+    ref_masks = case.ref("12_final_masks")[:, 0] > 0.5
+    for k in (0, 2):
+        dets = images[k]["detections"]
+        ours = (np.array([d["box"] for d in dets], np.float32).reshape(-1, 4),
+                np.array([d["score"] for d in dets], np.float32), np.array([d["class_id"] for d in dets]))
+        pairs = check_detections(case, f"batch image {k + 1}", ref, ours, cap=100)
+        ious = [mask_iou(rle_decode(dets[j]["mask"]["counts"], *dets[j]["mask"]["size"]) > 0, ref_masks[i])
+                for i, j in pairs]
+        assert len(ref[0]) > 0 and min(ious) >= 0.98, f"batch image {k + 1}: mask IoU min {min(ious):.4f}"
