@@ -3,27 +3,108 @@
 
 #include <string.h>
 
+/* Index of the first / last nonzero byte of row[0, n), or -1: eight bytes
+ * at a time through the long zero stretches a mask is mostly made of. */
+static int first_nonzero(const uint8_t *row, int n)
+{
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v;
+        memcpy(&v, row + i, 8);
+        if (v) break;
+    }
+    for (; i < n; i++)
+        if (row[i]) return i;
+    return -1;
+}
+
+static int last_nonzero(const uint8_t *row, int n)
+{
+    int i = n;
+    for (; i >= 8; i -= 8) {
+        uint64_t v;
+        memcpy(&v, row + i - 8, 8);
+        if (v) break;
+    }
+    for (; i > 0; i--)
+        if (row[i - 1]) return i - 1;
+    return -1;
+}
+
+int mask_bounds(const uint8_t *mask_rowmajor, int h, int w, int *y0, int *y1, int *x0, int *x1)
+{
+    *y0 = *y1 = *x1 = -1;
+    *x0 = w;
+    for (int y = 0; y < h; y++) {
+        const uint8_t *row = mask_rowmajor + (size_t)y * w;
+        int first = first_nonzero(row, w);
+        if (first < 0) continue;
+        int last = last_nonzero(row, w); /* each row is read from both ends: its zeros, not its middle */
+        if (*y0 < 0) *y0 = y;
+        *y1 = y;
+        if (first < *x0) *x0 = first;
+        if (last > *x1) *x1 = last;
+    }
+    if (*y0 >= 0) return 1;
+    *x0 = 0;
+    return 0;
+}
+
+/* The runs being built: appending `len` pixels of value v. */
+typedef struct {
+    uint32_t *counts;
+    int k;
+    uint8_t prev;
+    uint32_t run;
+} rle_builder;
+
+static void push(rle_builder *b, uint8_t v, uint32_t len)
+{
+    if (!len) return;
+    if (v != b->prev) {
+        b->counts[b->k++] = b->run;
+        b->run = 0;
+        b->prev = v;
+    }
+    b->run += len;
+}
+
+/* Column-major order walks down each column of a row-major mask: a stride
+ * of w bytes per pixel, a new cache line per pixel once the mask outgrows
+ * the cache (1.9 MB at 1200x1600, for every detection). So the
+ * foreground's bounding box is found first, by rows (sequential reads);
+ * outside it every pixel is background, counted without being read, and
+ * only the box is walked column by column (its rows stay in cache from
+ * one column to the next). The counts are the same as a walk over every
+ * pixel. */
 mr_status rle_encode(const uint8_t *mask_rowmajor, int h, int w, uint32_t *counts, int *ncounts)
 {
     *ncounts = 0;
     if (h < 0 || w < 0) return MR_ERR_RANGE;
-    int k = 0;
-    uint8_t prev = 0;
-    uint32_t run = 0;
-    for (int x = 0; x < w; x++) {
+    int y0, y1, x0, x1;
+    rle_builder b = {counts, 0, 0, 0};
+    if (!mask_bounds(mask_rowmajor, h, w, &y0, &y1, &x0, &x1)) { /* all background (or empty) */
+        counts[0] = (uint32_t)((size_t)h * w);
+        *ncounts = 1;
+        return MR_OK;
+    }
+    push(&b, 0, (uint32_t)((size_t)x0 * h + y0)); /* the columns left of the box, the top of its first */
+    for (int x = x0; x <= x1; x++) {
+        if (x > x0) push(&b, 0, (uint32_t)(h - 1 - y1 + y0)); /* below the box in x - 1, above it in x */
         const uint8_t *col = mask_rowmajor + x;
-        for (int y = 0; y < h; y++) {
+        for (int y = y0; y <= y1; y++) {
             uint8_t v = col[(size_t)y * w] != 0;
-            if (v != prev) {
-                counts[k++] = run;
-                run = 0;
-                prev = v;
+            if (v != b.prev) {
+                b.counts[b.k++] = b.run;
+                b.run = 0;
+                b.prev = v;
             }
-            run++;
+            b.run++;
         }
     }
-    counts[k++] = run;
-    *ncounts = k;
+    push(&b, 0, (uint32_t)(h - 1 - y1 + (size_t)(w - 1 - x1) * h)); /* below the box, then the columns right of it */
+    counts[b.k++] = b.run;
+    *ncounts = b.k;
     return MR_OK;
 }
 

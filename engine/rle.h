@@ -24,7 +24,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* counts must hold h*w + 1 entries. MR_ERR_RANGE if h or w is negative. */
+/* The bounding box of a row-major mask's nonzero pixels: rows [y0, y1] and
+ * columns [x0, x1], inclusive; returns 0 (and y0 = y1 = x1 = -1, x0 = 0)
+ * when there are none. Reads each row from both ends up to its first and
+ * last nonzero byte, eight bytes at a time: for a detection's mask, about
+ * the image's background once, sequentially. */
+int mask_bounds(const uint8_t *mask_rowmajor, int h, int w, int *y0, int *y1, int *x0, int *x1);
+
+/* counts must hold h*w + 1 entries. MR_ERR_RANGE if h or w is negative.
+ * Only the foreground's bounding box (mask_bounds) is walked in column
+ * order; the counts are those of a walk over every pixel. */
 mr_status rle_encode(const uint8_t *mask_rowmajor, int h, int w, uint32_t *counts, int *ncounts);
 
 /* Bytes that always suffice for rle_to_string of n counts (with the NUL). */

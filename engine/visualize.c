@@ -3,6 +3,7 @@
 #include "visualize.h"
 
 #include "atomic_file.h"
+#include "rle.h"
 
 #include <errno.h>
 #include <math.h>
@@ -114,11 +115,15 @@ static void draw_mask(mr_image *im, const uint8_t *mask, const uint8_t c[3])
 {
     const int h = im->h, w = im->w;
     const uint8_t dark[3] = {visualize_darken(c[0]), visualize_darken(c[1]), visualize_darken(c[2])};
-#pragma omp parallel for schedule(static) if ((size_t)h * w > (1u << 18))
-    for (int y = 0; y < h; y++) {
+    /* Outside the mask's bounding box every pixel is background: only the
+     * box is visited (a detection covers a small part of the image). */
+    int y0, y1, x0, x1;
+    if (!mask_bounds(mask, h, w, &y0, &y1, &x0, &x1)) return;
+#pragma omp parallel for schedule(static) if ((size_t)(y1 - y0 + 1) * (size_t)(x1 - x0 + 1) > (1u << 18))
+    for (int y = y0; y <= y1; y++) {
         const uint8_t *m = mask + (size_t)y * w;
-        uint8_t *p = im->pixels + (size_t)y * w * 3;
-        for (int x = 0; x < w; x++, p += 3) {
+        uint8_t *p = im->pixels + ((size_t)y * w + x0) * 3;
+        for (int x = x0; x <= x1; x++, p += 3) {
             if (!m[x]) continue;
             const int edge = (x > 0 && !m[x - 1]) || (x < w - 1 && !m[x + 1]) || (y > 0 && !m[x - w]) ||
                              (y < h - 1 && !m[x + w]);
@@ -302,6 +307,13 @@ static int png_encode(png_sink *s, const mr_image *img)
     png_set_write_fn(png, s, png_write_cb, png_flush_cb);
     png_set_IHDR(png, info, (png_uint_32)img->w, (png_uint_32)img->h, 8, PNG_COLOR_TYPE_RGB,
                  PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    /* A drawing for people to look at, written once per image of a batch:
+     * zlib level 1 and the Up filter on every row. Against libpng's
+     * defaults (level 6, adaptive filter choice per row): 4x faster on a
+     * 512x512 photo (96 -> 23 ms), 2.1x on a 1600x1200 synthetic scene
+     * (320 -> 149 ms), files 12-13% larger (bench/NOTES.md section 8). */
+    png_set_compression_level(png, 1);
+    png_set_filter(png, 0, PNG_FILTER_UP);
     png_write_info(png, info);
     for (int y = 0; y < img->h; y++) png_write_row(png, img->pixels + (size_t)y * img->w * 3);
     png_write_end(png, NULL);

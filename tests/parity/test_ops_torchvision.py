@@ -539,6 +539,23 @@ def random_masks(rng):
             m = (np.arange(h)[:, None] % rng.integers(1, 9)) < rng.integers(0, 5)
             m = np.broadcast_to(m, (h, w))
         yield m.astype(np.uint8)
+    # An object inside a larger background, as a detection's mask is: rle_encode
+    # walks only the foreground's bounding box and counts the rest; boxes at
+    # every edge and corner, one pixel, one row, one column.
+    for _ in range(60):
+        h, w = int(rng.integers(1, 90)), int(rng.integers(1, 90))
+        m = np.zeros((h, w), np.uint8)
+        y0, x0 = int(rng.integers(0, h)), int(rng.integers(0, w))
+        y1, x1 = int(rng.integers(y0, h)) + 1, int(rng.integers(x0, w)) + 1
+        if rng.random() < 0.3:
+            y0, y1 = (0, y1) if rng.random() < 0.5 else (y0, h)
+        if rng.random() < 0.3:
+            x0, x1 = (0, x1) if rng.random() < 0.5 else (x0, w)
+        m[y0:y1, x0:x1] = rng.random((y1 - y0, x1 - x0)) < rng.choice([0.2, 0.7, 1.0])
+        yield m
+    yield np.pad(np.ones((1, 1), np.uint8), ((3, 4), (5, 6)))
+    yield np.pad(np.ones((1, 7), np.uint8), ((3, 4), (0, 0)))
+    yield np.pad(np.ones((9, 1), np.uint8), ((0, 0), (2, 0)))
 
 
 def test_rle_matches_reference_format(lib):
