@@ -15,6 +15,8 @@
       pasted masks IoU >= 0.98;
    b. torchvision on --torch-device: the final detections and masks, same rules.
    The --no-fold path is checked against the CPU the same way.
+   c. detect --json over [astronaut, synthetic, astronaut] in one process:
+      both astronaut runs against torchvision, same rules.
 3. With --bench-runs N: a latency table per stage for the 800x1216 image:
    ours fp32/tf32 x fold/no-fold (build/detect --profile-runs N: one warm-up,
    medians of N) and torchvision fp32 eager (3 warm-ups, median of N, a
@@ -123,6 +125,25 @@ def ours_stage_times(work, png, device, args, runs, env=None):
     return {s: summary[s]["median"] for s in STAGES + ["total"]}
 
 
+def batch_detections(work, device, pngs):
+    """detect --json over `pngs` in one process (decoding ahead on its
+    default threads): per image (boxes, scores, labels) and its masks."""
+    from test_cli import rle_decode
+    out = os.path.join(work, f"batch_{device}.json")
+    cmd = [os.path.join(BUILD, "detect"), "--config", CONFIG, "--weights", os.path.join(work, "w.safetensors"),
+           "--device", device, "-q", "--json", out] + (["--precision", "fp32"] if device == "cuda" else []) + pngs
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed:\n{r.stderr}")
+    res = []
+    for im in json.load(open(out))["images"]:
+        d = im["detections"]
+        dets = (np.array([x["box"] for x in d], np.float32).reshape(-1, 4), np.array([x["score"] for x in d]),
+                np.array([x["class_id"] for x in d]))
+        res.append((dets, [rle_decode(x["mask"]["counts"], *x["mask"]["size"]) > 0 for x in d]))
+    return res
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", required=True)
@@ -167,6 +188,13 @@ def main():
     compare_detections(f"{a.ours} vs torchvision on {dev.type}", (ref["boxes"], ref["scores"], ref["labels"]),
                        (ours("final_boxes"), ours("final_scores"), ours("final_labels")), ref_masks,
                        ours("final_masks_bin"))
+    # One process over [astronaut, the 800x1216 scene, astronaut]: every
+    # image of a batch, not only the first, must be torchvision's (the CPU
+    # backend once got the second one wrong: bench/NOTES.md section 8.1).
+    batch = batch_detections(a.work, a.ours, [astro_png, synth_png, astro_png])
+    for k in (0, 2):
+        compare_detections(f"{a.ours} batch image {k + 1} of 3 vs torchvision", (ref["boxes"], ref["scores"],
+                           ref["labels"]), batch[k][0], ref_masks, batch[k][1])
 
     if a.bench_runs > 0:
         print(f"\nlatency per stage, 800x1216, median of {a.bench_runs} runs after warm-up:", flush=True)
