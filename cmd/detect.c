@@ -250,12 +250,14 @@ static mr_status process(run_state *r, int index, int *detections, mr_error *err
 }
 
 /* --decode-threads' default: the cores the model leaves free, at most 4
- * (4 libjpeg decoders keep up with 200 COCO-size images a second). With
- * the model on the GPU that is all cores but the main thread's. On the
- * CPU the model's OpenMP threads take the cores they were given, and a
- * decoder among them costs more than it saves: 9 full-size images with
- * 2 threads on 2 cores ran 1-3% slower with one decoder than with none
- * (it preempts one OpenMP thread and the other waits at the barrier). */
+ * (a 640x480 JPEG decodes in about 2 ms here, so 4 decoders keep ahead
+ * of 200 COCO-size JPEGs a second with room to spare; a 1200x1600 PNG
+ * takes about 30 ms). With the model on the GPU that is all cores but
+ * the main thread's. On the CPU the model's OpenMP threads take the cores
+ * they were given, and a decoder among them costs more than it saves: 9
+ * full-size images with 2 threads on 2 cores ran 1-3% slower with one
+ * decoder than with none (it preempts one OpenMP thread and the other
+ * waits at the barrier). */
 static int default_decode_threads(const run_state *r)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN), spare = cores - 1;
