@@ -137,6 +137,12 @@ def torch_file(model, path, torch):
     return time.perf_counter() - t0
 
 
+def finished_span(runs):
+    """Seconds from the first run's end (the warm-up image) to the last's,
+    by detect's own clock (--profile-json's `finished`)."""
+    return runs[-1]["finished"] - runs[0]["finished"]
+
+
 def bench_batch(args, model, weights, paths, torch):
     """Images/s of both over `paths`, in alternating chunks; ours in one
     process per chunk after a warm-up image (the chunk's first, run twice),
@@ -148,7 +154,7 @@ def bench_batch(args, model, weights, paths, torch):
         chunk = paths[k:k + args.batch_chunk]
         runs = run_detect(args, weights, [chunk[0]] + chunk, [], "batch")
         ours += [r["total"] for r in runs[1:]]
-        span += runs[-1]["finished"] - runs[0]["finished"]  # the chunk, by detect's clock
+        span += finished_span(runs)
         theirs += [torch_file(model, p, torch) for p in chunk]
     return ours, span, theirs
 

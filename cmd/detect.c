@@ -58,8 +58,7 @@ typedef struct {
     coco_results *coco;
     profile_log prof;
     progress prog;
-    unsigned char *skipped;  /* --skip-existing: per input, its outputs exist already */
-    const char **decode_list; /* per input: its path, or NULL when skipped */
+    const char **decode_list; /* per input: its path, or NULL when --skip-existing skips it */
     image_prefetch *prefetch; /* decodes ahead; NULL: each image decoded in turn */
     double start;             /* now() when the command started */
 } run_state;
@@ -192,7 +191,7 @@ static mr_status process(run_state *r, int index, int *detections, mr_error *err
 {
     const input_item *in = &r->opt.inputs.items[index];
     *detections = -1;
-    if (r->skipped[index]) return MR_OK;
+    if (!r->decode_list[index]) return MR_OK; /* --skip-existing */
     profile_run run = {0};
     double t0 = now();
     mr_image img = {0};
@@ -271,18 +270,18 @@ static int default_decode_threads(const run_state *r)
 static mr_status plan_inputs(run_state *r, mr_error *err)
 {
     int n = r->opt.inputs.count;
-    r->skipped = calloc((size_t)n, 1);
     r->decode_list = calloc((size_t)n, sizeof *r->decode_list);
-    if (!r->skipped || !r->decode_list) return mr_fail(err, MR_ERR_OOM, "out of memory");
+    if (!r->decode_list) return mr_fail(err, MR_ERR_OOM, "out of memory");
     for (int i = 0; i < n; i++) {
         const input_item *in = &r->opt.inputs.items[i];
+        int skip = 0;
         if (r->opt.skip_existing) {
             char *png = output_path(r, in->name, ".png"), *json = output_path(r, in->name, ".json");
-            r->skipped[i] = file_exists(png) && file_exists(json);
+            skip = file_exists(png) && file_exists(json);
             free(png);
             free(json);
         }
-        r->decode_list[i] = r->skipped[i] ? NULL : in->path;
+        r->decode_list[i] = skip ? NULL : in->path;
     }
     int threads = r->opt.decode_threads < 0 ? default_decode_threads(r) : r->opt.decode_threads;
     if (threads == 0 || n < 2) return MR_OK; /* one image: nothing to overlap */
@@ -353,7 +352,6 @@ static void teardown(run_state *r)
 {
     image_prefetch_stop(r->prefetch); /* first: its threads read the input paths */
     free(r->decode_list);
-    free(r->skipped);
     if (r->json_open) output_json_abort(&r->json);
     coco_results_free(r->coco);
     profile_free(&r->prof);

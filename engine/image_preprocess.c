@@ -243,18 +243,7 @@ static void resize_pil(const mr_pixel_lut *lut, const mr_image *img, const mr_in
     void *work;
     pil_layout(g, &sc, &p, &resized, &work);
     resize_pil_bilinear(&p, img->pixels, resized, work);
-    const int rh = g->resized_h, rw = g->resized_w;
-    const int s0 = lut->src_ch[0], s1 = lut->src_ch[1], s2 = lut->src_ch[2];
-#pragma omp parallel for schedule(static)
-    for (int y = 0; y < rh; y++) {
-        const uint8_t *s = resized + (size_t)y * rw * 3;
-        float *d = dst + (size_t)y * row_stride;
-        for (int x = 0; x < rw; x++, s += 3, d += 3) {
-            d[0] = lut->v[0][s[s0]];
-            d[1] = lut->v[1][s[s1]];
-            d[2] = lut->v[2][s[s2]];
-        }
-    }
+    pixel_lut_apply(lut, resized, g->resized_h, g->resized_w, dst, row_stride);
 }
 
 void image_preprocess(const mr_input_config *cfg, const mr_image *img, const mr_input_geometry *g,

@@ -7,22 +7,28 @@ size_t resize_cv2_scratch_bytes(const mr_resize_cv2 *p)
     return (size_t)p->out_w * sizeof(mr_cv2_tap);
 }
 
+void pixel_lut_apply(const mr_pixel_lut *lut, const uint8_t *src, int h, int w, float *dst, size_t dst_row_stride)
+{
+    const int s0 = lut->src_ch[0], s1 = lut->src_ch[1], s2 = lut->src_ch[2];
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < h; y++) {
+        const uint8_t *s = src + (size_t)y * w * 3;
+        float *d = dst + (size_t)y * dst_row_stride;
+        for (int x = 0; x < w; x++, s += 3, d += 3) {
+            d[0] = lut->v[0][s[s0]];
+            d[1] = lut->v[1][s[s1]];
+            d[2] = lut->v[2][s[s2]];
+        }
+    }
+}
+
 void resize_cv2_linear(const mr_resize_cv2 *p, const uint8_t *src, const mr_pixel_lut *lut, float *dst,
                        size_t dst_row_stride, void *scratch)
 {
     const int in_h = p->in_h, in_w = p->in_w, out_h = p->out_h, out_w = p->out_w;
     const int s0 = lut->src_ch[0], s1 = lut->src_ch[1], s2 = lut->src_ch[2];
     if (in_h == out_h && in_w == out_w) {
-#pragma omp parallel for schedule(static)
-        for (int y = 0; y < out_h; y++) {
-            const uint8_t *s = src + (size_t)y * in_w * 3;
-            float *d = dst + (size_t)y * dst_row_stride;
-            for (int x = 0; x < out_w; x++, s += 3, d += 3) {
-                d[0] = lut->v[0][s[s0]];
-                d[1] = lut->v[1][s[s1]];
-                d[2] = lut->v[2][s[s2]];
-            }
-        }
+        pixel_lut_apply(lut, src, out_h, out_w, dst, dst_row_stride);
         return;
     }
     /* OpenCV's scale_x = 1./inv_scale_x, in double. */

@@ -51,6 +51,11 @@ typedef struct {
     int src_ch[3];
 } mr_pixel_lut;
 
+/* dst = the table applied to an 8-bit [h, w, 3] image (rows of dst
+ * dst_row_stride floats apart): an unresized image, or one resized as
+ * uint8 (Pillow). OpenMP over rows. */
+void pixel_lut_apply(const mr_pixel_lut *lut, const uint8_t *src, int h, int w, float *dst, size_t dst_row_stride);
+
 /* Bytes of scratch resize_cv2_linear needs: the column taps. */
 size_t resize_cv2_scratch_bytes(const mr_resize_cv2 *p);
 

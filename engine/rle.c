@@ -92,15 +92,7 @@ mr_status rle_encode(const uint8_t *mask_rowmajor, int h, int w, uint32_t *count
     for (int x = x0; x <= x1; x++) {
         if (x > x0) push(&b, 0, (uint32_t)(h - 1 - y1 + y0)); /* below the box in x - 1, above it in x */
         const uint8_t *col = mask_rowmajor + x;
-        for (int y = y0; y <= y1; y++) {
-            uint8_t v = col[(size_t)y * w] != 0;
-            if (v != b.prev) {
-                b.counts[b.k++] = b.run;
-                b.run = 0;
-                b.prev = v;
-            }
-            b.run++;
-        }
+        for (int y = y0; y <= y1; y++) push(&b, col[(size_t)y * w] != 0, 1);
     }
     push(&b, 0, (uint32_t)(h - 1 - y1 + (size_t)(w - 1 - x1) * h)); /* below the box, then the columns right of it */
     counts[b.k++] = b.run;

@@ -190,7 +190,7 @@ def torch_files(model, paths, dev):
 def steady_rate(runs):
     """Images per second of ours after the warm-up image (runs[0]): from
     its end to the last image's end, by detect's own clock."""
-    span = runs[-1]["finished"] - runs[0]["finished"]
+    span = bench_cpu.finished_span(runs)
     return (len(runs) - 1) / span if span > 0 else float("nan")
 
 
