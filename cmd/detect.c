@@ -143,11 +143,9 @@ static void filter_classes(const run_state *r, mr_result *res)
 {
     if (!r->keep_class) return;
     int kept = 0;
-    for (int i = 0; i < res->count; i++) {
+    for (int i = 0; i < res->count; i++)
         if (r->keep_class[res->dets[i].class_id]) res->dets[kept++] = res->dets[i];
-        else free(res->dets[i].mask);
-    }
-    res->count = kept;
+    res->count = kept; /* the dropped masks stay in res->mask_storage until result_free */
 }
 
 static char *output_path(const run_state *r, const char *name, const char *ext)

@@ -107,7 +107,10 @@ static mr_status cuda_plan(void *vctx, const mr_backend_plan *p, mr_error *err)
     MR_TRY(plan_buffer(c, (void **)&c->d_tmp, &c->tmp_size, c->need_tmp, "the layer temporaries (deconv GEMM, "
                        "no-fold residual)", err));
     MR_TRY(plan_buffer(c, &c->d_post, &c->post_size, post_dev, "the RPN/box post-processing scratch", err));
-    MR_TRY(plan_buffer(c, &c->d_paste, &c->paste_size, cuda_plan_paste_bytes(p), "the mask paste buffer", err));
+    size_t paste_dev = 0, paste_host = 0;
+    cuda_plan_paste_bytes(p, &paste_dev, &paste_host);
+    if (paste_host > host) host = paste_host;
+    MR_TRY(plan_buffer(c, &c->d_paste, &c->paste_size, paste_dev, "the mask paste buffer", err));
     /* the decoded image's device buffer and pinned staging (backend_cuda_preprocess.c) */
     MR_TRY(cuda_preprocess_reserve(c, NULL, 2 * (size_t)p->max_h * (size_t)p->max_w, err));
     MR_TRY(plan_buffer(c, &c->d_cublas_ws, &c->cublas_ws_size, CUDA_CUBLAS_WS, "the cuBLAS workspace", err));

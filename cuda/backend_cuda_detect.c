@@ -4,7 +4,7 @@
  * all levels in one launch) and mask_probs (mask_probs.cu).
  *
  * mask_paste: on the GPU (mask_paste.cu), in chunks through a buffer
- * planned at load (mask_paste_chunk.h), the uint8 planes copied back to
+ * planned at load (mask_paste_chunk.h), the uint8 windows copied back to
  * the host masks of the interface.
  *
  * rpn_proposals and box_detections are in backend_cuda_post.c, wholly on
@@ -67,12 +67,13 @@ mr_status cuda_mask_probs(void *vctx, const mr_tensor *logits, const mr_tensor *
     return cuda_after_launch(c, "mask_probs", err);
 }
 
-/* The region mask_paste pastes its planes through (mask_paste_chunk.h),
- * planned at load: 64 MiB holds every binary plane of a typical photo in
- * one chunk (100 detections up to 0.67 Mpx, 32 at 1920x1080), and is small
- * beside the activations (hundreds of MB at 1344x800). A larger original
- * image takes more chunks, down to bands of rows of one plane, so every
- * image up to input.max_image_side pastes without allocating. */
+/* The region mask_paste pastes its windows through (mask_paste_chunk.h),
+ * planned at load: 64 MiB holds every window of a typical photo in one
+ * chunk (100 whole 1920x1080 planes would need 198 MiB; windows are a
+ * fraction of that), and is small beside the activations (hundreds of MB
+ * at 1344x800). A larger image takes more chunks, down to bands of rows of
+ * one window, so every image up to input.max_image_side pastes without
+ * allocating. */
 #define CUDA_PASTE_REGION ((size_t)64 << 20)
 
 static size_t paste_pad_bytes(int D, int M, int padding)
@@ -81,18 +82,29 @@ static size_t paste_pad_bytes(int D, int M, int padding)
     return (sizeof(float) * (size_t)D * P * P + 255) & ~(size_t)255;
 }
 
-size_t cuda_plan_paste_bytes(const mr_backend_plan *p)
+/* The window table: D windows, then their D packed offsets (host staging
+ * and device copy alike). */
+static size_t paste_table_bytes(int D)
 {
-    size_t region = mask_paste_chunk_min_bytes(p->max_image_side, 1);
-    return paste_pad_bytes(p->max_dets, p->mask_size, p->mask_padding) +
-           (region > CUDA_PASTE_REGION ? region : CUDA_PASTE_REGION);
+    return ((sizeof(mr_mask_window) + sizeof(size_t)) * (size_t)(D > 0 ? D : 0) + 255) & ~(size_t)255;
 }
 
-/* On the GPU (mask_paste.cu): the masks padded once, then the planes pasted
- * chunk by chunk through d_paste's fixed region, each chunk copied to the
- * host masks (and soft) before the next is pasted (stream order). */
+void cuda_plan_paste_bytes(const mr_backend_plan *p, size_t *dev, size_t *host)
+{
+    size_t region = mask_paste_chunk_min_bytes(p->max_image_side, 1);
+    *dev = paste_pad_bytes(p->max_dets, p->mask_size, p->mask_padding) + paste_table_bytes(p->max_dets) +
+           (region > CUDA_PASTE_REGION ? region : CUDA_PASTE_REGION);
+    *host = paste_table_bytes(p->max_dets);
+}
+
+/* On the GPU (mask_paste.cu): the masks padded once, the window table
+ * copied over, then the windows pasted chunk by chunk through d_paste's
+ * fixed region, each chunk copied to the host masks (and soft) before the
+ * next is pasted (stream order). The host buffers have the region's
+ * packing, so a chunk of whole windows is one copy. */
 mr_status cuda_mask_paste(void *vctx, const mr_mask_paste_params *p, const mr_tensor *probs, const mr_tensor *boxes,
-                          int img_h, int img_w, uint8_t *const *masks, float *soft, mr_error *err)
+                          int img_h, int img_w, const mr_mask_window *win, uint8_t *masks, float *soft,
+                          mr_error *err)
 {
     cuda_ctx *c = vctx;
     const char *op = "mask_paste";
@@ -108,43 +120,61 @@ mr_status cuda_mask_paste(void *vctx, const mr_mask_paste_params *p, const mr_te
         return mr_fail(err, MR_ERR_SHAPE, "%s: %d masks, %d boxes do not match", op, probs->n, boxes->n);
     if ((size_t)probs->h * (size_t)probs->w * (size_t)probs->c != M * M)
         return mr_fail(err, MR_ERR_SHAPE, "%s: masks are not %dx%d", op, p->mask_size, p->mask_size);
-    size_t plane = (size_t)img_h * (size_t)img_w, W = (size_t)img_w;
-    if (D == 0 || plane == 0) return MR_OK;
-    size_t pad_bytes = paste_pad_bytes(D, p->mask_size, p->padding);
+    if (D == 0 || (size_t)img_h * (size_t)img_w == 0) return MR_OK;
+    /* the window table, staged on the host: windows, then packed offsets */
+    size_t pad_bytes = paste_pad_bytes(D, p->mask_size, p->padding), table_bytes = paste_table_bytes(D);
+    MR_TRY(cuda_host_reserve(c, table_bytes, op, err));
+    mr_mask_window *h_win = c->host;
+    size_t *h_off = (size_t *)(h_win + D), total = 0;
+    for (int d = 0; d < D; d++) {
+        const mr_mask_window w = win[d];
+        if (w.w < 0 || w.h < 0 || (mask_window_pixels(w) > 0 && (w.x0 < 0 || w.y0 < 0 || w.x0 > img_w - w.w ||
+                                                                   w.y0 > img_h - w.h)))
+            return mr_fail(err, MR_ERR_INTERNAL, "%s: detection %d's window %dx%d at %d,%d is outside the %dx%d image",
+                           op, d, w.w, w.h, w.x0, w.y0, img_w, img_h);
+        h_win[d] = w;
+        h_off[d] = total;
+        total += mask_window_pixels(w);
+    }
     /* before plan (op tests) the buffer grows to a full region; after it,
      * the planned region is there and one row is all a paste needs */
     size_t region_need = c->planned ? mask_paste_chunk_min_bytes(img_w, soft != NULL) : CUDA_PASTE_REGION;
-    MR_TRY(cuda_reserve(c, &c->d_paste, &c->paste_size, pad_bytes + region_need, op, err));
+    MR_TRY(cuda_reserve(c, &c->d_paste, &c->paste_size, pad_bytes + table_bytes + region_need, op, err));
     float *d_padded = c->d_paste;
-    uint8_t *d_bin = (uint8_t *)c->d_paste + pad_bytes;
-    size_t cap_px = mask_paste_chunk_pixels(c->paste_size - pad_bytes, soft != NULL);
+    mr_mask_window *d_win = (mr_mask_window *)((uint8_t *)c->d_paste + pad_bytes);
+    size_t *d_off = (size_t *)(d_win + D);
+    uint8_t *d_bin = (uint8_t *)c->d_paste + pad_bytes + table_bytes;
+    size_t cap_px = mask_paste_chunk_pixels(c->paste_size - pad_bytes - table_bytes, soft != NULL);
     float *d_soft = soft ? (float *)(d_bin + mask_paste_chunk_soft_offset(cap_px)) : NULL;
-    mr_paste_chunk ch = mask_paste_chunk(cap_px, D, img_h, img_w);
-    if (ch.dets < 1 || ch.rows < 1)
-        return mr_fail(err, MR_ERR_INTERNAL, "%s: a %d-pixel row does not fit the %zu-pixel paste region", op, img_w,
-                       cap_px);
+    cudaError_t e = cudaMemcpyAsync(d_win, h_win, table_bytes, cudaMemcpyHostToDevice, c->stream);
+    if (e != cudaSuccess) return cuda_fail(err, op, "copy the window table", e);
     MR_TRY(cuda_mask_pad_launch(c->stream, p, probs->data, D, d_padded, err));
     MR_TRY(cuda_after_launch(c, op, err));
-    for (int d0 = 0; d0 < D; d0 += ch.dets) {
-        int nd = D - d0 < ch.dets ? D - d0 : ch.dets;
-        for (int y0 = 0; y0 < img_h; y0 += ch.rows) {
-            int rows = img_h - y0 < ch.rows ? img_h - y0 : ch.rows;
-            size_t band = (size_t)rows * W;
-            MR_TRY(cuda_mask_paste_launch(c->stream, p, probs->data, d_padded, boxes->data, img_h, img_w, d0, nd, y0,
-                                          rows, d_bin, d_soft, err));
-            MR_TRY(cuda_after_launch(c, op, err));
-            for (int j = 0; j < nd; j++) {
-                size_t d = (size_t)(d0 + j), at = (size_t)y0 * W;
-                cudaError_t e = cudaMemcpyAsync(masks[d] + at, d_bin + (size_t)j * band, band,
-                                                cudaMemcpyDeviceToHost, c->stream);
-                if (e == cudaSuccess && soft)
-                    e = cudaMemcpyAsync(soft + d * plane + at, d_soft + (size_t)j * band, sizeof(float) * band,
-                                        cudaMemcpyDeviceToHost, c->stream);
-                if (e != cudaSuccess) return cuda_fail(err, op, "copy to host", e);
-            }
+    mr_paste_chunk ch;
+    int d = 0, row = 0, more;
+    while ((more = mask_paste_chunk_at(cap_px, h_win, D, d, row, &ch)) > 0) {
+        size_t widest = 0, at = h_off[ch.d0]; /* the chunk's host offset */
+        for (int j = ch.d0; j < ch.d0 + ch.nd; j++)
+            if (mask_window_pixels(h_win[j]) > widest) widest = mask_window_pixels(h_win[j]);
+        if (ch.rows >= 0) {
+            widest = ch.pixels;
+            at += (size_t)ch.row0 * (size_t)h_win[ch.d0].w;
         }
+        MR_TRY(cuda_mask_paste_launch(c->stream, p, probs->data, d_padded, boxes->data, d_win, d_off, img_h, img_w,
+                                      &ch, widest, h_off[ch.d0], d_bin, d_soft, err));
+        MR_TRY(cuda_after_launch(c, op, err));
+        if (ch.pixels > 0) {
+            e = cudaMemcpyAsync(masks + at, d_bin, ch.pixels, cudaMemcpyDeviceToHost, c->stream);
+            if (e == cudaSuccess && soft)
+                e = cudaMemcpyAsync(soft + at, d_soft, sizeof(float) * ch.pixels, cudaMemcpyDeviceToHost, c->stream);
+            if (e != cudaSuccess) return cuda_fail(err, op, "copy to host", e);
+        }
+        mask_paste_chunk_next(h_win, &ch, &d, &row);
     }
-    cudaError_t e = cudaStreamSynchronize(c->stream);
+    if (more < 0)
+        return mr_fail(err, MR_ERR_INTERNAL, "%s: a %d-pixel row of window %d does not fit the %zu-pixel paste region",
+                       op, h_win[d].w, d, cap_px);
+    e = cudaStreamSynchronize(c->stream);
     return e == cudaSuccess ? MR_OK : cuda_fail(err, op, "the paste kernel", e);
 }
 

@@ -14,7 +14,7 @@
  *   proposals.cu            the RPN's decode, clip, filter (proposals.h math), top-N
  *   nms.cu                  batched bitmask NMS (nms.h math), CUB sorts
  *   mask_probs.cu           sigmoid of the predicted class's channel
- *   mask_paste.cu           masks pasted into image planes (mask_paste.h math)
+ *   mask_paste.cu           masks pasted into their windows (mask_paste.h math)
  *   box_post.cu             softmax, box candidates, top-N (box_post.h math)
  *
  * Every .cu file has three levels: a static __global__ kernel with a
@@ -31,6 +31,7 @@
 
 #include "backend.h"
 #include "backend_cuda.h"
+#include "mask_paste_chunk.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -69,15 +70,16 @@ typedef struct {
      * box_post.cu; one op at a time), sized by cub's query. */
     void *d_post;
     size_t post_size;
-    /* mask_paste: the padded masks [max_dets, P, P], then a fixed region the
-     * planes are pasted through in chunks (cuda_mask_paste). */
+    /* mask_paste: the padded masks [max_dets, P, P], the window table, then
+     * a fixed region the windows are pasted through in chunks
+     * (cuda_mask_paste). */
     void *d_paste;
     size_t paste_size;
     /* cuBLAS's workspace, handed to it at plan (cublasSetWorkspace) so it
      * does not allocate its own on first use. */
     void *d_cublas_ws;
     size_t cublas_ws_size;
-    /* Host staging: mask_probs' labels, the output count, MR_CUDA_HOST_POST's copies. */
+    /* Host staging: mask_probs' labels, mask_paste's window table, the output count, MR_CUDA_HOST_POST's copies. */
     void *host;
     size_t host_size;
     struct cuda_pre *pre; /* preprocess's image buffers (backend_cuda_preprocess.c) */
@@ -146,8 +148,9 @@ mr_status cuda_alloc(cuda_ctx *c, void **buf, size_t bytes, const char *what, mr
  * box_detections at the plan's largest sizes (backend_cuda_detect.c). */
 mr_status cuda_plan_post_scratch(const cuda_ctx *c, const mr_backend_plan *p, size_t *dev, size_t *host,
                                  mr_error *err);
-/* mask_paste's d_paste bytes for the plan (backend_cuda_detect.c). */
-size_t cuda_plan_paste_bytes(const mr_backend_plan *p);
+/* mask_paste's d_paste bytes and host staging (its window table) for the
+ * plan (backend_cuda_detect.c). */
+void cuda_plan_paste_bytes(const mr_backend_plan *p, size_t *dev, size_t *host);
 
 /* ---- the table's entries (backend_cuda_layers.c, backend_cuda_detect.c, backend_cuda_post.c) ---- */
 
@@ -177,7 +180,8 @@ mr_status cuda_box_detections(void *ctx, const mr_box_post_params *p, const mr_t
 mr_status cuda_mask_probs(void *ctx, const mr_tensor *logits, const mr_tensor *labels, mr_tensor *probs,
                           mr_error *err);
 mr_status cuda_mask_paste(void *ctx, const mr_mask_paste_params *p, const mr_tensor *probs, const mr_tensor *boxes,
-                          int img_h, int img_w, uint8_t *const *masks, float *soft, mr_error *err);
+                          int img_h, int img_w, const mr_mask_window *win, uint8_t *masks, float *soft,
+                          mr_error *err);
 
 /* ---- kernel entries (the .cu files); shapes already validated by the caller
  * unless stated, each returns the launch status named by op ---- */
@@ -199,14 +203,17 @@ mr_status cuda_roi_align_launch(cudaStream_t s, const mr_roi_align_params *p, co
                                 const mr_tensor *const *levels, const mr_tensor *rois, mr_tensor *out, mr_error *err);
 /* Mask paste (mask_paste.cu), parameters already validated. First the D
  * masks probs [D, M, M] (device) padded into padded [D, P, P] (torchvision
- * rule; nothing for detectron2); then one chunk: rows y0..y0+rows-1 of the
- * H x W planes of detections d0..d0+nd-1 (boxes [D, 4], device) into bin
- * [nd, rows, W] (and soft, when not NULL). */
+ * rule; nothing for detectron2); then one chunk (mask_paste_chunk.h) of
+ * the windows win[D] with their packed offsets offset[D] (both device),
+ * boxes [D, 4] (device), into bin (and soft, when not NULL): whole windows
+ * at offset[d] - base, a band from 0. max_window_px: the most pixels any
+ * one window of the chunk pastes (the grid's width). */
 mr_status cuda_mask_pad_launch(cudaStream_t s, const mr_mask_paste_params *p, const float *probs, int D,
                                float *padded, mr_error *err);
 mr_status cuda_mask_paste_launch(cudaStream_t s, const mr_mask_paste_params *p, const float *probs,
-                                 const float *padded, const float *boxes, int H, int W, int d0, int nd, int y0,
-                                 int rows, uint8_t *bin, float *soft, mr_error *err);
+                                 const float *padded, const float *boxes, const mr_mask_window *win,
+                                 const size_t *offset, int H, int W, const mr_paste_chunk *ch, size_t max_window_px,
+                                 size_t base, uint8_t *bin, float *soft, mr_error *err);
 /* labels: device floats, already checked to lie in 0..K-1. */
 mr_status cuda_mask_probs_launch(cudaStream_t s, const mr_tensor *logits, const float *labels, mr_tensor *probs,
                                  mr_error *err);

@@ -1,22 +1,23 @@
 /* Mask pasting on the GPU: every detection's M x M probabilities pasted
- * into a full img_h x img_w plane, one thread per output pixel (zero
- * outside the detection's window), with mask_paste.h's MR_HD math: the
+ * into its window of the image (mask_paste_window: the part its paste can
+ * touch), one thread per window pixel, with mask_paste.h's MR_HD math: the
  * torchvision rule (padded mask, expanded and truncated box, bilinear
  * resize with the double-precision taps of torch's CPU kernel) or the
  * detectron2 rule (grid_sample of the unpadded mask). The same functions as
  * engine/mask_paste.c, in the same operation order (-fmad=false), so the
- * planes equal the CPU's. Binary output: prob > threshold (GT) or >= (GE)
- * inside the window, 0 outside; the soft planes (tests) are the
- * probabilities, 0 outside.
+ * windows equal the CPU's. Binary output: prob > threshold (GT) or >=
+ * (GE); the soft windows (tests) are the probabilities.
  *
  * Two kernels: the masks padded into scratch [D, P, P] (torchvision rule,
- * P = M + 2*padding), once; then the paste of one chunk (rows y0.. of
- * planes d0.., mask_paste_chunk.h) into [nd, rows, W] device planes, which
- * the caller copies to the host masks before the next chunk. */
+ * P = M + 2*padding), once; then the paste of one chunk (mask_paste_chunk.h:
+ * whole windows packed back to back, or a band of rows of one window), one
+ * block row per window, into the device region, which the caller copies to
+ * the host before the next chunk. */
 #include <stdint.h>
 
 #include "cuda_launch.cuh"
 #include "mask_paste.h"
+#include "mask_paste_chunk.h"
 
 static __global__ void pad_kernel(const float *probs, float *padded, int D, int M, int pad)
 {
@@ -29,50 +30,35 @@ static __global__ void pad_kernel(const float *probs, float *padded, int D, int 
     }
 }
 
-/* One pixel of the torchvision rule; returns 1 inside the window. */
-static __device__ int paste_torchvision(const mr_mask_paste_params *p, const float *padded, const float *box,
-                                        int H, int W, int y, int x, float *v)
-{
-    const int P = p->mask_size + 2 * p->padding;
-    mr_paste_geom g = mask_paste_geom(p->mask_size, p->padding, box, H, W);
-    if (!(x >= g.x0 && x < g.x1 && y >= g.y0 && y < g.y1)) return 0;
-    int yi0, yi1, xi0, xi1;
-    float ly0, ly1, lx0, lx1;
-    mask_resize_axis(P, g.h, y - g.by0, &yi0, &yi1, &ly0, &ly1);
-    mask_resize_axis(P, g.w, x - g.bx0, &xi0, &xi1, &lx0, &lx1);
-    *v = mask_resize_tap(padded, P, yi0, yi1, ly0, ly1, xi0, xi1, lx0, lx1);
-    return 1;
-}
-
-/* One pixel of the detectron2 rule; returns 1 inside the window. */
-static __device__ int paste_detectron2(const mr_mask_paste_params *p, const float *mask, const float *box, int H,
-                                       int W, int y, int x, float *v)
-{
-    if (!(box[2] > box[0] && box[3] > box[1])) return 0;
-    int x0, x1, y0, y1, M = p->mask_size;
-    mask_paste_d2_window(box[0], box[2], W, &x0, &x1);
-    mask_paste_d2_window(box[1], box[3], H, &y0, &y1);
-    if (!(x >= x0 && x < x1 && y >= y0 && y < y1)) return 0;
-    *v = mask_paste_d2_sample(mask, M, mask_paste_d2_coord(x, box[0], box[2], M), mask_paste_d2_coord(y, box[1], box[3], M));
-    return 1;
-}
-
+/* win[d] is the window of d's box; rows < 0: all rows of each window, at
+ * offset[d] - base in the region; else rows [row0, row0 + rows) of window
+ * d0 alone, from the region's start. */
 static __global__ void paste_kernel(mr_mask_paste_params p, const float *probs, const float *padded,
-                                    const float *boxes, int H, int W, int d0, int nd, int y0, int rows, uint8_t *bin,
-                                    float *soft)
+                                    const float *boxes, const mr_mask_window *win, const size_t *offset, int H, int W,
+                                    int d0, int row0, int rows, size_t base, uint8_t *bin, float *soft)
 {
-    const int M = p.mask_size, P = M + 2 * p.padding;
-    const size_t band = (size_t)rows * W, total = (size_t)nd * band;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        size_t d = (size_t)d0 + i / band, r = i % band;
-        int y = y0 + (int)(r / (size_t)W), x = (int)(r % (size_t)W);
-        const float *box = boxes + 4 * d;
-        float v = 0.0f;
-        int inside = p.rule == MR_PASTE_DETECTRON2
-                         ? paste_detectron2(&p, probs + d * M * M, box, H, W, y, x, &v)
-                         : paste_torchvision(&p, padded + d * P * P, box, H, W, y, x, &v);
-        if (soft) soft[i] = inside ? v : 0.0f;
-        bin[i] = (uint8_t)(inside && (p.cmp == MR_MASK_GE ? v >= p.threshold : v > p.threshold));
+    const int d = d0 + (int)blockIdx.y, M = p.mask_size, P = M + 2 * p.padding;
+    const mr_mask_window w = win[d];
+    const int first_row = rows < 0 ? 0 : row0;
+    const size_t n = (size_t)(rows < 0 ? w.h : rows) * (size_t)w.w, out = rows < 0 ? offset[d] - base : 0;
+    const float *box = boxes + 4 * (size_t)d;
+    const mr_paste_geom g = mask_paste_geom(M, p.padding, box, H, W);
+    const float *mask = probs + (size_t)d * M * M, *pmask = padded + (size_t)d * P * P;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        int y = w.y0 + first_row + (int)(i / (size_t)w.w), x = w.x0 + (int)(i % (size_t)w.w);
+        float v;
+        if (p.rule == MR_PASTE_DETECTRON2) {
+            v = mask_paste_d2_sample(mask, M, mask_paste_d2_coord(x, box[0], box[2], M),
+                                     mask_paste_d2_coord(y, box[1], box[3], M));
+        } else {
+            int yi0, yi1, xi0, xi1;
+            float ly0, ly1, lx0, lx1;
+            mask_resize_axis(P, g.h, y - g.by0, &yi0, &yi1, &ly0, &ly1);
+            mask_resize_axis(P, g.w, x - g.bx0, &xi0, &xi1, &lx0, &lx1);
+            v = mask_resize_tap(pmask, P, yi0, yi1, ly0, ly1, xi0, xi1, lx0, lx1);
+        }
+        if (soft) soft[out + i] = v;
+        bin[out + i] = (uint8_t)(p.cmp == MR_MASK_GE ? v >= p.threshold : v > p.threshold);
     }
 }
 
@@ -83,10 +69,12 @@ static void mask_pad(cudaStream_t s, const mr_mask_paste_params *p, const float 
 }
 
 static void mask_paste(cudaStream_t s, const mr_mask_paste_params *p, const float *probs, const float *padded,
-                       const float *boxes, int H, int W, int d0, int nd, int y0, int rows, uint8_t *bin, float *soft)
+                       const float *boxes, const mr_mask_window *win, const size_t *offset, int H, int W,
+                       const mr_paste_chunk *ch, size_t max_window_px, size_t base, uint8_t *bin, float *soft)
 {
-    paste_kernel<<<cuda_grid((size_t)nd * rows * W), MR_CUDA_BLOCK, 0, s>>>(*p, probs, padded, boxes, H, W, d0, nd,
-                                                                            y0, rows, bin, soft);
+    dim3 grid(cuda_grid(max_window_px), (unsigned int)ch->nd);
+    paste_kernel<<<grid, MR_CUDA_BLOCK, 0, s>>>(*p, probs, padded, boxes, win, offset, H, W, ch->d0, ch->row0,
+                                                ch->rows, base, bin, soft);
 }
 
 extern "C" mr_status cuda_mask_pad_launch(cudaStream_t s, const mr_mask_paste_params *p, const float *probs, int D,
@@ -98,13 +86,15 @@ extern "C" mr_status cuda_mask_pad_launch(cudaStream_t s, const mr_mask_paste_pa
 }
 
 extern "C" mr_status cuda_mask_paste_launch(cudaStream_t s, const mr_mask_paste_params *p, const float *probs,
-                                            const float *padded, const float *boxes, int H, int W, int d0, int nd,
-                                            int y0, int rows, uint8_t *bin, float *soft, mr_error *err)
+                                            const float *padded, const float *boxes, const mr_mask_window *win,
+                                            const size_t *offset, int H, int W, const mr_paste_chunk *ch,
+                                            size_t max_window_px, size_t base, uint8_t *bin, float *soft,
+                                            mr_error *err)
 {
-    if (nd <= 0 || rows <= 0 || W <= 0 || H <= 0) return MR_OK;
-    if (d0 < 0 || y0 < 0 || y0 + rows > H)
-        return mr_fail(err, MR_ERR_INTERNAL, "mask_paste: chunk rows %d..%d of %d, planes from %d", y0, y0 + rows, H,
-                       d0);
-    mask_paste(s, p, probs, padded, boxes, H, W, d0, nd, y0, rows, bin, soft);
+    if (ch->nd <= 0 || ch->pixels == 0) return MR_OK;
+    if (ch->nd > MR_PASTE_CHUNK_MAX_WINDOWS || (ch->rows >= 0 && (ch->nd != 1 || ch->row0 < 0)))
+        return mr_fail(err, MR_ERR_INTERNAL, "mask_paste: chunk of %d windows from %d, rows %d+%d", ch->nd, ch->d0,
+                       ch->row0, ch->rows);
+    mask_paste(s, p, probs, padded, boxes, win, offset, H, W, ch, max_window_px, base, bin, soft);
     return cuda_launch_status("mask_paste", err);
 }

@@ -141,12 +141,16 @@ typedef struct {
     /* probs[d] = sigmoid(logits[d, :, :, labels[d]]): logits [D,M,M,K], probs [D,M,M,1]. */
     mr_status (*mask_probs)(void *ctx, const mr_tensor *logits, const mr_tensor *labels, mr_tensor *probs,
                             mr_error *err);
-    /* Pastes probs [D,M,M,1] at boxes [D,1,1,4] (original-image pixels) into
-     * D host masks of img_h x img_w: binary into masks[d], and, when soft is
-     * not NULL, the probabilities into soft + d*img_h*img_w (tests). */
+    /* Pastes probs [D,M,M,1] at boxes [D,1,1,4] (original-image pixels),
+     * each only over its window win[d] (mask_paste_window of the same box,
+     * computed by the caller from its host copy of the boxes): binary into
+     * the host buffer masks, and, when soft is not NULL, the probabilities
+     * into the host buffer soft (tests). Both hold the windows back to back
+     * in order, window d at the sum of the earlier windows' pixels, each
+     * row-major (mask_paste.h). */
     mr_status (*mask_paste)(void *ctx, const mr_mask_paste_params *p, const mr_tensor *probs,
-                            const mr_tensor *boxes, int img_h, int img_w, uint8_t *const *masks, float *soft,
-                            mr_error *err);
+                            const mr_tensor *boxes, int img_h, int img_w, const mr_mask_window *win, uint8_t *masks,
+                            float *soft, mr_error *err);
 
     /* The network input from a decoded image: img (host, uint8 [in_h, in_w, 3])
      * resized, normalised and zero-padded by cfg and geo (image_geometry) into

@@ -128,6 +128,6 @@ mr_status cpu_box_detections(void *ctx, const mr_box_post_params *p, const mr_te
 mr_status cpu_mask_probs(void *ctx, const mr_tensor *logits, const mr_tensor *labels, mr_tensor *probs,
                          mr_error *err);
 mr_status cpu_mask_paste(void *ctx, const mr_mask_paste_params *p, const mr_tensor *probs, const mr_tensor *boxes,
-                         int img_h, int img_w, uint8_t *const *masks, float *soft, mr_error *err);
+                         int img_h, int img_w, const mr_mask_window *win, uint8_t *masks, float *soft, mr_error *err);
 
 #endif

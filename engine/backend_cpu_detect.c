@@ -3,6 +3,7 @@
  * kept in the backend context (grown only for a new largest shape). */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend_cpu.h"
 
@@ -108,17 +109,21 @@ mr_status cpu_mask_probs(void *ctx, const mr_tensor *logits, const mr_tensor *la
 }
 
 mr_status cpu_mask_paste(void *ctx, const mr_mask_paste_params *p, const mr_tensor *probs, const mr_tensor *boxes,
-                         int img_h, int img_w, uint8_t *const *masks, float *soft, mr_error *err)
+                         int img_h, int img_w, const mr_mask_window *win, uint8_t *masks, float *soft, mr_error *err)
 {
     MR_TRY(cpu_read(ctx, probs, err));
     MR_TRY(cpu_read(ctx, boxes, err));
     void *scratch = NULL;
     MR_TRY(post_scratch(ctx, mask_paste_scratch_bytes(p->mask_size, p->padding), &scratch, err));
-    size_t plane = (size_t)img_h * (size_t)img_w, mplane = (size_t)p->mask_size * (size_t)p->mask_size;
+    size_t mplane = (size_t)p->mask_size * (size_t)p->mask_size, at = 0;
     for (int d = 0; d < probs->n; d++) {
         const float *prob = probs->data + (size_t)d * mplane, *box = boxes->data + 4 * (size_t)d;
-        MR_TRY(mask_paste_binary(p, prob, box, img_h, img_w, masks[d], scratch, err));
-        if (soft) MR_TRY(mask_paste_prob(p, prob, box, img_h, img_w, soft + (size_t)d * plane, scratch, err));
+        mr_mask_window own = mask_paste_window(p, box, img_h, img_w);
+        if (memcmp(&own, &win[d], sizeof own) != 0)
+            return mr_fail(err, MR_ERR_INTERNAL, "mask_paste: detection %d's window is not its box's", d);
+        MR_TRY(mask_paste_binary(p, prob, box, img_h, img_w, masks + at, scratch, err));
+        if (soft) MR_TRY(mask_paste_prob(p, prob, box, img_h, img_w, soft + at, scratch, err));
+        at += mask_window_pixels(own);
     }
     return MR_OK;
 }

@@ -150,7 +150,7 @@ typedef struct {
     size_t str_cap;
 } rle_scratch;
 
-static mr_status put_segmentation(strbuf *b, const uint8_t *mask, int h, int w, rle_scratch *rs, int image_id,
+static mr_status put_segmentation(strbuf *b, const mr_detection *d, int h, int w, rle_scratch *rs, int image_id,
                                   int i, mr_error *err)
 {
     if (!rs->counts) {
@@ -163,9 +163,10 @@ static mr_status put_segmentation(strbuf *b, const uint8_t *mask, int h, int w, 
         if (!rs->counts) return mr_fail(err, MR_ERR_OOM, "image %d: out of memory encoding masks", image_id);
     }
     int n = 0;
-    if (rle_encode(mask, h, w, rs->counts, &n) != MR_OK)
-        return mr_fail(err, MR_ERR_INTERNAL, "image %d, detection %d: RLE of a %dx%d mask failed", image_id,
-                       i, h, w);
+    const mr_mask_window *mw = &d->mask_win;
+    if (rle_encode_window(d->mask, mw->x0, mw->y0, mw->w, mw->h, h, w, rs->counts, &n) != MR_OK)
+        return mr_fail(err, MR_ERR_RANGE, "image %d, detection %d: mask window %dx%d at %d,%d is outside the %dx%d image",
+                       image_id, i, mw->w, mw->h, mw->x0, mw->y0, w, h);
     const size_t need = rle_string_max_bytes(n);
     if (need > rs->str_cap) {
         free(rs->str);
@@ -203,7 +204,7 @@ static mr_status put_entry(strbuf *b, int image_id, const mr_result *res, int i,
         if (res->height <= 0 || res->width <= 0)
             return mr_fail(err, MR_ERR_RANGE, "image %d, detection %d: mask with image size %dx%d (HxW)",
                            image_id, i, res->height, res->width);
-        MR_TRY(put_segmentation(b, d->mask, res->height, res->width, rs, image_id, i, err));
+        MR_TRY(put_segmentation(b, d, res->height, res->width, rs, image_id, i, err));
     }
     sb_printf(b, "}");
     return MR_OK;

@@ -87,9 +87,9 @@ static mr_status final_boxes(mr_model *m, float *host, int n, mr_error *err)
 }
 
 /* detectron2 keeps only non-empty boxes (x2 > x1 and y2 > y1) after the
- * clip; the dropped ones' masks are freed, and the float masks (plane
- * floats each, when given) are compacted the same way so that row d still
- * belongs to res->dets[d]. */
+ * clip; the float masks (plane floats each, when given) are compacted the
+ * same way so that row d still belongs to res->dets[d]. (A dropped box's
+ * mask window is empty: the paste skips it.) */
 static void drop_empty(mr_result *res, float *float_masks, size_t plane)
 {
     int kept = 0;
@@ -99,15 +99,38 @@ static void drop_empty(mr_result *res, float *float_masks, size_t plane)
             if (float_masks && kept != d)
                 memmove(float_masks + (size_t)kept * plane, float_masks + (size_t)d * plane, plane * sizeof(float));
             res->dets[kept++] = *det;
-        } else {
-            free(det->mask);
         }
     }
     res->count = kept;
 }
 
+/* Each detection's mask window from its final box, and the windows'
+ * storage (all back to back, in res->mask_storage; soft: the same layout
+ * in floats, when asked for). */
+static mr_status mask_windows(const mr_mask_paste_params *p, const float *boxes, mr_result *res,
+                              mr_mask_window *win, float **soft, mr_error *err)
+{
+    size_t total = 0;
+    for (int d = 0; d < res->count; d++) {
+        win[d] = mask_paste_window(p, boxes + 4 * d, res->height, res->width);
+        total += mask_window_pixels(win[d]);
+    }
+    res->mask_storage = malloc(total ? total : 1);
+    if (soft) *soft = malloc(sizeof(float) * (total ? total : 1));
+    if (!res->mask_storage || (soft && !*soft))
+        return mr_fail(err, MR_ERR_OOM, "out of memory for %d masks (%zu pixels)", res->count, total);
+    size_t at = 0;
+    for (int d = 0; d < res->count; d++) {
+        res->dets[d].mask = res->mask_storage + at;
+        res->dets[d].mask_win = win[d];
+        at += mask_window_pixels(win[d]);
+    }
+    return MR_OK;
+}
+
 /* Final results in original-image pixels: final_boxes above, and each
- * 28x28 probability map pasted into the image and thresholded. */
+ * 28x28 probability map pasted into its window of the image and
+ * thresholded. */
 mr_status model_stage_paste(mr_model *m, mr_result *res, float *float_masks, mr_error *err)
 {
     mr_buffers *b = &m->buf;
@@ -119,10 +142,10 @@ mr_status model_stage_paste(mr_model *m, mr_result *res, float *float_masks, mr_
     res->height = H;
     if (n == 0) return MR_OK;
     /* Detections come back to the host once: boxes, scores, labels (6 floats each). */
-    float *host = malloc(sizeof(float) * 6 * (size_t)n);
-    uint8_t **masks = calloc((size_t)n, sizeof *masks);
+    float *host = malloc(sizeof(float) * 6 * (size_t)n), *soft = NULL;
+    mr_mask_window *win = calloc((size_t)n, sizeof *win);
     res->dets = calloc((size_t)n, sizeof *res->dets);
-    mr_status st = host && masks && res->dets ? MR_OK : mr_fail(err, MR_ERR_OOM, "out of memory for %d detections", n);
+    mr_status st = host && win && res->dets ? MR_OK : mr_fail(err, MR_ERR_OOM, "out of memory for %d detections", n);
     if (st == MR_OK) st = final_boxes(m, host, n, err);
     if (st == MR_OK)
         st = be->copy_to_host(m->be.ctx, host + 4 * n, b->detection_scores.data, sizeof(float) * (size_t)n, err);
@@ -133,18 +156,26 @@ mr_status model_stage_paste(mr_model *m, mr_result *res, float *float_masks, mr_
         memcpy(det->box, host + 4 * d, sizeof det->box);
         det->score = host[4 * n + d];
         det->class_id = (int)host[5 * n + d];
-        det->mask = masks[d] = malloc((size_t)H * (size_t)W);
-        res->count = d + 1;
-        if (!det->mask) st = mr_fail(err, MR_ERR_OOM, "out of memory for a %dx%d mask", W, H);
     }
-    if (st == MR_OK) st = tensor_shape(&b->final_boxes, n, 1, 1, 4, err);
-    if (st == MR_OK) st = be->copy_to_device(m->be.ctx, b->final_boxes.data, host, sizeof(float) * 4 * (size_t)n, err);
+    if (st == MR_OK) res->count = n;
     mr_mask_paste_params p = {M, mh->paste_padding, mh->threshold,
                               mh->threshold_rule == MR_MASK_THRESH_GE ? MR_MASK_GE : MR_MASK_GT,
                               mh->paste_rule == MR_MASK_PASTE_DETECTRON2 ? MR_PASTE_DETECTRON2 : MR_PASTE_TORCHVISION};
-    if (st == MR_OK) st = be->mask_paste(m->be.ctx, &p, &b->mask_probs, &b->final_boxes, H, W, masks, float_masks, err);
+    if (st == MR_OK) st = mask_windows(&p, host, res, win, float_masks ? &soft : NULL, err);
+    if (st == MR_OK) st = tensor_shape(&b->final_boxes, n, 1, 1, 4, err);
+    if (st == MR_OK) st = be->copy_to_device(m->be.ctx, b->final_boxes.data, host, sizeof(float) * 4 * (size_t)n, err);
+    if (st == MR_OK)
+        st = be->mask_paste(m->be.ctx, &p, &b->mask_probs, &b->final_boxes, H, W, win, res->mask_storage, soft, err);
+    if (st == MR_OK && float_masks) {
+        size_t at = 0;
+        for (int d = 0; d < n; d++) {
+            mask_window_to_plane_f32(win[d], soft + at, H, W, float_masks + (size_t)d * H * W);
+            at += mask_window_pixels(win[d]);
+        }
+    }
     free(host);
-    free(masks);
+    free(win);
+    free(soft);
     if (st != MR_OK)
         result_free(res);
     else if (m->cfg.box_head.clip_final_boxes)

@@ -1,6 +1,7 @@
 /* CPU mask paste; see mask_paste.h for the contract. */
 #include "mask_paste.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 size_t mask_paste_scratch_bytes(int mask_size, int padding)
@@ -31,24 +32,26 @@ static float *pad_mask(const mr_mask_paste_params *p, const float *mask, void *s
     return padded;
 }
 
-/* Computes the window of g row by row into exactly one of fout (probabilities)
- * or bout (binarised). Pixels outside the window are left as they are. */
-static void paste_window(const mr_mask_paste_params *p, const mr_paste_geom *g, const float *padded, int img_w,
-                         float *fout, uint8_t *bout)
+/* The torchvision rule over g's window (= win) row by row into exactly one
+ * of fout (probabilities) or bout (binarised), window-relative. */
+static void paste_window(const mr_mask_paste_params *p, const mr_paste_geom *g, const float *padded, float *fout,
+                         uint8_t *bout)
 {
     const int P = p->mask_size + 2 * p->padding;
     const float t = p->threshold;
     const int ge = p->cmp == MR_MASK_GE;
+    const size_t ww = (size_t)(g->x1 - g->x0);
     for (int y = g->y0; y < g->y1; y++) {
         int yi0, yi1;
         float ly0, ly1;
         mask_resize_axis(P, g->h, y - g->by0, &yi0, &yi1, &ly0, &ly1);
+        size_t row = (size_t)(y - g->y0) * ww;
         for (int x = g->x0; x < g->x1; x++) {
             int xi0, xi1;
             float lx0, lx1;
             mask_resize_axis(P, g->w, x - g->bx0, &xi0, &xi1, &lx0, &lx1);
             float v = mask_resize_tap(padded, P, yi0, yi1, ly0, ly1, xi0, xi1, lx0, lx1);
-            size_t o = (size_t)y * img_w + x;
+            size_t o = row + (size_t)(x - g->x0);
             if (fout)
                 fout[o] = v;
             else
@@ -57,21 +60,19 @@ static void paste_window(const mr_mask_paste_params *p, const mr_paste_geom *g, 
     }
 }
 
-/* The detectron2 rule (mask_paste.h) into fout or bout. */
-static void paste_d2(const mr_mask_paste_params *p, const float *mask, const float *box, int img_h, int img_w,
+/* The detectron2 rule (mask_paste.h) over win into fout or bout. */
+static void paste_d2(const mr_mask_paste_params *p, const float *mask, const float *box, mr_mask_window win,
                      float *fout, uint8_t *bout)
 {
-    if (!(box[2] > box[0] && box[3] > box[1])) return;
-    int x0, x1, y0, y1, M = p->mask_size;
-    mask_paste_d2_window(box[0], box[2], img_w, &x0, &x1);
-    mask_paste_d2_window(box[1], box[3], img_h, &y0, &y1);
+    const int M = p->mask_size;
     const float t = p->threshold;
     const int ge = p->cmp == MR_MASK_GE;
-    for (int y = y0; y < y1; y++) {
+    for (int y = win.y0; y < win.y0 + win.h; y++) {
         float v = mask_paste_d2_coord(y, box[1], box[3], M);
-        for (int x = x0; x < x1; x++) {
+        size_t row = (size_t)(y - win.y0) * (size_t)win.w;
+        for (int x = win.x0; x < win.x0 + win.w; x++) {
             float prob = mask_paste_d2_sample(mask, M, mask_paste_d2_coord(x, box[0], box[2], M), v);
-            size_t o = (size_t)y * img_w + x;
+            size_t o = row + (size_t)(x - win.x0);
             if (fout)
                 fout[o] = prob;
             else
@@ -80,30 +81,69 @@ static void paste_d2(const mr_mask_paste_params *p, const float *mask, const flo
     }
 }
 
-mr_status mask_paste_prob(const mr_mask_paste_params *p, const float *mask, const float *box, int img_h, int img_w,
-                          float *out, void *scratch, mr_error *err)
+static mr_status paste(const mr_mask_paste_params *p, const float *mask, const float *box, int img_h, int img_w,
+                       float *fout, uint8_t *bout, void *scratch, mr_error *err)
 {
     MR_TRY(paste_check(p, img_h, img_w, err));
-    memset(out, 0, (size_t)img_h * img_w * sizeof(float));
+    mr_mask_window win = mask_paste_window(p, box, img_h, img_w);
+    if (mask_window_pixels(win) == 0) return MR_OK;
     if (p->rule == MR_PASTE_DETECTRON2) {
-        paste_d2(p, mask, box, img_h, img_w, out, NULL);
+        paste_d2(p, mask, box, win, fout, bout);
         return MR_OK;
     }
     mr_paste_geom g = mask_paste_geom(p->mask_size, p->padding, box, img_h, img_w);
-    paste_window(p, &g, pad_mask(p, mask, scratch), img_w, out, NULL);
+    paste_window(p, &g, pad_mask(p, mask, scratch), fout, bout);
     return MR_OK;
+}
+
+mr_status mask_paste_prob(const mr_mask_paste_params *p, const float *mask, const float *box, int img_h, int img_w,
+                          float *out, void *scratch, mr_error *err)
+{
+    return paste(p, mask, box, img_h, img_w, out, NULL, scratch, err);
 }
 
 mr_status mask_paste_binary(const mr_mask_paste_params *p, const float *mask, const float *box, int img_h, int img_w,
                             uint8_t *out, void *scratch, mr_error *err)
 {
+    return paste(p, mask, box, img_h, img_w, NULL, out, scratch, err);
+}
+
+void mask_window_to_plane_f32(mr_mask_window win, const float *window, int img_h, int img_w, float *plane)
+{
+    memset(plane, 0, (size_t)img_h * (size_t)img_w * sizeof(float));
+    for (int y = 0; y < win.h; y++)
+        memcpy(plane + (size_t)(win.y0 + y) * img_w + win.x0, window + (size_t)y * win.w, (size_t)win.w * sizeof(float));
+}
+
+void mask_window_to_plane_u8(mr_mask_window win, const uint8_t *window, int img_h, int img_w, uint8_t *plane)
+{
+    memset(plane, 0, (size_t)img_h * (size_t)img_w);
+    for (int y = 0; y < win.h; y++)
+        memcpy(plane + (size_t)(win.y0 + y) * img_w + win.x0, window + (size_t)y * win.w, (size_t)win.w);
+}
+
+mr_status mask_paste_prob_plane(const mr_mask_paste_params *p, const float *mask, const float *box, int img_h,
+                                int img_w, float *plane, void *scratch, mr_error *err)
+{
     MR_TRY(paste_check(p, img_h, img_w, err));
-    memset(out, 0, (size_t)img_h * img_w);
-    if (p->rule == MR_PASTE_DETECTRON2) {
-        paste_d2(p, mask, box, img_h, img_w, NULL, out);
-        return MR_OK;
-    }
-    mr_paste_geom g = mask_paste_geom(p->mask_size, p->padding, box, img_h, img_w);
-    paste_window(p, &g, pad_mask(p, mask, scratch), img_w, NULL, out);
-    return MR_OK;
+    mr_mask_window win = mask_paste_window(p, box, img_h, img_w);
+    float *w = malloc(sizeof(float) * (mask_window_pixels(win) + 1));
+    if (!w) return mr_fail(err, MR_ERR_OOM, "mask_paste: out of memory for a %dx%d window", win.w, win.h);
+    mr_status st = mask_paste_prob(p, mask, box, img_h, img_w, w, scratch, err);
+    if (st == MR_OK) mask_window_to_plane_f32(win, w, img_h, img_w, plane);
+    free(w);
+    return st;
+}
+
+mr_status mask_paste_binary_plane(const mr_mask_paste_params *p, const float *mask, const float *box, int img_h,
+                                  int img_w, uint8_t *plane, void *scratch, mr_error *err)
+{
+    MR_TRY(paste_check(p, img_h, img_w, err));
+    mr_mask_window win = mask_paste_window(p, box, img_h, img_w);
+    uint8_t *w = malloc(mask_window_pixels(win) + 1);
+    if (!w) return mr_fail(err, MR_ERR_OOM, "mask_paste: out of memory for a %dx%d window", win.w, win.h);
+    mr_status st = mask_paste_binary(p, mask, box, img_h, img_w, w, scratch, err);
+    if (st == MR_OK) mask_window_to_plane_u8(win, w, img_h, img_w, plane);
+    free(w);
+    return st;
 }

@@ -3,10 +3,16 @@
  * Inputs: mask float[M*M] row-major (sigmoid probabilities of the
  * predicted class), box float[4] [x1,y1,x2,y2] in original-image pixels
  * (the final detection box), the image size img_h x img_w.
- * Outputs (the whole image is written, zero outside the pasted window):
- *   mask_paste_prob:   float[img_h*img_w] probabilities (parity tests)
- *   mask_paste_binary: uint8[img_h*img_w], 1 where prob > threshold
+ * Outputs: only the detection's window (mask_paste_window: the part of the
+ * image its paste can touch; every pixel outside it is 0 by the rule), as
+ * win.h rows of win.w values, row-major, image pixel (x, y) at
+ * [(y - win.y0) * win.w + (x - win.x0)]:
+ *   mask_paste_prob:   float[win.w*win.h] probabilities (parity tests)
+ *   mask_paste_binary: uint8[win.w*win.h], 1 where prob > threshold
  *                      (MR_MASK_GT) or >= threshold (MR_MASK_GE), else 0
+ * Why a window and not the image: a detection covers a small part of it,
+ * and 100 full planes of a 1200x1600 photo are 190 MB to write, fault in,
+ * scan when encoding, and (on a GPU) copy to the host.
  *
  * Reference: torchvision 0.14 `models/detection/roi_heads.py:
  * paste_masks_in_image, expand_masks, expand_boxes, paste_mask_in_image`:
@@ -19,7 +25,7 @@
  *  4. resize the padded mask to h x w with F.interpolate(bilinear,
  *     align_corners=False) (mask_resize_axis / mask_resize_tap)
  *  5. paste rows [max(by0,0), min(by1+1,H)) x cols [max(bx0,0), min(bx1+1,W))
- * Only that window is computed; no h x w or H x W temporary is made.
+ * The window is that paste rectangle; no h x w or H x W temporary is made.
  *
  * Float32 parity: bitwise equal to torch 1.13 CPU. Its channels-last
  * bilinear kernel (which a [1,1,h,w] tensor takes) turned out to compute
@@ -48,7 +54,8 @@
  *     CPU kernel), taps outside the mask read 0
  *  4. binary: prob >= threshold (detectron2 uses MR_MASK_GE)
  * A box with x2 <= x1 or y2 <= y1 pastes nothing (detectron2 drops empty
- * boxes before pasting; box_head.clip_final_boxes). padding is unused. */
+ * boxes before pasting; box_head.clip_final_boxes). padding is unused; the
+ * window is step 1's. */
 #ifndef MR_MASK_PASTE_H
 #define MR_MASK_PASTE_H
 
@@ -122,6 +129,45 @@ MR_HD static inline mr_paste_geom mask_paste_geom(int mask_size, int padding, co
     return g;
 }
 
+/* Where one detection's paste can be nonzero: [x0, x0 + w) x [y0, y0 + h),
+ * inside the image; w = h = 0 (and x0 = y0 = 0) when nothing is pasted. */
+typedef struct {
+    int x0, y0, w, h;
+} mr_mask_window;
+
+MR_HD static inline size_t mask_window_pixels(mr_mask_window win) { return (size_t)win.w * (size_t)win.h; }
+
+/* detectron2 rule, step 1: the integer window [*lo, *hi) of one axis for
+ * box sides [b0, b1] and image extent n. */
+MR_HD static inline void mask_paste_d2_window(float b0, float b1, int n, int *lo, int *hi)
+{
+    float f = floorf(b0) - 1.0f, c = ceilf(b1) + 1.0f;
+    *lo = f > 0.0f ? mask_paste_trunc(f) : 0;
+    *hi = c < (float)n ? mask_paste_trunc(c) : n;
+}
+
+/* The window of p's rule for box in an img_h x img_w image. */
+MR_HD static inline mr_mask_window mask_paste_window(const mr_mask_paste_params *p, const float *box, int img_h,
+                                                     int img_w)
+{
+    mr_mask_window win = {0, 0, 0, 0};
+    int x0, y0, x1, y1;
+    if (p->rule == MR_PASTE_DETECTRON2) {
+        if (!(box[2] > box[0] && box[3] > box[1])) return win;
+        mask_paste_d2_window(box[0], box[2], img_w, &x0, &x1);
+        mask_paste_d2_window(box[1], box[3], img_h, &y0, &y1);
+    } else {
+        mr_paste_geom g = mask_paste_geom(p->mask_size, p->padding, box, img_h, img_w);
+        x0 = g.x0, y0 = g.y0, x1 = g.x1, y1 = g.y1;
+    }
+    if (x1 <= x0 || y1 <= y0) return win;
+    win.x0 = x0;
+    win.y0 = y0;
+    win.w = x1 - x0;
+    win.h = y1 - y0;
+    return win;
+}
+
 /* One axis of F.interpolate(bilinear, align_corners=False, size given) from
  * in_size to out_size at output index d: taps i0, i1, weights l0, l1. */
 MR_HD static inline void mask_resize_axis(int in_size, int out_size, int d, int *i0, int *i1, float *l0, float *l1)
@@ -153,15 +199,6 @@ MR_HD static inline float mask_resize_tap(const float *padded, int P, int y0, in
     acc += (double)padded[y1 * P + x0] * (double)w10;
     acc += (double)padded[y1 * P + x1] * (double)w11;
     return (float)acc;
-}
-
-/* detectron2 rule, step 1: the integer window [*lo, *hi) of one axis for
- * box sides [b0, b1] and image extent n. */
-MR_HD static inline void mask_paste_d2_window(float b0, float b1, int n, int *lo, int *hi)
-{
-    float f = floorf(b0) - 1.0f, c = ceilf(b1) + 1.0f;
-    *lo = f > 0.0f ? mask_paste_trunc(f) : 0;
-    *hi = c < (float)n ? mask_paste_trunc(c) : n;
 }
 
 /* detectron2 rule, steps 2-3 for one axis: pixel index -> source coordinate
@@ -203,12 +240,25 @@ MR_HD static inline float mask_paste_d2_sample(const float *mask, int M, float u
 /* Bytes of scratch for one paste: the padded mask, (M+2p)^2 floats. */
 size_t mask_paste_scratch_bytes(int mask_size, int padding);
 
-/* MR_ERR_RANGE for a bad size/padding/image size, MR_ERR_UNSUPPORTED for
- * a rule not implemented yet; err may be NULL. */
+/* out holds mask_window_pixels(mask_paste_window(p, box, img_h, img_w))
+ * values. MR_ERR_RANGE for a bad size/padding/image size,
+ * MR_ERR_UNSUPPORTED for a rule not implemented yet; err may be NULL. */
 mr_status mask_paste_prob(const mr_mask_paste_params *p, const float *mask, const float *box, int img_h, int img_w,
                           float *out, void *scratch, mr_error *err);
 
 mr_status mask_paste_binary(const mr_mask_paste_params *p, const float *mask, const float *box, int img_h, int img_w,
                             uint8_t *out, void *scratch, mr_error *err);
+
+/* The same pastes spread over whole zeroed img_h x img_w planes, for
+ * callers that want planes (tests; through ctypes too). They allocate the
+ * window: MR_ERR_OOM if that fails. */
+mr_status mask_paste_prob_plane(const mr_mask_paste_params *p, const float *mask, const float *box, int img_h,
+                                int img_w, float *plane, void *scratch, mr_error *err);
+mr_status mask_paste_binary_plane(const mr_mask_paste_params *p, const float *mask, const float *box, int img_h,
+                                  int img_w, uint8_t *plane, void *scratch, mr_error *err);
+
+/* A window's values spread over a zeroed img_h x img_w plane. */
+void mask_window_to_plane_f32(mr_mask_window win, const float *window, int img_h, int img_w, float *plane);
+void mask_window_to_plane_u8(mr_mask_window win, const uint8_t *window, int img_h, int img_w, uint8_t *plane);
 
 #endif

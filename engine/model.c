@@ -393,7 +393,7 @@ mr_status model_detect(mr_model *m, const mr_image *img, mr_result *res, mr_stag
 
 void result_free(mr_result *res)
 {
-    for (int i = 0; i < res->count; i++) free(res->dets[i].mask);
+    free(res->mask_storage);
     free(res->dets);
     memset(res, 0, sizeof *res);
 }

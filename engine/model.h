@@ -34,14 +34,28 @@ typedef struct {
     float box[4];   /* x1, y1, x2, y2 in original-image pixels */
     float score;
     int class_id;   /* 1..num_classes-1; 0 is background and never reported */
-    uint8_t *mask;  /* height x width, row-major, 0/1, original image size */
+    /* The binary mask (0/1) over mask_win only, the part of the image its
+     * paste can touch (mask_paste.h): mask_win.h rows of mask_win.w bytes,
+     * image pixel (x, y) at mask[(y - mask_win.y0) * mask_win.w + x -
+     * mask_win.x0]; every pixel outside the window is 0. NULL: no mask. */
+    uint8_t *mask;
+    mr_mask_window mask_win;
 } mr_detection;
 
 typedef struct {
     int width, height;
     int count;
     mr_detection *dets;
+    uint8_t *mask_storage; /* every detection's mask, back to back; owned, the dets point into it */
 } mr_result;
+
+/* Pixel (x, y) of the image in d's mask: 0 or 1 (0 outside the window). */
+static inline int detection_mask_at(const mr_detection *d, int x, int y)
+{
+    const mr_mask_window *w = &d->mask_win;
+    if (!d->mask || x < w->x0 || y < w->y0 || x >= w->x0 + w->w || y >= w->y0 + w->h) return 0;
+    return d->mask[(size_t)(y - w->y0) * (size_t)w->w + (size_t)(x - w->x0)] != 0;
+}
 
 /* Seconds per stage for one image (host clock on the CPU backend). */
 typedef struct {
@@ -68,8 +82,9 @@ mr_status model_stage_box_head(mr_model *m, mr_error *err);
 mr_status model_stage_mask_head(mr_model *m, mr_error *err);
 /* Final boxes in original pixels and pasted masks; float_masks (may be
  * NULL, else room for every detection before the drop of empty boxes)
- * receives res->count x H x W pasted probabilities for parity tests, row d
- * belonging to res->dets[d]. */
+ * receives res->count whole H x W planes of pasted probabilities (0
+ * outside each window) for parity tests, plane d belonging to
+ * res->dets[d]. */
 mr_status model_stage_paste(mr_model *m, mr_result *res, float *float_masks, mr_error *err);
 
 /* A stage tensor by name (see above), shaped for the current image; its data

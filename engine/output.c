@@ -56,7 +56,11 @@ mr_status output_json_add(output_json *out, const char *file, const mr_result *r
                            d->box[2], d->box[3]);
         if (d->mask) {
             int n = 0;
-            MR_TRY(rle_encode(d->mask, res->height, res->width, out->counts, &n));
+            const mr_mask_window *w = &d->mask_win;
+            if (rle_encode_window(d->mask, w->x0, w->y0, w->w, w->h, res->height, res->width, out->counts, &n) !=
+                MR_OK)
+                return mr_fail(err, MR_ERR_INTERNAL, "%s: detection %d's %dx%d mask window at %d,%d is outside the "
+                               "%dx%d image", file, i, w->w, w->h, w->x0, w->y0, res->width, res->height);
             rle_to_string(out->counts, n, out->rle, rle_string_max_bytes((int)pixels + 1));
             /* The RLE alphabet ('0'..'o') includes the backslash: escape it. */
             atomic_file_printf(f, ", \"mask\": {\"size\": [%d, %d], \"counts\": ", res->height, res->width);
@@ -94,7 +98,7 @@ void output_print_text(FILE *f, const char *file, const mr_result *res, const mr
 {
     for (int i = 0; i < res->count; i++) {
         const mr_detection *d = &res->dets[i];
-        size_t px = 0, n = (size_t)res->width * (size_t)res->height;
+        size_t px = 0, n = mask_window_pixels(d->mask_win);
         for (size_t p = 0; d->mask && p < n; p++) px += d->mask[p];
         fprintf(f, "%s: %-14s %.3f  box %.1f,%.1f,%.1f,%.1f  mask %zu px\n", file,
                 cfg->classes.class_names[d->class_id], d->score, d->box[0], d->box[1], d->box[2], d->box[3], px);

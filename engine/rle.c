@@ -77,27 +77,39 @@ static void push(rle_builder *b, uint8_t v, uint32_t len)
  * only the box is walked column by column (its rows stay in cache from
  * one column to the next). The counts are the same as a walk over every
  * pixel. */
-mr_status rle_encode(const uint8_t *mask_rowmajor, int h, int w, uint32_t *counts, int *ncounts)
+mr_status rle_encode_window(const uint8_t *win_rowmajor, int win_x0, int win_y0, int win_w, int win_h, int h, int w,
+                            uint32_t *counts, int *ncounts)
 {
     *ncounts = 0;
-    if (h < 0 || w < 0) return MR_ERR_RANGE;
+    if (h < 0 || w < 0 || win_w < 0 || win_h < 0) return MR_ERR_RANGE;
+    if ((size_t)win_w * win_h > 0 &&
+        (win_x0 < 0 || win_y0 < 0 || win_x0 > w - win_w || win_y0 > h - win_h))
+        return MR_ERR_RANGE;
     int y0, y1, x0, x1;
     rle_builder b = {counts, 0, 0, 0};
-    if (!mask_bounds(mask_rowmajor, h, w, &y0, &y1, &x0, &x1)) { /* all background (or empty) */
+    if (!mask_bounds(win_rowmajor, win_h, win_w, &y0, &y1, &x0, &x1)) { /* all background (or empty) */
         counts[0] = (uint32_t)((size_t)h * w);
         *ncounts = 1;
         return MR_OK;
     }
+    const uint8_t *box = win_rowmajor + (size_t)y0 * win_w + x0; /* the foreground's box, in the window */
+    const size_t stride = (size_t)win_w;
+    y0 += win_y0, y1 += win_y0, x0 += win_x0, x1 += win_x0; /* now in image pixels */
     push(&b, 0, (uint32_t)((size_t)x0 * h + y0)); /* the columns left of the box, the top of its first */
     for (int x = x0; x <= x1; x++) {
         if (x > x0) push(&b, 0, (uint32_t)(h - 1 - y1 + y0)); /* below the box in x - 1, above it in x */
-        const uint8_t *col = mask_rowmajor + x;
-        for (int y = y0; y <= y1; y++) push(&b, col[(size_t)y * w] != 0, 1);
+        const uint8_t *col = box + (x - x0);
+        for (int y = 0; y <= y1 - y0; y++) push(&b, col[(size_t)y * stride] != 0, 1);
     }
     push(&b, 0, (uint32_t)(h - 1 - y1 + (size_t)(w - 1 - x1) * h)); /* below the box, then the columns right of it */
     counts[b.k++] = b.run;
     *ncounts = b.k;
     return MR_OK;
+}
+
+mr_status rle_encode(const uint8_t *mask_rowmajor, int h, int w, uint32_t *counts, int *ncounts)
+{
+    return rle_encode_window(mask_rowmajor, 0, 0, w, h, h, w, counts, ncounts);
 }
 
 size_t rle_string_max_bytes(int n)

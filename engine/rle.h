@@ -36,6 +36,15 @@ int mask_bounds(const uint8_t *mask_rowmajor, int h, int w, int *y0, int *y1, in
  * order; the counts are those of a walk over every pixel. */
 mr_status rle_encode(const uint8_t *mask_rowmajor, int h, int w, uint32_t *counts, int *ncounts);
 
+/* The same counts for an h x w mask held only over a window: win_h rows of
+ * win_w bytes, row-major, its (0, 0) at image pixel (win_x0, win_y0); every
+ * pixel outside it is 0. counts must hold min(2*win_w*win_h, h*w) + 1
+ * entries (one-row window, all set: a run per pixel, with a background run
+ * between columns). MR_ERR_RANGE for a negative size or a non-empty window not
+ * inside the image. */
+mr_status rle_encode_window(const uint8_t *win_rowmajor, int win_x0, int win_y0, int win_w, int win_h, int h, int w,
+                            uint32_t *counts, int *ncounts);
+
 /* Bytes that always suffice for rle_to_string of n counts (with the NUL). */
 size_t rle_string_max_bytes(int n);
 

@@ -111,22 +111,27 @@ static void fill_rect(mr_image *im, int x0, int y0, int x1, int y1, const uint8_
 }
 
 /* Pass 1 for one detection: blend the mask, darken its outline. */
-static void draw_mask(mr_image *im, const uint8_t *mask, const uint8_t c[3])
+static void draw_mask(mr_image *im, const mr_detection *d, const uint8_t c[3])
 {
     const int h = im->h, w = im->w;
+    const mr_mask_window mw = d->mask_win;
     const uint8_t dark[3] = {visualize_darken(c[0]), visualize_darken(c[1]), visualize_darken(c[2])};
-    /* Outside the mask's bounding box every pixel is background: only the
-     * box is visited (a detection covers a small part of the image). */
+    /* Only the foreground's bounding box inside the mask's window is
+     * visited; every pixel outside the window is background. */
     int y0, y1, x0, x1;
-    if (!mask_bounds(mask, h, w, &y0, &y1, &x0, &x1)) return;
+    if (!mask_bounds(d->mask, mw.h, mw.w, &y0, &y1, &x0, &x1)) return;
 #pragma omp parallel for schedule(static) if ((size_t)(y1 - y0 + 1) * (size_t)(x1 - x0 + 1) > (1u << 18))
-    for (int y = y0; y <= y1; y++) {
-        const uint8_t *m = mask + (size_t)y * w;
-        uint8_t *p = im->pixels + ((size_t)y * w + x0) * 3;
-        for (int x = x0; x <= x1; x++, p += 3) {
-            if (!m[x]) continue;
-            const int edge = (x > 0 && !m[x - 1]) || (x < w - 1 && !m[x + 1]) || (y > 0 && !m[x - w]) ||
-                             (y < h - 1 && !m[x + w]);
+    for (int wy = y0; wy <= y1; wy++) {
+        const uint8_t *m = d->mask + (size_t)wy * mw.w; /* window row wy = image row mw.y0 + wy */
+        const int y = mw.y0 + wy;
+        uint8_t *p = im->pixels + ((size_t)y * w + mw.x0 + x0) * 3;
+        for (int wx = x0; wx <= x1; wx++, p += 3) {
+            if (!m[wx]) continue;
+            const int x = mw.x0 + wx;
+            /* a neighbour outside the window is background (outside the image: not an edge) */
+            const int left = wx > 0 && m[wx - 1], right = wx < mw.w - 1 && m[wx + 1];
+            const int up = wy > 0 && m[wx - mw.w], down = wy < mw.h - 1 && m[wx + mw.w];
+            const int edge = (x > 0 && !left) || (x < w - 1 && !right) || (y > 0 && !up) || (y < h - 1 && !down);
             if (edge) {
                 memcpy(p, dark, 3);
             } else {
@@ -211,6 +216,11 @@ mr_status visualize_render(const mr_image *img, const mr_result *res, const mr_c
             !isfinite(d->score))
             return mr_fail(err, MR_ERR_RANGE, "visualize_render: detection %d has a non-finite box or score",
                            i);
+        const mr_mask_window *mw = &d->mask_win;
+        if (d->mask && mask_window_pixels(*mw) > 0 &&
+            (mw->x0 < 0 || mw->y0 < 0 || mw->w < 0 || mw->h < 0 || mw->x0 > img->w - mw->w || mw->y0 > img->h - mw->h))
+            return mr_fail(err, MR_ERR_RANGE, "visualize_render: detection %d's %dx%d mask window at %d,%d is outside "
+                           "the %dx%d image", i, mw->w, mw->h, mw->x0, mw->y0, img->w, img->h);
     }
 
     const size_t npix = (size_t)img->h * (size_t)img->w;
@@ -232,7 +242,7 @@ mr_status visualize_render(const mr_image *img, const mr_result *res, const mr_c
     for (int k = 0; k < res->count; k++) {
         const mr_detection *d = &res->dets[order[k].index];
         visualize_class_color(d->class_id, c);
-        if (d->mask) draw_mask(&im, d->mask, c);
+        if (d->mask) draw_mask(&im, d, c);
     }
     for (int k = 0; k < res->count; k++) {
         const mr_detection *d = &res->dets[order[k].index];

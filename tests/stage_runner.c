@@ -299,7 +299,7 @@ int main(int argc, char **argv)
         memcpy(boxes + 4 * d, res.dets[d].box, 4 * sizeof(float));
         scores[d] = res.dets[d].score;
         labels[d] = (float)res.dets[d].class_id;
-        memcpy(bin + plane * (size_t)d, res.dets[d].mask, plane);
+        mask_window_to_plane_u8(res.dets[d].mask_win, res.dets[d].mask, img.h, img.w, bin + plane * (size_t)d);
     }
     long bshape[2] = {res.count, 4}, sshape[1] = {res.count}, mshape[3] = {res.count, img.h, img.w};
     npy_write(out, "final_boxes", "<f4", 4, boxes, 2, bshape);

@@ -9,7 +9,11 @@
  *     string, parsed back and decoded; every step must succeed and the
  *     round trip must give the same mask and the same counts. rle_to_string
  *     into a buffer one byte short must return the same length and write a
- *     NUL-terminated prefix. */
+ *     NUL-terminated prefix.
+ *  3. A window of that mask (placed by the first four bytes): the mask
+ *     with everything outside the window cleared encodes by rle_encode to
+ *     the counts rle_encode_window gives from the window alone, into an
+ *     array of exactly the count bound rle.h promises. */
 #include <string.h>
 
 #include "fuzz_common.h"
@@ -95,6 +99,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     free(back);
     free(dec);
     free(str);
+
+    /* 3. a window of the mask */
+    if (nrest >= 4) {
+        const int x0 = rest[0] % (w + 1), ww = rest[1] % (w - x0 + 1);
+        const int y0 = rest[2] % (h + 1), wh = rest[3] % (h - y0 + 1);
+        const size_t wpx = (size_t)ww * (size_t)wh, bound = (2 * wpx < hw ? 2 * wpx : hw) + 1;
+        uint8_t *win = malloc(wpx ? wpx : 1);
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++) {
+                const int in = x >= x0 && x < x0 + ww && y >= y0 && y < y0 + wh;
+                if (in) win[(size_t)(y - y0) * ww + (x - x0)] = mask[(size_t)y * w + x];
+                else mask[(size_t)y * w + x] = 0;
+            }
+        uint32_t *wenc = malloc(bound * sizeof *wenc);
+        int nwin = -1;
+        FUZZ_CHECK(rle_encode_window(win, x0, y0, ww, wh, h, w, wenc, &nwin) == MR_OK, "window encode failed");
+        FUZZ_CHECK(rle_encode(mask, h, w, enc, &nenc) == MR_OK, "encode failed");
+        FUZZ_CHECK(nwin == nenc && memcmp(wenc, enc, (size_t)nenc * sizeof *enc) == 0,
+                   "a %dx%d window at %d,%d of a %dx%d mask encodes differently", ww, wh, x0, y0, w, h);
+        free(wenc);
+        free(win);
+    }
     free(enc);
     free(mask);
     return 0;

@@ -39,14 +39,31 @@ class Error(C.Structure):  # engine/status.h: mr_error
     _fields_ = [("status", C.c_int), ("msg", C.c_char * 1024)]
 
 
+class MaskWindow(C.Structure):  # engine/mask_paste.h: mr_mask_window
+    _fields_ = [(n, C.c_int) for n in ("x0", "y0", "w", "h")]
+
+
 class Detection(C.Structure):  # engine/model.h: mr_detection
     _fields_ = [("box", C.c_float * 4), ("score", C.c_float), ("class_id", C.c_int),
-                ("mask", C.POINTER(C.c_uint8))]
+                ("mask", C.POINTER(C.c_uint8)), ("mask_win", MaskWindow)]
 
 
 class Result(C.Structure):  # engine/model.h: mr_result
     _fields_ = [("width", C.c_int), ("height", C.c_int), ("count", C.c_int),
-                ("dets", C.POINTER(Detection))]
+                ("dets", C.POINTER(Detection)), ("mask_storage", C.POINTER(C.c_uint8))]
+
+
+def mask_window(m, margin):
+    """The mask as the engine holds it (model.h): only a window, here its set
+    pixels' bounding box grown by `margin` and clipped (empty when none is
+    set). Returns (x0, y0, w, h) and the window's bytes."""
+    ys, xs = np.nonzero(m)
+    if len(ys) == 0:
+        return (0, 0, 0, 0), np.zeros(1, np.uint8)
+    h, w = m.shape
+    y0, y1 = max(int(ys.min()) - margin, 0), min(int(ys.max()) + margin, h - 1)
+    x0, x1 = max(int(xs.min()) - margin, 0), min(int(xs.max()) + margin, w - 1)
+    return (x0, y0, x1 - x0 + 1, y1 - y0 + 1), np.ascontiguousarray(m[y0:y1 + 1, x0:x1 + 1])
 
 
 @pytest.fixture(scope="module")
@@ -109,13 +126,15 @@ def write_results(lib, cfg, images, path):
     ids = []
     try:
         for index, (name, h, w, masks, boxes, scores, classes) in enumerate(images):
-            keep = [np.ascontiguousarray(m) for m in masks]
+            # windows tight (margin 0), loose, and the whole image (margin h + w)
+            keep = [mask_window(m, (0, 2, h + w)[i % 3]) for i, m in enumerate(masks)]
             dets = (Detection * len(masks))()
-            for i, m in enumerate(keep):
+            for i, (win, m) in enumerate(keep):
                 dets[i].box[:] = [float(v) for v in boxes[i]]
                 dets[i].score = float(scores[i])
                 dets[i].class_id = int(classes[i])
                 dets[i].mask = m.ctypes.data_as(C.POINTER(C.c_uint8))
+                dets[i].mask_win = MaskWindow(*win)
             res = Result(width=w, height=h, count=len(masks), dets=dets)
             image_id = lib.coco_image_id(name.encode(), 1000 + index)
             ids.append(image_id)

@@ -112,7 +112,7 @@ def lib(tmp_path_factory):
     L.anchors_cell.argtypes = [FP, C.c_int, FP, C.c_int, C.c_int, FP]
     L.mask_paste_scratch_bytes.restype = C.c_size_t
     L.mask_paste_scratch_bytes.argtypes = [C.c_int, C.c_int]
-    for f, out_t in (("mask_paste_prob", FP), ("mask_paste_binary", U8P)):
+    for f, out_t in (("mask_paste_prob_plane", FP), ("mask_paste_binary_plane", U8P)):
         getattr(L, f).restype = C.c_int
         getattr(L, f).argtypes = [C.POINTER(PasteParams), FP, FP, C.c_int, C.c_int, out_t, C.c_void_p, C.c_void_p]
     L.rle_encode.restype = C.c_int
@@ -461,18 +461,18 @@ def test_mask_paste_matches_torchvision(lib):
                                    (H, W), padding=1)[0, 0].numpy()
         p = PasteParams(M, 1, 0.5, 0, 0)
         prob = np.full((H, W), np.nan, np.float32)
-        assert lib.mask_paste_prob(C.byref(p), ptr(mask), ptr(box), H, W, ptr(prob), scratch, None) == 0
+        assert lib.mask_paste_prob_plane(C.byref(p), ptr(mask), ptr(box), H, W, ptr(prob), scratch, None) == 0
         assert not np.isnan(prob).any()
         worst = max(worst, float(np.abs(prob - ref).max()))
         assert np.abs(prob - ref).max() <= 1e-5, (t, box, H, W)
         binary = np.zeros((H, W), np.uint8)
-        assert lib.mask_paste_binary(C.byref(p), ptr(mask), ptr(box), H, W, ptr(binary, U8P), scratch, None) == 0
+        assert lib.mask_paste_binary_plane(C.byref(p), ptr(mask), ptr(box), H, W, ptr(binary, U8P), scratch, None) == 0
         ok = (binary == (ref > 0.5)) | (np.abs(ref - 0.5) < 1e-5)
         assert ok.all(), t
         near += int((binary != (ref > 0.5)).sum())
         total += H * W
         p.cmp = 1  # >=
-        lib.mask_paste_binary(C.byref(p), ptr(mask), ptr(box), H, W, ptr(binary, U8P), scratch, None)
+        lib.mask_paste_binary_plane(C.byref(p), ptr(mask), ptr(box), H, W, ptr(binary, U8P), scratch, None)
         assert ((binary == (ref >= 0.5)) | (np.abs(ref - 0.5) < 1e-5)).all(), t
     print(f"mask paste: max abs err {worst:.3g}; {near} of {total} binary pixels differ (all at |p-0.5|<1e-5)")
 

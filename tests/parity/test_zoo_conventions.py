@@ -193,8 +193,8 @@ int t_paste(int rule, int cmp, float threshold, int padding, int M, const float 
     mr_mask_paste_params p = {M, padding, threshold, (mr_mask_cmp)cmp, (mr_paste_rule)rule};
     mr_error err;
     void *scratch = malloc(mask_paste_scratch_bytes(M, padding) + 16);
-    int st = mask_paste_prob(&p, mask, box, img_h, img_w, prob, scratch, &err);
-    if (st == 0) st = mask_paste_binary(&p, mask, box, img_h, img_w, bin, scratch, &err);
+    int st = mask_paste_prob_plane(&p, mask, box, img_h, img_w, prob, scratch, &err);
+    if (st == 0) st = mask_paste_binary_plane(&p, mask, box, img_h, img_w, bin, scratch, &err);
     free(scratch);
     return st;
 }

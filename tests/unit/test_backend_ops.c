@@ -1158,6 +1158,24 @@ static void op_mask_probs(fixture *f, tally *t)
 #define PASTE_H 30
 #define PASTE_W 40
 
+#define PASTE_GUARD 64 /* bytes / floats past the packed windows that must stay untouched */
+
+/* The backend's packed windows (backend.h) spread over whole planes, with
+ * a check that nothing was written past them. */
+static int unpack_windows(const mr_mask_window *win, int d, const uint8_t *pk, const float *psoft, uint8_t *bin,
+                          float *soft)
+{
+    size_t at = 0, plane = (size_t)PASTE_H * PASTE_W;
+    for (int i = 0; i < d; i++) {
+        mask_window_to_plane_u8(win[i], pk + at, PASTE_H, PASTE_W, bin + (size_t)i * plane);
+        if (soft) mask_window_to_plane_f32(win[i], psoft + at, PASTE_H, PASTE_W, soft + (size_t)i * plane);
+        at += mask_window_pixels(win[i]);
+    }
+    int intact = 1;
+    for (size_t k = at; k < at + PASTE_GUARD; k++) intact &= pk[k] == 0xAB && (!psoft || isnan(psoft[k]));
+    return intact;
+}
+
 static void op_mask_paste(fixture *f, tally *t)
 {
     NEED(f, mask_paste);
@@ -1172,28 +1190,32 @@ static void op_mask_paste(fixture *f, tally *t)
     const mr_mask_paste_params p = {PASTE_M, 1, 0.5f, MR_MASK_GT, MR_PASTE_TORCHVISION};
     const size_t plane = (size_t)PASTE_H * PASTE_W, mplane = (size_t)PASTE_M * PASTE_M;
     for (int d = 0; d <= nb; d += nb) {
+        mr_mask_window win[8];
+        size_t total = 0;
+        for (int i = 0; i < d; i++) {
+            win[i] = mask_paste_window(&p, boxes + 4 * i, PASTE_H, PASTE_W);
+            total += mask_window_pixels(win[i]);
+        }
         float *hp = fmalloc((size_t)d * mplane);
         fill_uniform(hp, (size_t)d * mplane, 0.0f, 1.0f);
         float *dp = dev_upload(f, hp, (size_t)d * mplane), *db = dev_upload(f, boxes, 4 * (size_t)d);
         mr_tensor tp = mr_tensor_make(dp, d, PASTE_M, PASTE_M, 1), tb = mr_tensor_make(db, d, 1, 1, 4);
+        uint8_t *pk = xmalloc(total + PASTE_GUARD), *pk2 = xmalloc(total + PASTE_GUARD);
+        float *psoft = fmalloc(total + PASTE_GUARD);
         uint8_t *bin = xmalloc((size_t)(d ? d : 1) * plane), *bin2 = xmalloc((size_t)(d ? d : 1) * plane);
-        uint8_t *masks[8], *masks2[8];
         float *soft = fmalloc((size_t)d * plane);
-        memset(bin, 0xAB, (size_t)(d ? d : 1) * plane);
-        memset(bin2, 0xAB, (size_t)(d ? d : 1) * plane);
-        for (size_t k = 0; k < (size_t)d * plane; k++) soft[k] = NAN;
-        for (int i = 0; i < 8; i++) {
-            masks[i] = bin + (size_t)(i < d ? i : 0) * plane;
-            masks2[i] = bin2 + (size_t)(i < d ? i : 0) * plane;
-        }
+        memset(pk, 0xAB, total + PASTE_GUARD);
+        memset(pk2, 0xAB, total + PASTE_GUARD);
+        for (size_t k = 0; k < total + PASTE_GUARD; k++) psoft[k] = NAN;
         char label[160];
         label_case(f, label, sizeof label, "%d detections, %dx%d masks into %dx%d", d, PASTE_M, PASTE_M, PASTE_H,
                    PASTE_W);
         mr_error err = {0};
-        mr_status s = f->be.i->mask_paste(f->be.ctx, &p, &tp, &tb, PASTE_H, PASTE_W, masks, soft, &err);
+        mr_status s = f->be.i->mask_paste(f->be.ctx, &p, &tp, &tb, PASTE_H, PASTE_W, win, pk, psoft, &err);
         if (status_ok(t, label, s, &err) &&
-            status_ok(t, label, f->be.i->mask_paste(f->be.ctx, &p, &tp, &tb, PASTE_H, PASTE_W, masks2, NULL, &err),
+            status_ok(t, label, f->be.i->mask_paste(f->be.ctx, &p, &tp, &tb, PASTE_H, PASTE_W, win, pk2, NULL, &err),
                       &err)) {
+            int intact = unpack_windows(win, d, pk, psoft, bin, soft) & unpack_windows(win, d, pk2, NULL, bin2, NULL);
             int finite = all_finite(soft, (size_t)d * plane), binary = 1, agree = 1, window = 1, any = 0;
             float scale = (float)(PASTE_M + 2) / (float)PASTE_M;
             for (int i = 0; i < d; i++) {
@@ -1213,31 +1235,36 @@ static void op_mask_paste(fixture *f, tally *t)
                         any |= bin[o];
                     }
             }
-            int ok = finite && binary && agree && window && (d == 0 || any);
-            char detail[160];
-            snprintf(detail, sizeof detail, "%s%s%s%s%s", finite ? "finite, in [0,1]" : "NaN or out of [0,1]",
+            int ok = intact && finite && binary && agree && window && (d == 0 || any);
+            char detail[200];
+            snprintf(detail, sizeof detail, "%s%s%s%s%s%s", finite ? "finite, in [0,1]" : "NaN or out of [0,1]",
                      binary ? "" : ", binary mask not 0/1", agree ? "" : ", binary != (prob > threshold)",
-                     window ? "" : ", pixels set outside the box", d == 0 || any ? "" : ", nothing pasted");
+                     window ? "" : ", pixels set outside the box", d == 0 || any ? "" : ", nothing pasted",
+                     intact ? "" : ", written past the windows");
             report(t, label, ok, detail);
             mr_backend ref;
             if (cpu_reference(f->bd->name, &ref)) {
                 /* the same masks and boxes pasted by the CPU backend */
-                uint8_t *wbin = xmalloc((size_t)(d ? d : 1) * plane), *wmasks[8];
-                float *wsoft = fmalloc((size_t)d * plane);
-                for (int i = 0; i < 8; i++) wmasks[i] = wbin + (size_t)(i < d ? i : 0) * plane;
+                uint8_t *wpk = xmalloc(total + PASTE_GUARD), *wbin = xmalloc((size_t)(d ? d : 1) * plane);
+                float *wpsoft = fmalloc(total + PASTE_GUARD), *wsoft = fmalloc((size_t)d * plane);
+                memset(wpk, 0xAB, total + PASTE_GUARD);
+                for (size_t k = 0; k < total + PASTE_GUARD; k++) wpsoft[k] = NAN;
                 mr_tensor rp = mr_tensor_make(hp, d, PASTE_M, PASTE_M, 1);
                 mr_tensor rb = mr_tensor_make((float *)boxes, d, 1, 1, 4);
                 char l2[200];
                 snprintf(l2, sizeof l2, "%s vs cpu", label);
-                if (status_ok(t, l2, ref.i->mask_paste(ref.ctx, &p, &rp, &rb, PASTE_H, PASTE_W, wmasks, wsoft, &err),
+                if (status_ok(t, l2, ref.i->mask_paste(ref.ctx, &p, &rp, &rb, PASTE_H, PASTE_W, win, wpk, wpsoft, &err),
                               &err)) {
+                    unpack_windows(win, d, wpk, wpsoft, wbin, wsoft);
                     check_close(t, l2, soft, wsoft, (size_t)d * plane, TOL_VS_CPU, 1);
                     size_t differ = 0;
                     for (size_t k = 0; k < (size_t)d * plane; k++) differ += bin[k] != wbin[k];
                     snprintf(detail, sizeof detail, "%zu binary pixels differ", differ);
                     report(t, l2, differ == 0, detail);
                 }
+                free(wpk);
                 free(wbin);
+                free(wpsoft);
                 free(wsoft);
                 ref.i->destroy(ref.ctx);
             }
@@ -1245,6 +1272,9 @@ static void op_mask_paste(fixture *f, tally *t)
         dev_free(f, dp);
         dev_free(f, db);
         free(hp);
+        free(pk);
+        free(pk2);
+        free(psoft);
         free(bin);
         free(bin2);
         free(soft);

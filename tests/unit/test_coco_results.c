@@ -150,9 +150,9 @@ static void make_results(two_images *t)
             m1[y * 12 + x] = (x - 6) * (x - 6) + (y - 4) * (y - 4) < 9;
         }
     t->dets[0][0] =
-        (mr_detection){.box = {0.5f, 4.25f, 11.75f, 9.0f}, .score = 0.95f, .class_id = 1, .mask = m0};
+        (mr_detection){.box = {0.5f, 4.25f, 11.75f, 9.0f}, .score = 0.95f, .class_id = 1, .mask = m0, .mask_win = {0, 0, 12, 10}};
     t->dets[0][1] =
-        (mr_detection){.box = {3.1f, 1.3f, 9.7f, 7.9f}, .score = 0.123456789f, .class_id = 12, .mask = m1};
+        (mr_detection){.box = {3.1f, 1.3f, 9.7f, 7.9f}, .score = 0.123456789f, .class_id = 12, .mask = m1, .mask_win = {0, 0, 12, 10}};
     t->dets[1][0] =
         (mr_detection){.box = {0.0f, 0.0f, 2.5f, 3.5f}, .score = 1e-5f, .class_id = 80, .mask = NULL};
 }

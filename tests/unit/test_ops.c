@@ -540,6 +540,14 @@ static void test_roi_align_blocked_levels(void **state)
 
 /* --------------------------------------------------------------- mask paste */
 
+static void assert_window(mr_mask_window w, int x0, int y0, int ww, int wh)
+{
+    assert_int_equal(w.x0, x0);
+    assert_int_equal(w.y0, y0);
+    assert_int_equal(w.w, ww);
+    assert_int_equal(w.h, wh);
+}
+
 static void test_mask_paste_window(void **state)
 {
     (void)state;
@@ -558,20 +566,22 @@ static void test_mask_paste_window(void **state)
     assert_int_equal(g.bx0, 9);
     assert_int_equal(g.w, 31);
     assert_int_equal(g.x1, 40);
-    assert_int_equal(mask_paste_prob(&p, mask, box, H, W, img, s, NULL), MR_OK);
+    assert_window(mask_paste_window(&p, box, H, W), 9, 9, 31, 31); /* the window is the paste rectangle */
+    assert_int_equal(mask_paste_prob_plane(&p, mask, box, H, W, img, s, NULL), MR_OK);
     ASSERT_FEQ(img[24 * W + 24], 1.0f, 1e-6);         /* interior */
     assert_true(img[9 * W + 9] == 0.0f);               /* corner samples the zero padding */
     assert_true(img[10 * W + 10] > 0.5f && img[10 * W + 10] < 1.0f);
     assert_true(img[8 * W + 24] == 0.0f);        /* above the window */
     assert_true(img[24 * W + 40] == 0.0f);       /* right of the window */
-    assert_int_equal(mask_paste_binary(&p, mask, box, H, W, bin, s, NULL), MR_OK);
+    assert_int_equal(mask_paste_binary_plane(&p, mask, box, H, W, bin, s, NULL), MR_OK);
     assert_int_equal(bin[24 * W + 24], 1);
     assert_int_equal(bin[9 * W + 9], 0);
     assert_int_equal(bin[10 * W + 10], 1);
 
     /* partly outside: only the inside part is written, nothing crashes */
     const float edge[4] = {-20, 50, 20, 90};
-    assert_int_equal(mask_paste_prob(&p, mask, edge, H, W, img, s, NULL), MR_OK);
+    assert_window(mask_paste_window(&p, edge, H, W), 0, 48, 22, 12);
+    assert_int_equal(mask_paste_prob_plane(&p, mask, edge, H, W, img, s, NULL), MR_OK);
     ASSERT_FEQ(img[(H - 1) * W + 0], 1.0f, 1e-6); /* window rows 48..59, cols 0..21 */
     /* col 21 is the resized mask's last column: it samples the zero padding */
     assert_true(img[(H - 1) * W + 20] > 0.5f && img[(H - 1) * W + 21] == 0.0f);
@@ -580,18 +590,28 @@ static void test_mask_paste_window(void **state)
     const float out_box[4] = {-100, -100, -50, -50}, flat[4] = {30, 30, 30, 30}, right[4] = {200, 5, 260, 40};
     const float *cases[3] = {out_box, flat, right};
     for (int c = 0; c < 3; c++) {
-        assert_int_equal(mask_paste_prob(&p, mask, cases[c], H, W, img, s, NULL), MR_OK);
+        assert_int_equal(mask_paste_prob_plane(&p, mask, cases[c], H, W, img, s, NULL), MR_OK);
         int nz = 0;
         for (int i = 0; i < H * W; i++) nz += img[i] != 0.0f;
         assert_int_equal(nz, c == 1 ? 1 : 0); /* flat box: w = h = 1 pixel at (30,30) */
     }
+    assert_window(mask_paste_window(&p, out_box, H, W), 0, 0, 0, 0);
+    assert_window(mask_paste_window(&p, flat, H, W), 30, 30, 1, 1);
+    assert_window(mask_paste_window(&p, right, H, W), 0, 0, 0, 0);
+    /* detectron2's window: [floor(x1) - 1, ceil(x2) + 1) clipped to the image; empty box: none */
+    mr_mask_paste_params d2 = p;
+    d2.rule = MR_PASTE_DETECTRON2;
+    const float d2_box[4] = {10.5f, 20.25f, 30.75f, 40.0f}, d2_all[4] = {0.2f, 0.5f, 69.5f, 59.9f};
+    assert_window(mask_paste_window(&d2, d2_box, H, W), 9, 19, 23, 22);
+    assert_window(mask_paste_window(&d2, d2_all, H, W), 0, 0, 70, 60);
+    assert_window(mask_paste_window(&d2, flat, H, W), 0, 0, 0, 0);
     /* zero-size image */
-    assert_int_equal(mask_paste_binary(&p, mask, box, 0, 0, bin, s, NULL), MR_OK);
+    assert_int_equal(mask_paste_binary_plane(&p, mask, box, 0, 0, bin, s, NULL), MR_OK);
     /* rules not implemented yet are refused */
     mr_mask_paste_params bad = p;
     bad.rule = (mr_paste_rule)7;
     mr_error err;
-    assert_int_equal(mask_paste_prob(&bad, mask, box, H, W, img, s, &err), MR_ERR_UNSUPPORTED);
+    assert_int_equal(mask_paste_prob_plane(&bad, mask, box, H, W, img, s, &err), MR_ERR_UNSUPPORTED);
     free(s);
     free(img);
     free(bin);
@@ -610,14 +630,14 @@ static void test_mask_paste_threshold_rule(void **state)
     uint8_t bin[40 * 40];
     float img[40 * 40];
     const float box[4] = {10, 10, 37, 37}; /* [10, 37] -> w = 28 */
-    assert_int_equal(mask_paste_prob(&p, mask, box, H, W, img, s, NULL), MR_OK);
+    assert_int_equal(mask_paste_prob_plane(&p, mask, box, H, W, img, s, NULL), MR_OK);
     assert_true(img[10 * W + 10] == 0.5f && img[37 * W + 37] == 0.5f && img[38 * W + 38] == 0.0f);
-    assert_int_equal(mask_paste_binary(&p, mask, box, H, W, bin, s, NULL), MR_OK);
+    assert_int_equal(mask_paste_binary_plane(&p, mask, box, H, W, bin, s, NULL), MR_OK);
     int n = 0;
     for (int i = 0; i < H * W; i++) n += bin[i];
     assert_int_equal(n, 0);
     p.cmp = MR_MASK_GE;
-    assert_int_equal(mask_paste_binary(&p, mask, box, H, W, bin, s, NULL), MR_OK);
+    assert_int_equal(mask_paste_binary_plane(&p, mask, box, H, W, bin, s, NULL), MR_OK);
     for (int i = 0; i < H * W; i++) n += bin[i];
     assert_int_equal(n, 28 * 28);
     free(s);
@@ -741,6 +761,50 @@ static void test_rle_random_round_trip(void **state)
     for (int i = 0; i < 4; i++) assert_true(back[i] == big[i]);
 }
 
+/* A mask held over a window encodes to the counts of its whole plane: held
+ * to rle_decode (a plain walk over every pixel) of the counts. */
+static void test_rle_window(void **state)
+{
+    (void)state;
+    unsigned seed = 777;
+    printf("rle window seed %u\n", seed);
+    srand(seed);
+    for (int t = 0; t < 300; t++) {
+        int h = 1 + rand() % 30, w = 1 + rand() % 30;
+        int ww = rand() % (w + 1), wh = rand() % (h + 1);
+        int x0 = ww < w ? rand() % (w - ww + 1) : 0, y0 = wh < h ? rand() % (h - wh + 1) : 0;
+        int mode = t % 4; /* random, all zero, all one, blobs */
+        uint8_t *win = xmalloc((size_t)ww * wh + 1), *plane = xmalloc((size_t)h * w), *back = xmalloc((size_t)h * w);
+        for (int i = 0; i < ww * wh; i++)
+            win[i] = mode == 0 ? rand() % 2 : mode == 1 ? 0 : mode == 2 ? 1 : (uint8_t)(((i / ww) / 3 + (i % ww) / 4) % 2);
+        mask_window_to_plane_u8((mr_mask_window){x0, y0, ww, wh}, win, h, w, plane);
+        uint32_t *cnt = xmalloc(sizeof(uint32_t) * (h * w + 1));
+        int n;
+        assert_int_equal(rle_encode_window(win, x0, y0, ww, wh, h, w, cnt, &n), MR_OK);
+        assert_true(n >= 1 && n <= 2 * ww * wh + 1 && n <= h * w + 1); /* rle.h's bound on counts */
+        assert_int_equal(rle_decode(cnt, n, h, w, back, NULL), MR_OK);
+        assert_memory_equal(back, plane, (size_t)h * w);
+        free(win);
+        free(plane);
+        free(back);
+        free(cnt);
+    }
+    /* the bound is reached: one row, every pixel set, a run between columns */
+    uint8_t row[4] = {1, 1, 1, 1};
+    uint32_t cnt[31];
+    int n;
+    assert_int_equal(rle_encode_window(row, 1, 2, 4, 1, 5, 6, cnt, &n), MR_OK);
+    assert_int_equal(n, 9);
+    assert_true(cnt[0] == 7 && cnt[1] == 1 && cnt[2] == 4 && cnt[8] == 2 + 5);
+    /* a window not inside the image is refused; an empty one anywhere is all background */
+    assert_int_equal(rle_encode_window(row, 3, 2, 4, 1, 5, 6, cnt, &n), MR_ERR_RANGE);
+    assert_int_equal(rle_encode_window(row, -1, 0, 4, 1, 5, 6, cnt, &n), MR_ERR_RANGE);
+    assert_int_equal(rle_encode_window(row, 0, 5, 4, 1, 5, 6, cnt, &n), MR_ERR_RANGE);
+    assert_int_equal(rle_encode_window(row, 0, 0, -1, 1, 5, 6, cnt, &n), MR_ERR_RANGE);
+    assert_int_equal(rle_encode_window(row, 99, 99, 0, 0, 5, 6, cnt, &n), MR_OK);
+    assert_true(n == 1 && cnt[0] == 30);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -764,6 +828,7 @@ int main(void)
         cmocka_unit_test(test_roi_align_blocked_levels),
         cmocka_unit_test(test_mask_paste_window),
         cmocka_unit_test(test_mask_paste_threshold_rule),
+        cmocka_unit_test(test_rle_window),
         cmocka_unit_test(test_rle_known),
         cmocka_unit_test(test_rle_bad_strings),
         cmocka_unit_test(test_rle_random_round_trip),

@@ -1,5 +1,5 @@
-/* Load-time planning: the mask paste's chunking through a fixed buffer
- * (mask_paste_chunk.h, the CUDA backend's arithmetic, tested here on the
+/* Load-time planning: the mask paste's chunking of windows through a fixed
+ * buffer (mask_paste_chunk.h, the CUDA backend's arithmetic, tested here on the
  * CPU), and a conv with its normalisation given unfolded
  * (conv_init_affine) against a double-precision reference of
  * act((conv(x, W) + b)*s + t). Seeds are fixed and printed. */
@@ -18,51 +18,103 @@
 #include "mask_paste_chunk.h"
 
 /* Walks the chunks as cuda_mask_paste does and checks that every row of
- * every plane is pasted exactly once, each chunk within the buffer. */
-static void check_cover(size_t cap_px, int D, int H, int W)
+ * every window is pasted exactly once, each chunk within the region and
+ * packed as the host buffer is (a chunk of whole windows is contiguous
+ * there, a band is the next rows of its window); `fail_at` is the window
+ * whose row does not fit (-1: none). */
+static void check_cover(size_t cap_px, const mr_mask_window *win, int D, int fail_at)
 {
-    mr_paste_chunk ch = mask_paste_chunk(cap_px, D, H, W);
-    if (D <= 0 || H <= 0 || W <= 0 || cap_px < (size_t)W) {
-        assert_int_equal(ch.dets, 0);
-        assert_int_equal(ch.rows, 0);
-        return;
+    size_t total = 0, *offset = calloc((size_t)D + 1, sizeof *offset);
+    int rows_total = 0;
+    for (int d = 0; d < D; d++) {
+        offset[d] = total;
+        total += mask_window_pixels(win[d]);
+        rows_total += win[d].h;
     }
-    assert_true(ch.dets >= 1 && ch.rows >= 1);
-    assert_true(ch.rows == H || ch.dets == 1);
-    unsigned char *seen = calloc((size_t)D * (size_t)H, 1);
+    offset[D] = total;
+    unsigned char *seen = calloc((size_t)rows_total + 1, 1);
+    int *first_row = calloc((size_t)D + 1, sizeof *first_row);
+    for (int d = 0, r = 0; d < D; d++) first_row[d] = r, r += win[d].h;
+    assert_non_null(offset);
     assert_non_null(seen);
-    for (int d0 = 0; d0 < D; d0 += ch.dets) {
-        int nd = D - d0 < ch.dets ? D - d0 : ch.dets;
-        for (int y0 = 0; y0 < H; y0 += ch.rows) {
-            int rows = H - y0 < ch.rows ? H - y0 : ch.rows;
-            assert_true((size_t)nd * (size_t)rows * (size_t)W <= cap_px);
-            for (int j = 0; j < nd; j++)
-                for (int y = y0; y < y0 + rows; y++) seen[(size_t)(d0 + j) * (size_t)H + (size_t)y]++;
+    assert_non_null(first_row);
+    mr_paste_chunk ch;
+    int d = 0, row = 0, more, chunks = 0;
+    size_t host_at = 0; /* where the next chunk lands in the packed host buffer */
+    while ((more = mask_paste_chunk_at(cap_px, win, D, d, row, &ch)) > 0) {
+        assert_true(ch.d0 == d && ch.nd >= 1 && ch.pixels <= cap_px);
+        if (ch.rows < 0) {
+            assert_int_equal(row, 0);
+            assert_true(ch.pixels == offset[ch.d0 + ch.nd] - offset[ch.d0]);
+            for (int j = ch.d0; j < ch.d0 + ch.nd; j++)
+                for (int y = 0; y < win[j].h; y++) seen[first_row[j] + y]++;
+        } else {
+            assert_int_equal(ch.nd, 1);
+            assert_true(ch.rows >= 1 && ch.row0 == row && ch.row0 + ch.rows <= win[d].h);
+            assert_true(ch.pixels == (size_t)ch.rows * (size_t)win[d].w);
+            assert_true(mask_window_pixels(win[d]) > cap_px); /* banded only when it must be */
+            for (int y = ch.row0; y < ch.row0 + ch.rows; y++) seen[first_row[d] + y]++;
         }
+        assert_true(host_at == offset[ch.d0] + (ch.rows < 0 ? 0 : (size_t)ch.row0 * (size_t)win[d].w));
+        host_at += ch.pixels;
+        mask_paste_chunk_next(win, &ch, &d, &row);
+        assert_true(++chunks <= rows_total + D + 1);
     }
-    for (size_t i = 0; i < (size_t)D * (size_t)H; i++) assert_int_equal(seen[i], 1);
+    if (fail_at >= 0) {
+        assert_int_equal(more, -1);
+        assert_int_equal(d, fail_at);
+    } else {
+        assert_int_equal(more, 0);
+        assert_true(host_at == total);
+        for (int r = 0; r < rows_total; r++) assert_int_equal(seen[r], 1);
+    }
+    free(offset);
     free(seen);
+    free(first_row);
 }
 
 static void test_paste_chunk_cover(void **state)
 {
     (void)state;
-    static const struct { size_t cap; int D, H, W; } cases[] = {
-        {1000, 5, 10, 10},   /* 10 planes fit: all 5 in one chunk */
-        {250, 7, 10, 10},    /* 2 planes per chunk, the last chunk 1 */
-        {100, 3, 10, 10},    /* exactly one plane */
-        {99, 3, 10, 10},     /* 9 rows of one plane, then 1 */
-        {10, 2, 10, 10},     /* one row at a time */
-        {9, 2, 10, 10},      /* not even one row: nothing */
-        {64 << 20, 100, 800, 1333},
-        {64 << 20, 3, 20000, 20000},
-        {1, 1, 1, 1},
-        {100, 0, 10, 10},
-        {100, 2, 0, 10},
-        {100, 2, 10, 0},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        check_cover(cases[i].cap, cases[i].D, cases[i].H, cases[i].W);
+    const mr_mask_window ten = {0, 0, 10, 10}, none = {0, 0, 0, 0}, wide = {5, 7, 30, 4};
+    const mr_mask_window five_tens[5] = {ten, ten, ten, ten, ten};
+    const mr_mask_window mixed[6] = {ten, none, wide, none, ten, {3, 3, 1, 1}};
+    const mr_mask_window nones[3] = {none, none, none};
+    check_cover(1000, five_tens, 5, -1); /* all in one chunk */
+    check_cover(250, five_tens, 5, -1);  /* 2 windows per chunk, the last 1 */
+    check_cover(100, five_tens, 5, -1);  /* exactly one window */
+    check_cover(99, five_tens, 5, -1);   /* 9 rows of each, then 1 */
+    check_cover(10, five_tens, 5, -1);   /* one row at a time */
+    check_cover(9, five_tens, 5, 0);     /* not even one row */
+    check_cover(230, mixed, 6, -1);      /* empty windows ride along */
+    check_cover(100, mixed, 6, -1);      /* the 120-px wide one banded */
+    check_cover(29, mixed, 6, 2);        /* its row of 30 does not fit */
+    check_cover(0, nones, 3, -1);        /* nothing to paste needs no room */
+    check_cover(100, nones, 0, -1);
+    /* many random windows through regions of random size */
+    unsigned seed = 4242;
+    printf("paste chunk seed %u\n", seed);
+    srand(seed);
+    for (int t = 0; t < 200; t++) {
+        mr_mask_window w[40];
+        int D = rand() % 40, widest = 0;
+        for (int i = 0; i < D; i++) {
+            w[i] = (mr_mask_window){rand() % 50, rand() % 50, rand() % 60, rand() % 60};
+            if (rand() % 5 == 0) w[i].w = w[i].h = 0;
+            if (w[i].w > widest) widest = w[i].w;
+        }
+        size_t cap = (size_t)(rand() % 5000);
+        int fail = -1;
+        for (int i = 0; i < D && fail < 0; i++)
+            if ((size_t)w[i].w > cap && mask_window_pixels(w[i]) > 0) fail = i;
+        check_cover(cap, w, D, fail);
+    }
+    /* 100 windows of a third of a 1200x1600 photo each fit the planned 64 MiB in one chunk */
+    mr_mask_window photo[100];
+    for (int i = 0; i < 100; i++) photo[i] = (mr_mask_window){i, i, 800, 800};
+    mr_paste_chunk ch;
+    assert_int_equal(mask_paste_chunk_at((size_t)64 << 20, photo, 100, 0, 0, &ch), 1);
+    assert_int_equal(ch.nd, 100);
 }
 
 /* The soft planes lie after the binary ones, aligned, inside the region;

@@ -52,6 +52,29 @@ static uint8_t *ellipse_mask(int h, int w, float cx, float cy, float rx, float r
     return m;
 }
 
+/* The mask as the model hands it over (model.h): only a window of it, the
+ * set pixels' bounding box grown by `margin` (clipped to the image); with
+ * margin 0 the outline lies on the window's border, where the neighbours
+ * outside it must count as background. */
+static mr_detection windowed(mr_detection d, const uint8_t *full, int h, int w, int margin)
+{
+    int x0 = w, y0 = h, x1 = -1, y1 = -1;
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            if (full[(size_t)y * w + x]) {
+                x0 = x < x0 ? x : x0, x1 = x > x1 ? x : x1;
+                y0 = y < y0 ? y : y0, y1 = y > y1 ? y : y1;
+            }
+    assert_true(x1 >= 0);
+    x0 = x0 - margin > 0 ? x0 - margin : 0, y0 = y0 - margin > 0 ? y0 - margin : 0;
+    x1 = x1 + margin < w - 1 ? x1 + margin : w - 1, y1 = y1 + margin < h - 1 ? y1 + margin : h - 1;
+    d.mask_win = (mr_mask_window){x0, y0, x1 - x0 + 1, y1 - y0 + 1};
+    d.mask = malloc(mask_window_pixels(d.mask_win));
+    assert_non_null(d.mask);
+    for (int y = y0; y <= y1; y++) memcpy(d.mask + (size_t)(y - y0) * d.mask_win.w, full + (size_t)y * w + x0, (size_t)d.mask_win.w);
+    return d;
+}
+
 static mr_config *test_config(void)
 {
     mr_config *cfg = calloc(1, sizeof *cfg);
@@ -86,6 +109,7 @@ typedef struct {
     mr_image img;
     mr_config *cfg;
     mr_detection dets[2];
+    uint8_t *full[2]; /* the dets' masks as whole planes */
     mr_result res;
     uint8_t ca[3], cb[3];
 } scene;
@@ -94,17 +118,21 @@ static void scene_init(scene *s)
 {
     s->img = make_image(H, W, 1);
     s->cfg = test_config();
-    s->dets[0] = (mr_detection){{10, 24, 40, 56}, 0.9f, 1, ellipse_mask(H, W, 25, 40, 10, 12)};
-    s->dets[1] = (mr_detection){{55, -10, 100, 30}, 0.5f, 25, ellipse_mask(H, W, 70, 5, 15, 12)};
-    s->res = (mr_result){W, H, 2, s->dets};
+    s->full[0] = ellipse_mask(H, W, 25, 40, 10, 12);
+    s->full[1] = ellipse_mask(H, W, 70, 5, 15, 12);
+    s->dets[0] = windowed((mr_detection){.box = {10, 24, 40, 56}, .score = 0.9f, .class_id = 1}, s->full[0], H, W, 0);
+    s->dets[1] = windowed((mr_detection){.box = {55, -10, 100, 30}, .score = 0.5f, .class_id = 25}, s->full[1], H, W, 3);
+    s->res = (mr_result){.width = W, .height = H, .count = 2, .dets = s->dets};
     visualize_class_color(1, s->ca);
     visualize_class_color(25, s->cb);
 }
 
 static void scene_free(scene *s)
 {
-    free(s->dets[0].mask);
-    free(s->dets[1].mask);
+    for (int d = 0; d < 2; d++) {
+        free(s->dets[d].mask);
+        free(s->full[d]);
+    }
     free(s->cfg);
     image_free(&s->img);
 }
@@ -129,7 +157,7 @@ static void test_render_masks_boxes_labels(void **state)
     assert_int_equal(out.w, W);
 
     /* Mask A: interior pixels are the 50% blend, the outline is darker. */
-    const uint8_t *ma = s.dets[0].mask;
+    const uint8_t *ma = s.full[0];
     int interior = 0, outline = 0;
     for (int y = 1; y < H - 1; y++)
         for (int x = 1; x < W - 1; x++) {
@@ -213,7 +241,7 @@ static void test_render_masks_boxes_labels(void **state)
             const int in_b = x >= 55 && y < 30;
             const int in_la = x >= la.x && x < la.x + la.w && y >= la.y && y < la.y + la.h;
             const int in_lb = x >= lb.x && x < lb.x + lb.w && y >= lb.y && y < lb.y + lb.h;
-            if (in_a || in_b || in_la || in_lb || s.dets[1].mask[y * W + x]) continue;
+            if (in_a || in_b || in_la || in_lb || s.full[1][y * W + x]) continue;
             assert_memory_equal(px(&out, x, y), px(&s.img, x, y), 3);
             untouched++;
         }
@@ -231,7 +259,7 @@ static void test_render_no_detections_and_box_only(void **state)
     mr_image out = {0};
     mr_error err = {0};
 
-    mr_result none = {W, H, 0, NULL};
+    mr_result none = {.width = W, .height = H, .count = 0, .dets = NULL};
     assert_int_equal(visualize_render(&s.img, &none, s.cfg, &out, &err), MR_OK);
     assert_memory_equal(out.pixels, s.img.pixels, (size_t)H * W * 3);
     assert_ptr_not_equal(out.pixels, s.img.pixels);
@@ -240,11 +268,17 @@ static void test_render_no_detections_and_box_only(void **state)
     /* A NULL mask draws the box and label only; no config: "class 1 0.90". */
     free(s.dets[0].mask);
     s.dets[0].mask = NULL;
-    mr_result one = {W, H, 1, s.dets};
+    mr_result one = {.width = W, .height = H, .count = 1, .dets = s.dets};
     assert_int_equal(visualize_render(&s.img, &one, NULL, &out, &err), MR_OK);
     assert_memory_equal(px(&out, 25, 40), px(&s.img, 25, 40), 3);
     assert_true(is_colour(px(&out, 10, 40), s.ca));
     image_free(&out);
+
+    /* a mask window reaching past the image is refused, not drawn */
+    s.dets[1].mask_win.x0 = W - s.dets[1].mask_win.w + 1;
+    mr_result bad = {.width = W, .height = H, .count = 2, .dets = s.dets};
+    assert_int_equal(visualize_render(&s.img, &bad, NULL, &out, &err), MR_ERR_RANGE);
+    assert_non_null(strstr(err.msg, "mask window"));
     scene_free(&s);
 }
 
@@ -253,7 +287,7 @@ static void test_label_text_and_scale(void **state)
     (void)state;
     mr_config *cfg = test_config();
     char buf[64];
-    mr_detection d = {{0, 0, 1, 1}, 0.87f, 1, NULL};
+    mr_detection d = {.box = {0, 0, 1, 1}, .score = 0.87f, .class_id = 1};
     assert_int_equal(visualize_label_text(&d, cfg, buf, sizeof buf), 11);
     assert_string_equal(buf, "person 0.87");
     d.class_id = 99;
@@ -295,10 +329,10 @@ static void test_render_errors(void **state)
     mr_image empty = {s.img.pixels, 0, W};
     assert_int_equal(visualize_render(&empty, &s.res, s.cfg, &out, &err), MR_ERR_SHAPE);
     assert_null(out.pixels);
-    mr_result wrong = {W + 1, H, 2, s.dets};
+    mr_result wrong = {.width = W + 1, .height = H, .count = 2, .dets = s.dets};
     assert_int_equal(visualize_render(&s.img, &wrong, s.cfg, &out, &err), MR_ERR_SHAPE);
     assert_non_null(strstr(err.msg, "64x81"));
-    mr_result nodets = {W, H, 2, NULL};
+    mr_result nodets = {.width = W, .height = H, .count = 2, .dets = NULL};
     assert_int_equal(visualize_render(&s.img, &nodets, s.cfg, &out, &err), MR_ERR_INTERNAL);
     s.dets[1].box[2] = NAN;
     assert_int_equal(visualize_render(&s.img, &s.res, s.cfg, &out, &err), MR_ERR_RANGE);
@@ -409,10 +443,45 @@ static void test_png_errors(void **state)
     free(dir);
 }
 
+/* A solid block filling its window exactly: its outline is where the
+ * window ends (the background neighbours are all outside the window), so
+ * the drawing must treat outside-the-window as background there. */
+static void test_render_mask_window_border(void **state)
+{
+    (void)state;
+    mr_image img = make_image(H, W, 2), out = {0};
+    uint8_t block[6 * 4], c[3];
+    memset(block, 1, sizeof block);
+    mr_detection d = {{60, 50, 90, 70}, 0.8f, 1, block, {20, 30, 6, 4}}; /* box and label away from the block */
+    mr_result res = {.width = W, .height = H, .count = 1, .dets = &d};
+    mr_error err = {0};
+    assert_int_equal(visualize_render(&img, &res, NULL, &out, &err), MR_OK);
+    visualize_class_color(1, c);
+    const uint8_t dark[3] = {visualize_darken(c[0]), visualize_darken(c[1]), visualize_darken(c[2])};
+    for (int y = 28; y < 36; y++)
+        for (int x = 18; x < 28; x++) {
+            const uint8_t *o = px(&img, x, y), *p = px(&out, x, y);
+            const int inside = x >= 20 && x < 26 && y >= 30 && y < 34;
+            const int border = inside && (x == 20 || x == 25 || y == 30 || y == 33);
+            if (!inside) {
+                assert_memory_equal(p, o, 3);
+            } else if (border) {
+                assert_true(is_colour(p, dark));
+            } else {
+                const uint8_t want[3] = {visualize_blend(o[0], c[0]), visualize_blend(o[1], c[1]),
+                                         visualize_blend(o[2], c[2])};
+                assert_memory_equal(p, want, 3);
+            }
+        }
+    image_free(&out);
+    image_free(&img);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_render_masks_boxes_labels),
+        cmocka_unit_test(test_render_mask_window_border),
         cmocka_unit_test(test_render_no_detections_and_box_only),
         cmocka_unit_test(test_label_text_and_scale),
         cmocka_unit_test(test_render_errors),
