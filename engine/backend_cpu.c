@@ -44,6 +44,16 @@ static mr_status cpu_sync(void *ctx, mr_error *err)
     return MR_OK;
 }
 
+/* acc = max(acc, src) over 8 channels; NaN propagates, as in PyTorch. A
+ * fixed width the compiler turns into vector compares and selects (the
+ * per-channel scalar loop with its branch ran 72 ms on res1's 400x608x64
+ * at 2 threads). */
+static inline void max8(float *restrict acc, const float *restrict src)
+{
+#pragma omp simd
+    for (int c = 0; c < 8; c++) acc[c] = src[c] > acc[c] || src[c] != src[c] ? src[c] : acc[c];
+}
+
 /* Max pooling in NHWC; padded taps never win (PyTorch's -inf padding). */
 static mr_status cpu_max_pool(void *ctx, const mr_pool_params *p, const mr_tensor *x, mr_tensor *y, mr_error *err)
 {
@@ -55,24 +65,35 @@ static mr_status cpu_max_pool(void *ctx, const mr_pool_params *p, const mr_tenso
     MR_TRY(cpu_layout_channelwise(ctx, x, y, &xv, &yv, err));
     x = &xv;
     y = &yv;
-    int C = x->c;
+    const int C = x->c, groups = C % 8 == 0 ? C / 8 : 0;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int n = 0; n < y->n; n++) {
         for (int oy = 0; oy < y->h; oy++) {
+            /* the taps inside the image: rows [ky0, ky1), per pixel columns [kx0, kx1) */
+            const int iy0 = oy * p->stride - p->pad;
+            const int ky0 = iy0 < 0 ? -iy0 : 0, ky1 = x->h - iy0 < p->kernel ? x->h - iy0 : p->kernel;
             for (int ox = 0; ox < y->w; ox++) {
+                const int ix0 = ox * p->stride - p->pad;
+                const int kx0 = ix0 < 0 ? -ix0 : 0, kx1 = x->w - ix0 < p->kernel ? x->w - ix0 : p->kernel;
                 float *dst = y->data + (((size_t)n * y->h + oy) * y->w + ox) * C;
+                /* the first tap inside the image; taps (ky, kx) from there */
+                const int rows = ky1 - ky0, cols = kx1 - kx0;
+                const float *at = rows > 0 && cols > 0
+                                      ? x->data + (((size_t)n * x->h + iy0 + ky0) * x->w + ix0 + kx0) * C
+                                      : x->data; /* no tap inside: never read */
+                for (int g = 0; g < groups; g++) {
+                    float acc[8] = {-FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX};
+                    for (int ky = 0; ky < rows; ky++)
+                        for (int kx = 0; kx < cols; kx++) max8(acc, at + ((size_t)ky * x->w + kx) * C + 8 * g);
+                    memcpy(dst + 8 * g, acc, sizeof acc);
+                }
+                if (groups) continue;
                 for (int c = 0; c < C; c++) dst[c] = -FLT_MAX;
-                for (int ky = 0; ky < p->kernel; ky++) {
-                    int iy = oy * p->stride - p->pad + ky;
-                    if (iy < 0 || iy >= x->h) continue;
-                    for (int kx = 0; kx < p->kernel; kx++) {
-                        int ix = ox * p->stride - p->pad + kx;
-                        if (ix < 0 || ix >= x->w) continue;
-                        const float *src = x->data + (((size_t)n * x->h + iy) * x->w + ix) * C;
-                        /* NaN propagates, as in PyTorch. */
+                for (int ky = 0; ky < rows; ky++)
+                    for (int kx = 0; kx < cols; kx++) {
+                        const float *src = at + ((size_t)ky * x->w + kx) * C;
                         for (int c = 0; c < C; c++) dst[c] = src[c] > dst[c] || src[c] != src[c] ? src[c] : dst[c];
                     }
-                }
             }
         }
     }

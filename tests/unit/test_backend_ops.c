@@ -620,11 +620,15 @@ typedef struct {
     int n, h, w, c;
     int kernel, stride, pad;
     int negative; /* all inputs < 0: a padded tap taken as 0 would win */
+    int nans;     /* every 37th input NaN: it must win its windows, as in PyTorch */
 } pool_case;
 
 static const pool_case g_pool_cases[] = {
     {2, 13, 19, 8, 3, 2, 1, 0}, /* ResNet stem */
     {2, 13, 19, 8, 3, 2, 1, 1},
+    {1, 11, 14, 64, 3, 2, 1, 0}, /* the stem's 64 channels, 8 at a time */
+    {1, 11, 14, 24, 3, 2, 1, 1, 1},
+    {1, 9, 6, 5, 3, 2, 1, 0, 1},
     {1, 7, 5, 3, 3, 2, 1, 1},
     {1, 2, 2, 4, 3, 2, 1, 1},
     {1, 1, 1, 4, 3, 2, 1, 1},
@@ -644,6 +648,7 @@ static void op_max_pool(fixture *f, tally *t)
         size_t xs = (size_t)c->n * c->h * c->w * c->c, ys = (size_t)c->n * oh * ow * c->c;
         float *hx = fmalloc(xs), *hy = fmalloc(ys), *ref = fmalloc(ys);
         fill_uniform(hx, xs, c->negative ? -2.0f : -1.0f, c->negative ? -1.0f : 1.0f);
+        for (size_t k = 0; c->nans && k < xs; k += 37) hx[k] = NAN;
         for (int n = 0; n < c->n; n++)
             for (int oy = 0; oy < oh; oy++)
                 for (int ox = 0; ox < ow; ox++)
@@ -654,18 +659,32 @@ static void op_max_pool(fixture *f, tally *t)
                                 int iy = oy * c->stride - c->pad + ky, ix = ox * c->stride - c->pad + kx;
                                 if (iy < 0 || iy >= c->h || ix < 0 || ix >= c->w) continue;
                                 float v = hx[(((size_t)n * c->h + iy) * c->w + ix) * c->c + ch];
-                                if (v > m) m = v;
+                                if (v > m || v != v) m = v;
+                                if (m != m) break; /* NaN wins */
                             }
                         ref[(((size_t)n * oh + oy) * ow + ox) * c->c + ch] = m;
                     }
         float *dx = dev_upload(f, hx, xs), *dy = dev_output(f, NULL, ys);
         mr_tensor tx = mr_tensor_make(dx, c->n, c->h, c->w, c->c), ty = mr_tensor_make(dy, c->n, oh, ow, c->c);
         char label[160];
-        label_case(f, label, sizeof label, "k%d s%d p%d %sN=%d %dx%dx%d->%dx%d", c->kernel, c->stride, c->pad,
-                   c->negative ? "all<0 " : "", c->n, c->h, c->w, c->c, oh, ow);
+        label_case(f, label, sizeof label, "k%d s%d p%d %s%sN=%d %dx%dx%d->%dx%d", c->kernel, c->stride, c->pad,
+                   c->negative ? "all<0 " : "", c->nans ? "NaNs " : "", c->n, c->h, c->w, c->c, oh, ow);
         mr_error err = {0};
         if (status_ok(t, label, f->be.i->max_pool(f->be.ctx, &p, &tx, &ty, &err), &err)) {
             dev_get(f, hy, dy, ys);
+            /* NaN where the reference has NaN, then the rest compared (NaN set to 0 in both) */
+            size_t nan_wrong = 0, nan_count = 0;
+            for (size_t k = 0; k < ys; k++) {
+                nan_count += ref[k] != ref[k];
+                nan_wrong += (hy[k] != hy[k]) != (ref[k] != ref[k]);
+                if (ref[k] != ref[k]) ref[k] = 0.0f;
+                if (hy[k] != hy[k]) hy[k] = 0.0f;
+            }
+            if (c->nans || nan_wrong) {
+                char detail[96];
+                snprintf(detail, sizeof detail, "%zu of %zu NaN outputs, %zu misplaced", nan_count, ys, nan_wrong);
+                report(t, label, nan_count > 0 && nan_wrong == 0, detail);
+            }
             check_close(t, label, hy, ref, ys, TOL_EXACT, guard_intact(f, dy, ys));
         }
         dev_free(f, dx);
