@@ -553,6 +553,8 @@ static const deconv_case g_deconv_cases[] = {
     {1, 14, 14, 32, 16, 1}, /* the mask head's shape, scaled down */
     {2, 13, 19, 3, 5, 1},
     {2, 1, 1, 8, 4, 0},
+    {11, 14, 14, 16, 8, 1}, /* 2156 input pixels: the CPU's 980-row chunks, the last one short */
+    {6, 13, 17, 8, 24, 0},
 };
 
 /* ConvTranspose2d(kernel 2, stride 2), w [cin, cout, 2, 2]: input pixel
