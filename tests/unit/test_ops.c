@@ -324,6 +324,78 @@ static void test_proposals_rank_by_logit(void **state)
     free(scratch);
 }
 
+/* proposals_cpu ranks by selecting each level's top anchors first: it
+ * must give what a whole sort would (descending logit, equal logits by
+ * ascending index), held here to proposals_select fed this test's own
+ * whole sort. Logits with many ties (5 values) and without. */
+static const float *g_rank_logits;
+static int cmp_rank_ref(const void *a, const void *b)
+{
+    int i = *(const int *)a, j = *(const int *)b;
+    float x = g_rank_logits[i], y = g_rank_logits[j];
+    if (x != y) return x > y ? -1 : 1;
+    return (i > j) - (i < j);
+}
+
+static void test_proposals_selection_equals_sort(void **state)
+{
+    (void)state;
+    const float cell[3 * 4] = {-8, -8, 8, 8, -16, -8, 16, 8, -8, -16, 8, 16};
+    mr_proposal_params p;
+    memset(&p, 0, sizeof p);
+    p.num_levels = 2;
+    p.num_anchors = 3;
+    const int gh[2] = {37, 19}, gw[2] = {53, 27};
+    for (int l = 0; l < 2; l++) {
+        p.cell_anchors[l] = cell;
+        p.grid_h[l] = gh[l];
+        p.grid_w[l] = gw[l];
+        p.stride_h[l] = p.stride_w[l] = (float)(4 << l);
+    }
+    p.nms_thresh = 0.7;
+    p.min_size = 1e-3f;
+    for (int k = 0; k < 4; k++) p.coder.weights[k] = 1.0f;
+    p.coder.clip = 4.135166556742356f;
+    p.img_h = 150.0f;
+    p.img_w = 215.0f;
+    srand(99);
+    for (int variant = 0; variant < 4; variant++) {
+        p.pre_nms_top_n = variant < 2 ? 100 : 1;
+        p.post_nms_top_n = 60;
+        float *lg[2], *dl[2];
+        int *ranked[2];
+        for (int l = 0; l < 2; l++) {
+            int n = gh[l] * gw[l] * 3;
+            lg[l] = xmalloc(sizeof(float) * n);
+            dl[l] = xmalloc(sizeof(float) * 4 * n);
+            ranked[l] = xmalloc(sizeof(int) * n);
+            for (int i = 0; i < n; i++) {
+                lg[l][i] = variant % 2 ? (float)(rand() % 5) * 0.5f - 1.0f : (float)rand() / RAND_MAX * 8.0f - 4.0f;
+                ranked[l][i] = i;
+            }
+            for (int i = 0; i < 4 * n; i++) dl[l][i] = (float)rand() / RAND_MAX * 0.4f - 0.2f;
+            g_rank_logits = lg[l];
+            qsort(ranked[l], (size_t)n, sizeof(int), cmp_rank_ref);
+        }
+        void *scratch = xmalloc(proposals_scratch_bytes(&p));
+        float box_a[60 * 4], score_a[60], box_b[60 * 4], score_b[60];
+        const float *clg[2] = {lg[0], lg[1]}, *cdl[2] = {dl[0], dl[1]};
+        const int *crk[2] = {ranked[0], ranked[1]};
+        int na = proposals_cpu(&p, clg, cdl, box_a, score_a, scratch);
+        int nb = proposals_select(&p, crk, clg, cdl, box_b, score_b, scratch);
+        assert_true(na > 0);
+        assert_int_equal(na, nb);
+        assert_memory_equal(box_a, box_b, sizeof(float) * 4 * (size_t)na);
+        assert_memory_equal(score_a, score_b, sizeof(float) * (size_t)na);
+        free(scratch);
+        for (int l = 0; l < 2; l++) {
+            free(lg[l]);
+            free(dl[l]);
+            free(ranked[l]);
+        }
+    }
+}
+
 /* ----------------------------------------------------------------- RoIAlign */
 
 /* f(y, x, c) = x + 100*y + 1000*c: bilinear sampling of a linear function
@@ -824,6 +896,7 @@ int main(void)
         cmocka_unit_test(test_roi_align_degenerate_outside),
         cmocka_unit_test(test_level_map),
         cmocka_unit_test(test_proposals_rank_by_logit),
+        cmocka_unit_test(test_proposals_selection_equals_sort),
         cmocka_unit_test(test_roi_align_multilevel),
         cmocka_unit_test(test_roi_align_blocked_levels),
         cmocka_unit_test(test_mask_paste_window),
