@@ -203,6 +203,7 @@ mr_status cuda_plan_post_scratch(const cuda_ctx *c, const mr_backend_plan *p, si
     lim.max_rois = p->max_rois;
     lim.num_classes = K;
     lim.max_dets = p->max_dets;
-    lim.host_post = c->host_post;
+    /* the host path also runs, unasked, for more anchors per cell than the GPU's cell table holds */
+    lim.host_post = c->host_post || p->num_anchors > CUDA_MAX_CELL_ANCHORS;
     return cuda_post_scratch_bytes(&lim, dev, host, err);
 }

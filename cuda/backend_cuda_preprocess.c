@@ -152,7 +152,8 @@ mr_status cuda_preprocess(void *ctx, const mr_input_config *cfg, const mr_image 
 {
     cuda_ctx *c = ctx;
     MR_TRY(image_preprocess_check(img, geo, input, err));
-    MR_TRY(cuda_preprocess_reserve(c, cfg, 0, err));
+    /* after the plan the buffers stay as planned (a larger image takes the host path below) */
+    if (!c->planned || !c->pre) MR_TRY(cuda_preprocess_reserve(c, cfg, 0, err));
     cuda_pre *p = c->pre;
     mr_pre_job job;
     image_preprocess_job(cfg, geo, &job);

@@ -44,13 +44,18 @@ static __global__ void paste_kernel(mr_mask_paste_params p, const float *probs, 
     const float *box = boxes + 4 * (size_t)d;
     const mr_paste_geom g = mask_paste_geom(M, p.padding, box, H, W);
     const float *mask = probs + (size_t)d * M * M, *pmask = padded + (size_t)d * P * P;
+    /* The caller's window is its box's (backend.h); were it not, the taps
+     * below could fall outside the padded mask: such a window is left 0
+     * (the CPU backend reports the mismatch as an internal error). */
+    const mr_mask_window own = mask_paste_window(&p, box, H, W);
+    const int consistent = own.x0 == w.x0 && own.y0 == w.y0 && own.w == w.w && own.h == w.h;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         int y = w.y0 + first_row + (int)(i / (size_t)w.w), x = w.x0 + (int)(i % (size_t)w.w);
-        float v;
-        if (p.rule == MR_PASTE_DETECTRON2) {
+        float v = 0.0f;
+        if (consistent && p.rule == MR_PASTE_DETECTRON2) {
             v = mask_paste_d2_sample(mask, M, mask_paste_d2_coord(x, box[0], box[2], M),
                                      mask_paste_d2_coord(y, box[1], box[3], M));
-        } else {
+        } else if (consistent) {
             int yi0, yi1, xi0, xi1;
             float ly0, ly1, lx0, lx1;
             mask_resize_axis(P, g.h, y - g.by0, &yi0, &yi1, &ly0, &ly1);
