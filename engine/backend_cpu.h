@@ -74,6 +74,12 @@ struct mr_layer {
 mr_status cpu_scratch_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err);
 mr_status cpu_blocked_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err);
 
+/* The backend's arrays (activations, scratch, weights): 64-byte aligned;
+ * from CPU_HUGE_PAGE bytes up, aligned to a huge page and marked for
+ * transparent huge pages. NULL when out of memory; release with free(). */
+#define CPU_HUGE_PAGE ((size_t)2 << 20)
+void *cpu_alloc(size_t bytes);
+
 /* Readers of [p, p+bytes) as NHWC call cpu_layout_nhwc first; writers of
  * NHWC output call cpu_layout_written; blocked convolutions call
  * cpu_layout_blocked on what they read (turned in place if need be) and

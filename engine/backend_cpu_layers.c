@@ -30,7 +30,7 @@ static mr_layer *layer_new(cpu_layer_kind kind, const char *name, size_t wcount,
     if (!l) return NULL;
     l->kind = kind;
     snprintf(l->name, sizeof l->name, "%s", name);
-    l->weights = malloc(sizeof(float) * wcount);
+    l->weights = cpu_alloc(sizeof(float) * wcount);
     l->bias = calloc(bcount, sizeof(float));
     if (!l->weights || !l->bias) {
         free(l->weights);
@@ -44,8 +44,8 @@ static mr_layer *layer_new(cpu_layer_kind kind, const char *name, size_t wcount,
 mr_status cpu_scratch_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err)
 {
     if (bytes <= ctx->scratch_size) return MR_OK;
-    void *p = NULL;
-    if (posix_memalign(&p, 64, bytes) != 0) return mr_fail(err, MR_ERR_OOM, "out of memory (%zu bytes of scratch)", bytes);
+    void *p = cpu_alloc(bytes);
+    if (!p) return mr_fail(err, MR_ERR_OOM, "out of memory (%zu bytes of scratch)", bytes);
     free(ctx->scratch);
     ctx->scratch = p;
     ctx->scratch_size = bytes;
@@ -55,8 +55,8 @@ mr_status cpu_scratch_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err)
 mr_status cpu_blocked_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err)
 {
     if (bytes <= ctx->blocked_size) return MR_OK;
-    void *p = NULL;
-    if (posix_memalign(&p, 64, bytes) != 0) return mr_fail(err, MR_ERR_OOM, "out of memory (%zu bytes)", bytes);
+    void *p = cpu_alloc(bytes);
+    if (!p) return mr_fail(err, MR_ERR_OOM, "out of memory (%zu bytes)", bytes);
     free(ctx->blocked);
     ctx->blocked = p;
     ctx->blocked_size = bytes;
@@ -114,7 +114,8 @@ mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, co
     if (bias) memcpy(l->bias, bias, sizeof(float) * (size_t)p->cout);
     if (wino) {
         mr_wino_params wp = {p->cin, p->cout, p->relu};
-        if (posix_memalign((void **)&l->wino_u, 64, sizeof(float) * wino_weights_floats(&wp)) != 0) {
+        l->wino_u = cpu_alloc(sizeof(float) * wino_weights_floats(&wp));
+        if (!l->wino_u) {
             cpu_layer_free(ctx, l);
             return mr_fail(err, MR_ERR_OOM, "%s: out of memory (Winograd weights)", name);
         }
@@ -184,9 +185,9 @@ static mr_status reorder_weights(cpu_ctx *c, mr_layer *layer, const dnnl_memory_
     dnnl_primitive_desc_t rpd = NULL;
     dnnl_primitive_t rp = NULL;
     dnnl_memory_t from = NULL, to = NULL;
-    void *buf = NULL;
     size_t bytes = dnnl_memory_desc_get_size(want);
-    if (posix_memalign(&buf, 64, bytes ? bytes : 64) != 0) return mr_fail(err, MR_ERR_OOM, "%s: out of memory", layer->name);
+    void *buf = cpu_alloc(bytes);
+    if (!buf) return mr_fail(err, MR_ERR_OOM, "%s: out of memory", layer->name);
     const dnnl_memory_desc_t *plain = &layer->weights_md;
     DNNL_TRY(dnnl_reorder_primitive_desc_create(&rpd, plain, c->engine, want, c->engine, NULL), "weight reorder");
     DNNL_TRY(dnnl_primitive_create(&rp, rpd), "weight reorder");
