@@ -141,6 +141,15 @@ typedef struct {
     /* probs[d] = sigmoid(logits[d, :, :, labels[d]]): logits [D,M,M,K], probs [D,M,M,1]. */
     mr_status (*mask_probs)(void *ctx, const mr_tensor *logits, const mr_tensor *labels, mr_tensor *probs,
                             mr_error *err);
+    /* The mask predictor (a 1x1 convolution C -> K) for only the class each
+     * detection reports, then the sigmoid:
+     *   probs[d, y, x] = sigmoid(bias[l] + sum_c x[d, y, x, c] * weight[l, c]), l = labels[d]
+     * x [D,M,M,C] (NHWC), weight [K,1,1,C] ([K, C, 1, 1] as PyTorch stores
+     * it), bias [K,1,1,1], labels [D,1,1,1], probs [D,M,M,1]. A K-th of the
+     * work of conv then mask_probs, which the model runs instead where a
+     * backend leaves this NULL. */
+    mr_status (*mask_class_probs)(void *ctx, const mr_tensor *x, const mr_tensor *weight, const mr_tensor *bias,
+                                  const mr_tensor *labels, mr_tensor *probs, mr_error *err);
     /* Pastes probs [D,M,M,1] at boxes [D,1,1,4] (original-image pixels),
      * each only over its window win[d] (mask_paste_window of the same box,
      * computed by the caller from its host copy of the boxes): binary into

@@ -232,6 +232,7 @@ static const mr_backend_i cpu_backend_i = {
     .rpn_proposals = cpu_rpn_proposals,
     .box_detections = cpu_box_detections,
     .mask_probs = cpu_mask_probs,
+    .mask_class_probs = cpu_mask_class_probs,
     .mask_paste = cpu_mask_paste,
     .preprocess = cpu_preprocess,
 };

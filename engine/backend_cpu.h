@@ -131,6 +131,8 @@ mr_status cpu_rpn_proposals(void *ctx, const mr_proposal_params *p, const mr_ten
 mr_status cpu_box_detections(void *ctx, const mr_box_post_params *p, const mr_tensor *rois, const mr_tensor *logits,
                              const mr_tensor *deltas, mr_tensor *boxes, mr_tensor *scores, mr_tensor *labels,
                              mr_error *err);
+mr_status cpu_mask_class_probs(void *ctx, const mr_tensor *x, const mr_tensor *weight, const mr_tensor *bias,
+                               const mr_tensor *labels, mr_tensor *probs, mr_error *err);
 mr_status cpu_mask_probs(void *ctx, const mr_tensor *logits, const mr_tensor *labels, mr_tensor *probs,
                          mr_error *err);
 mr_status cpu_mask_paste(void *ctx, const mr_mask_paste_params *p, const mr_tensor *probs, const mr_tensor *boxes,

@@ -1,12 +1,35 @@
 /* The mask head: multi-level RoIAlign (14x14) of the final boxes, four
  * 3x3 conv + ReLU, a 2x2 stride-2 transposed conv + ReLU, 1x1 class
- * logits, and the sigmoid of the predicted class's channel (28x28). */
+ * logits, and the sigmoid of the predicted class's channel (28x28): only
+ * that class's logits where the backend has mask_class_probs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "box_coder.h"
 #include "model_internal.h"
+
+/* The mask predictor for mask_class_probs: its [K, D, 1, 1] weights and its
+ * bias, copied once into backend memory (one block: weights, then bias). */
+static mr_status mask_class_load(mr_model *m, mr_weights *w, int D, int K, mr_error *err)
+{
+    size_t wn = (size_t)K * (size_t)D, bytes = sizeof(float) * (wn + (size_t)K);
+    float *host = malloc(bytes);
+    if (!host) return mr_fail(err, MR_ERR_OOM, "out of memory loading mask_head.logits");
+    int64_t wshape[4] = {K, D, 1, 1}, bshape[1] = {K};
+    mr_status st = weights_read_f32(w, "mask_head.logits.weight", 4, wshape, host, err);
+    if (st == MR_OK) st = weights_read_f32(w, "mask_head.logits.bias", 1, bshape, host + wn, err);
+    if (st == MR_OK) st = model_check_finite(w, "mask_head.logits", host, wn + (size_t)K, err);
+    void *dev = NULL;
+    if (st == MR_OK) st = m->be.i->buffer_alloc(m->be.ctx, bytes, &dev, err);
+    if (st == MR_OK) {
+        m->mask_class_weight = mr_tensor_make(dev, K, 1, 1, D);
+        m->mask_class_bias = mr_tensor_make((float *)dev + wn, K, 1, 1, 1);
+        st = m->be.i->copy_to_device(m->be.ctx, dev, host, bytes, err);
+    }
+    free(host);
+    return st;
+}
 
 mr_status mask_head_load(mr_model *m, mr_weights *w, mr_error *err)
 {
@@ -37,6 +60,7 @@ mr_status mask_head_load(mr_model *m, mr_weights *w, mr_error *err)
     }
     free(wt);
     MR_TRY(st);
+    if (m->be.i->mask_class_probs) return mask_class_load(m, w, D, K, err);
     return model_conv_layer(m, w, "mask_head.logits", NULL, D, K, 1, 1, 0, 0, up, &m->mask_logits, err);
 }
 
@@ -56,9 +80,12 @@ mr_status mask_head_forward(mr_model *m, mr_error *err)
     }
     MR_TRY(tensor_shape(&b->mask_up, n, 2 * R, 2 * R, D, err));
     MR_TRY(be->deconv2x2(m->be.ctx, m->mask_deconv, x, &b->mask_up, err));
+    MR_TRY(tensor_shape(&b->mask_probs, n, 2 * R, 2 * R, 1, err));
+    if (!m->mask_logits)
+        return be->mask_class_probs(m->be.ctx, &b->mask_up, &m->mask_class_weight, &m->mask_class_bias,
+                                    &b->detection_labels, &b->mask_probs, err);
     MR_TRY(tensor_shape(&b->mask_logits, n, 2 * R, 2 * R, K, err));
     MR_TRY(be->conv(m->be.ctx, m->mask_logits, &b->mask_up, &b->mask_logits, 0, err));
-    MR_TRY(tensor_shape(&b->mask_probs, n, 2 * R, 2 * R, 1, err));
     return be->mask_probs(m->be.ctx, &b->mask_logits, &b->detection_labels, &b->mask_probs, err);
 }
 

@@ -231,7 +231,8 @@ static mr_status plan_buffers(mr_model *m, mr_error *err)
     plan_add(&p, &b->mask_a, dets * M2 * MD, ST_MASK, ST_MASK);
     plan_add(&p, &b->mask_b, dets * M2 * MD, ST_MASK, ST_MASK);
     plan_add(&p, &b->mask_up, dets * 4 * M2 * MD, ST_MASK, ST_MASK);
-    plan_add(&p, &b->mask_logits, dets * 4 * M2 * (size_t)K, ST_MASK, ST_MASK);
+    /* every class's logits only where the backend has no mask_class_probs */
+    plan_add(&p, &b->mask_logits, m->mask_logits ? dets * 4 * M2 * (size_t)K : 0, ST_MASK, ST_MASK);
     plan_add(&p, &b->mask_probs, dets * 4 * M2, ST_MASK, ST_PASTE);
     /* Written by the box head when boxes are decoded in original pixels (Detectron). */
     plan_add(&p, &b->final_boxes, dets * 4, ST_BOX, ST_PASTE);
@@ -308,6 +309,7 @@ void model_free(mr_model *m)
                          m->mask_deconv, m->mask_logits};
     for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) be->layer_free(ctx, heads[i]);
     for (int i = 0; i < MR_MAX_MASK_CONVS; i++) be->layer_free(ctx, m->mask_fcn[i]);
+    if (m->mask_class_weight.data) be->buffer_free(ctx, m->mask_class_weight.data);
     if (m->arena) be->buffer_free(ctx, m->arena);
     free(m);
 }

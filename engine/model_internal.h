@@ -53,6 +53,9 @@ struct mr_model {
     mr_layer *rpn_conv, *rpn_logits, *rpn_deltas;
     mr_layer *fc6, *fc7, *cls_score, *bbox_pred;
     mr_layer *mask_fcn[MR_MAX_MASK_CONVS], *mask_deconv, *mask_logits;
+    /* The mask predictor's weights [K,1,1,D] and bias [K] in backend memory,
+     * for a backend with mask_class_probs (then mask_logits is NULL). */
+    mr_tensor mask_class_weight, mask_class_bias;
 
     mr_input_geometry geo; /* of the current image */
     int max_h, max_w;      /* padded input size the buffers are planned for */

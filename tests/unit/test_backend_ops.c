@@ -1173,6 +1173,69 @@ static void op_mask_probs(fixture *f, tally *t)
     }
 }
 
+/* -------------------------------------------------------- mask_class_probs */
+
+/* Against a double-precision 1x1 convolution of every class, then the
+ * labelled class's sigmoid; C = 20 is not a multiple of a vector. A label
+ * outside 0..K-1 (or NaN) must be refused. */
+static void op_mask_class_probs(fixture *f, tally *t)
+{
+    NEED(f, mask_class_probs);
+    enum { M = 5, C = 20, K = 4 };
+    static const float labels[3] = {1, 3, 0};
+    float *hw = fmalloc((size_t)K * C), hb[K];
+    fill_uniform(hw, (size_t)K * C, -0.5f, 0.5f);
+    fill_uniform(hb, K, -1.0f, 1.0f);
+    float *dw = dev_upload(f, hw, (size_t)K * C), *db = dev_upload(f, hb, K);
+    mr_tensor tw = mr_tensor_make(dw, K, 1, 1, C), tb = mr_tensor_make(db, K, 1, 1, 1);
+    for (int d = 0; d <= 3; d += 3) {
+        size_t xs = (size_t)d * M * M * C, ps = (size_t)d * M * M;
+        float *hx = fmalloc(xs), *hp = fmalloc(ps), *ref = fmalloc(ps);
+        fill_uniform(hx, xs, -2.0f, 2.0f);
+        for (int i = 0; i < d; i++)
+            for (int k = 0; k < M * M; k++) {
+                double logits[K];
+                for (int cls = 0; cls < K; cls++) {
+                    logits[cls] = hb[cls];
+                    for (int c = 0; c < C; c++)
+                        logits[cls] += (double)hx[((size_t)i * M * M + k) * C + c] * hw[(size_t)cls * C + c];
+                }
+                ref[(size_t)i * M * M + k] = (float)(1.0 / (1.0 + exp(-logits[(int)labels[i]])));
+            }
+        float *dx = dev_upload(f, hx, xs), *dlab = dev_upload(f, labels, (size_t)d), *dp = dev_output(f, NULL, ps);
+        mr_tensor tx = mr_tensor_make(dx, d, M, M, C), tlab = mr_tensor_make(dlab, d, 1, 1, 1);
+        mr_tensor tp = mr_tensor_make(dp, d, M, M, 1);
+        char label[160];
+        label_case(f, label, sizeof label, "%d detections, %dx%d, %d channels, %d classes", d, M, M, C, K);
+        mr_error err = {0};
+        if (status_ok(t, label, f->be.i->mask_class_probs(f->be.ctx, &tx, &tw, &tb, &tlab, &tp, &err), &err)) {
+            dev_get(f, hp, dp, ps);
+            check_close(t, label, hp, ref, ps, TOL_SIGMOID, guard_intact(f, dp, ps));
+        }
+        if (d) {
+            static const float bad[2] = {(float)K, NAN};
+            for (int b = 0; b < 2; b++) {
+                float bl[3] = {labels[0], labels[1], bad[b]};
+                float *dbad = dev_upload(f, bl, 3);
+                mr_tensor tbad = mr_tensor_make(dbad, d, 1, 1, 1);
+                label_case(f, label, sizeof label, "label %g refused", (double)bad[b]);
+                mr_status s = f->be.i->mask_class_probs(f->be.ctx, &tx, &tw, &tb, &tbad, &tp, &err);
+                report(t, label, s == MR_ERR_RANGE, s == MR_ERR_RANGE ? err.msg : "expected a range error");
+                dev_free(f, dbad);
+            }
+        }
+        dev_free(f, dx);
+        dev_free(f, dlab);
+        dev_free(f, dp);
+        free(hx);
+        free(hp);
+        free(ref);
+    }
+    dev_free(f, dw);
+    dev_free(f, db);
+    free(hw);
+}
+
 /* -------------------------------------------------------------- mask_paste */
 
 #define PASTE_M 5
@@ -1488,6 +1551,7 @@ static const op_desc g_ops[] = {
     {"rpn_proposals", op_rpn_proposals},
     {"box_detections", op_box_detections},
     {"mask_probs", op_mask_probs},
+    {"mask_class_probs", op_mask_class_probs},
     {"mask_paste", op_mask_paste},
     {"preprocess", op_preprocess},
     {"errors", op_errors},
