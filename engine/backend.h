@@ -177,4 +177,10 @@ typedef struct {
 /* The CPU backend, `threads` OpenMP threads (0 = library default). */
 mr_status backend_cpu_create(mr_backend *out, int threads, mr_error *err);
 
+/* The same with the channel block of its layout between convolutions
+ * fixed: 8 (nChw8c) or 16 (nChw16c); 0 chooses as backend_cpu_create does
+ * (MR_CPU_BLOCK if set, else 16 on a CPU with AVX-512, else 8). Results
+ * agree across blocks to the convolution tolerance; the tests run both. */
+mr_status backend_cpu_create_block(mr_backend *out, int threads, int block, mr_error *err);
+
 #endif

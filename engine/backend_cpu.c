@@ -80,7 +80,7 @@ static mr_status cpu_max_pool(void *ctx, const mr_pool_params *p, const mr_tenso
     if (y->h != (x->h + 2 * p->pad - p->kernel) / p->stride + 1 || y->w != (x->w + 2 * p->pad - p->kernel) / p->stride + 1)
         return mr_fail(err, MR_ERR_SHAPE, "max_pool: a %dx%d input does not give a %dx%d output", x->h, x->w, y->h,
                        y->w);
-    mr_tensor xv, yv; /* a blocked x runs as NHWC of 8-channel images (backend_cpu_layout.c) */
+    mr_tensor xv, yv; /* a blocked x runs as NHWC of one-block images (backend_cpu_layout.c) */
     MR_TRY(cpu_layout_channelwise(ctx, x, y, &xv, &yv, err));
     x = &xv;
     y = &yv;
@@ -132,7 +132,7 @@ static inline int nearest_index(int dst, int in, int out)
 static mr_status cpu_upsample_nearest(void *ctx, const mr_tensor *x, mr_tensor *y, mr_error *err)
 {
     if (x->c != y->c || x->n != y->n) return mr_fail(err, MR_ERR_SHAPE, "upsample_nearest: channel/batch mismatch");
-    mr_tensor xv, yv; /* a blocked x runs as NHWC of 8-channel images (backend_cpu_layout.c) */
+    mr_tensor xv, yv; /* a blocked x runs as NHWC of one-block images (backend_cpu_layout.c) */
     MR_TRY(cpu_layout_channelwise(ctx, x, y, &xv, &yv, err));
     x = &xv;
     y = &yv;
@@ -237,13 +237,29 @@ static const mr_backend_i cpu_backend_i = {
     .preprocess = cpu_preprocess,
 };
 
+int cpu_block_choose(void)
+{
+    const char *env = getenv("MR_CPU_BLOCK");
+    if (env && (!strcmp(env, "8") || !strcmp(env, "16"))) return atoi(env);
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") ? 16 : 8;
+}
+
 mr_status backend_cpu_create(mr_backend *out, int threads, mr_error *err)
 {
+    return backend_cpu_create_block(out, threads, 0, err);
+}
+
+mr_status backend_cpu_create_block(mr_backend *out, int threads, int block, mr_error *err)
+{
+    if (block != 0 && block != 8 && block != 16)
+        return mr_fail(err, MR_ERR_RANGE, "cpu backend: channel block %d (8 or 16)", block);
     cpu_ctx *c = calloc(1, sizeof *c);
     if (!c) return mr_fail(err, MR_ERR_OOM, "out of memory");
     /* OpenMP's thread count is per process: oneDNN and our loops share it. */
     if (threads > 0) omp_set_num_threads(threads);
     c->threads = threads > 0 ? threads : omp_get_max_threads();
+    c->block = block ? block : cpu_block_choose();
     if (dnnl_engine_create(&c->engine, dnnl_cpu, 0) != dnnl_success ||
         dnnl_stream_create(&c->stream, c->engine, dnnl_stream_default_flags) != dnnl_success) {
         cpu_destroy(c);

@@ -10,7 +10,8 @@
  * of shapes (image orientations, RoI counts) is all one run sees. */
 #define CPU_CONV_CACHE 8
 
-/* Tensor memory that holds nChw8c, not NHWC (backend_cpu_layout.c). */
+/* Tensor memory that holds the blocked layout nChw<block>c, not NHWC
+ * (backend_cpu_layout.c). */
 typedef struct {
     float *data;
     int n, h, w, c;
@@ -21,6 +22,11 @@ typedef struct {
     dnnl_engine_t engine;
     dnnl_stream_t stream;
     int threads;
+    /* Channels per block of the layout between convolutions: 16 (nChw16c)
+     * where the CPU has AVX-512, whose oneDNN kernels read 16-channel
+     * blocks and fall back to their AVX2 ones on nChw8c; else 8. Set once
+     * at creation (cpu_block_choose); MR_CPU_BLOCK=8 or 16 overrides. */
+    int block;
     void *scratch; /* oneDNN scratchpad and GEMM temporaries, grown per new shape */
     size_t scratch_size;
     void *blocked; /* a tensor's worth of room for in-place layout changes */
@@ -36,12 +42,13 @@ typedef enum { CPU_LAYER_CONV, CPU_LAYER_LINEAR, CPU_LAYER_DECONV2X2 } cpu_layer
 typedef struct {
     int n, h, w, accumulate;
     dnnl_primitive_t prim;
-    /* src/dst are nChw8c where `blocked` (channels a multiple of 8: the
-     * tensors stay in that layout between convolutions), else NHWC. A
-     * narrow output (the RPN's 3- and 12-channel heads) of an input that is
-     * blocked already is `narrow_from_blocked`: src nChw8c, dst nChw8c with
-     * its channels padded to 8, in ctx->blocked, then copied out to NHWC
-     * (oneDNN has no fast kernel for nChw8c in, NHWC out). (A 3-channel
+    /* src/dst are blocked (nChw<block>c) where `blocked` (channels a
+     * multiple of the block: the tensors stay in that layout between
+     * convolutions), else NHWC. A narrow output (the RPN's 3- and
+     * 12-channel heads) of an input that is blocked already is
+     * `narrow_from_blocked`: src blocked, dst blocked with its channels
+     * padded to a block, in ctx->blocked, then copied out to NHWC (oneDNN
+     * has no fast kernel for blocked in, NHWC out). (A 3-channel
      * NHWC input with a blocked output, the stem, has only oneDNN's
      * reference kernel: 12.8 s.) */
     dnnl_memory_desc_t src_md, wei_md, bias_md, dst_md;
@@ -71,6 +78,16 @@ struct mr_layer {
     int cache_count;
 };
 
+/* The block for this CPU: MR_CPU_BLOCK (8 or 16) if set, else 16 with
+ * AVX-512, else 8. */
+int cpu_block_choose(void);
+
+/* oneDNN's tag for the blocked layout of `block` channels. */
+static inline dnnl_format_tag_t cpu_block_tag(int block)
+{
+    return block == 16 ? dnnl_nChw16c : dnnl_nChw8c;
+}
+
 mr_status cpu_scratch_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err);
 mr_status cpu_blocked_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err);
 
@@ -93,12 +110,12 @@ mr_status cpu_layout_will_be_blocked(cpu_ctx *c, const mr_tensor *t, const mr_te
 
 /* For ops that treat every channel alike (max pool, nearest upsample): xv
  * and yv are what to run the NHWC loop on. A blocked x gives views as NHWC
- * of n*c/8 images of 8 channels, and y is recorded blocked; otherwise x is
+ * of n*c/block images of `block` channels, and y is recorded blocked; otherwise x is
  * read as NHWC and xv, yv are x, y. */
 mr_status cpu_layout_channelwise(cpu_ctx *c, const mr_tensor *x, const mr_tensor *y, mr_tensor *xv, mr_tensor *yv,
                                  mr_error *err);
 
-/* Whether t (this data, this shape) is held in nChw8c now: for readers that
+/* Whether t (this data, this shape) is held blocked now: for readers that
  * take either layout (RoIAlign) instead of calling cpu_read. */
 int cpu_layout_is_blocked(const cpu_ctx *c, const mr_tensor *t);
 

@@ -25,13 +25,15 @@ mr_status cpu_roi_align(void *ctx, const mr_roi_align_params *p, const mr_level_
     if (out->n != rois->n || out->h != p->out_h || out->w != p->out_w || out->c != levels[0]->c)
         return mr_fail(err, MR_ERR_SHAPE, "roi_align: output must be [%d,%d,%d,%d]", rois->n, p->out_h, p->out_w,
                        levels[0]->c);
-    /* A level the convolutions left in nChw8c is read in place: turning P2
-     * back to NHWC alone would move 62 MB at 800x1216. */
+    /* A level the convolutions left blocked is read in place: turning P2
+     * back to NHWC alone would move 62 MB at 800x1216. blocked[l] is the
+     * level's block (0: NHWC). */
+    cpu_ctx *c = ctx;
     int blocked[MR_MAX_FPN_LEVELS] = {0};
     int count = map->max_level - map->min_level + 1;
     if (count > MR_MAX_FPN_LEVELS) return mr_fail(err, MR_ERR_SHAPE, "roi_align: %d levels", count);
     for (int l = 0; l < count; l++) {
-        blocked[l] = levels[l]->c % 8 == 0 && cpu_layout_is_blocked(ctx, levels[l]);
+        blocked[l] = levels[l]->c % c->block == 0 && cpu_layout_is_blocked(c, levels[l]) ? c->block : 0;
         if (!blocked[l]) MR_TRY(cpu_read(ctx, levels[l], err));
     }
     MR_TRY(cpu_read(ctx, rois, err));

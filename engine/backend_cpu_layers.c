@@ -64,7 +64,8 @@ mr_status cpu_blocked_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err)
 }
 
 /* Whether a convolution runs as Winograd F(4x4,3x3) (conv_winograd.h): a
- * 3x3 stride-1 pad-1 convolution on blocked channels (multiples of 8), on
+ * 3x3 stride-1 pad-1 convolution on blocked channels (multiples of the
+ * block), on
  * a CPU with AVX2 and FMA, unless MR_CPU_WINOGRAD=0. It was faster than
  * oneDNN's direct convolution at every R-101-FPN shape measured at
  * 800x1216, 2 threads (bench/NOTES.md section 6: 1.4x for the RPN conv on
@@ -73,10 +74,10 @@ mr_status cpu_blocked_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err)
  * only its Winograd weights (4x the plain ones) and runs every input
  * shape that way (an input under one 4x4 tile is mostly padding, but no
  * model shape is that small). */
-static int wino_use(const mr_conv_params *p)
+static int wino_use(const cpu_ctx *c, const mr_conv_params *p)
 {
     if (p->kh != 3 || p->kw != 3 || p->stride != 1 || p->pad != 1 || p->dilation != 1 || p->groups != 1 ||
-        p->cin % 8 || p->cout % 8)
+        p->cin % c->block || p->cout % c->block)
         return 0;
     const char *env = getenv("MR_CPU_WINOGRAD");
     if (env && !strcmp(env, "0")) return 0;
@@ -86,7 +87,7 @@ static int wino_use(const mr_conv_params *p)
 mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, const float *w_oihw,
                         const float *bias, mr_layer **out, mr_error *err)
 {
-    (void)ctx;
+    const cpu_ctx *c = ctx;
     if (p->groups < 1 || p->cin % p->groups || p->cout % p->groups)
         return mr_fail(err, MR_ERR_SHAPE, "%s: %d groups do not divide %d->%d channels", name, p->groups, p->cin,
                        p->cout);
@@ -94,7 +95,7 @@ mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, co
     /* A Winograd layer keeps only its transformed weights: no plain copy
      * (not even one made and freed here, which would raise glibc's mmap
      * threshold and make later large buffers fault in afresh every run). */
-    int wino = wino_use(p);
+    int wino = wino_use(c, p);
     mr_layer *l = layer_new(CPU_LAYER_CONV, name, wino ? 1 : wcount, (size_t)p->cout);
     if (!l) return mr_fail(err, MR_ERR_OOM, "%s: out of memory", name);
     l->conv = *p;
@@ -113,7 +114,7 @@ mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, co
     }
     if (bias) memcpy(l->bias, bias, sizeof(float) * (size_t)p->cout);
     if (wino) {
-        mr_wino_params wp = {p->cin, p->cout, p->relu};
+        mr_wino_params wp = {p->cin, p->cout, p->relu, c->block};
         l->wino_u = cpu_alloc(sizeof(float) * wino_weights_floats(&wp));
         if (!l->wino_u) {
             cpu_layer_free(ctx, l);
@@ -206,28 +207,29 @@ done:
     return st;
 }
 
-/* A narrow output (channels not a multiple of 8) of a blocked input runs
+/* A narrow output (channels not a multiple of the block) of a blocked input runs
  * blocked into padded scratch: cheaper than turning x back to NHWC (the RPN
  * hidden map at P2 is 62 MB; its heads write 3 and 12 channels). */
 static int conv_narrow_from_blocked(const cpu_ctx *c, const mr_conv_params *p, const mr_tensor *x, int accumulate)
 {
-    return p->groups == 1 && p->cin % 8 == 0 && p->cout % 8 != 0 && !accumulate && cpu_layout_is_blocked(c, x);
+    return p->groups == 1 && p->cin % c->block == 0 && p->cout % c->block != 0 && !accumulate &&
+           cpu_layout_is_blocked(c, x);
 }
 
-/* y (NHWC) from its nChw8c copy with the channels padded to a multiple of 8. */
-static void unblock_padded(const float *blk, const mr_tensor *y)
+/* y (NHWC) from its blocked copy with the channels padded to a multiple of B. */
+static void unblock_padded(const float *blk, int B, const mr_tensor *y)
 {
-    const int C = y->c, blocks = (C + 7) / 8;
+    const int C = y->c, blocks = (C + B - 1) / B;
     const size_t hw = (size_t)y->h * y->w;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < y->n; n++)
         for (size_t i = 0; i < hw; i++) {
             float *o = y->data + ((size_t)n * hw + i) * C;
-            for (int ch = 0; ch < C; ch++) o[ch] = blk[(((size_t)n * blocks + ch / 8) * hw + i) * 8 + ch % 8];
+            for (int ch = 0; ch < C; ch++) o[ch] = blk[(((size_t)n * blocks + ch / B) * hw + i) * B + ch % B];
         }
 }
 
-/* A blocked convolution's operands in nChw8c (turned in place if need be),
+/* A blocked convolution's operands in the blocked layout (turned in place if need be),
  * y's memory recorded as what it is about to hold. */
 static mr_status blocked_operands(cpu_ctx *c, const mr_tensor *x, mr_tensor *y, int accumulate, mr_error *err)
 {
@@ -260,7 +262,7 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
     e.h = x->h;
     e.w = x->w;
     e.accumulate = accumulate;
-    e.blocked = p->groups == 1 && p->cin % 8 == 0 && p->cout % 8 == 0;
+    e.blocked = p->groups == 1 && p->cin % c->block == 0 && p->cout % c->block == 0;
     e.narrow_from_blocked = narrow;
 
     dnnl_dims_t src_dims = {x->n, p->cin, x->h, x->w}, dst_dims = {y->n, p->cout, y->h, y->w};
@@ -278,7 +280,7 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
         dnnl_dims_t wd = {g, p->cout / g, p->cin / g, p->kh, p->kw};
         DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_any, 5, wd, dnnl_f32, dnnl_format_tag_any), "weights desc");
     }
-    dnnl_format_tag_t act = e.blocked || e.narrow_from_blocked ? dnnl_nChw8c : dnnl_nhwc;
+    dnnl_format_tag_t act = e.blocked || e.narrow_from_blocked ? cpu_block_tag(c->block) : dnnl_nhwc;
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.src_md, 4, src_dims, dnnl_f32, act), "src desc");
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.dst_md, 4, dst_dims, dnnl_f32, act), "dst desc");
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.bias_md, 1, bias_dims, dnnl_f32, dnnl_a), "bias desc");
@@ -347,14 +349,14 @@ mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y
     if (x->n == 0) return MR_OK;
     if (layer->wino_u) {
         /* What the model's arena (64-byte offsets, one tensor per op
-         * output) always gives; Winograd reads whole 8-channel pixels as
+         * output) always gives; Winograd reads 8-channel groups as
          * aligned vectors and writes y while it still reads x. */
         const char *xb = (const char *)x->data, *yb = (const char *)y->data;
         size_t xbytes = sizeof(float) * mr_tensor_numel(x), ybytes = sizeof(float) * mr_tensor_numel(y);
         if (((uintptr_t)xb | (uintptr_t)yb) % 32 || !(xb + xbytes <= yb || yb + ybytes <= xb))
             return mr_fail(err, MR_ERR_SHAPE, "%s: Winograd needs 32-byte-aligned, non-overlapping input and output",
                            layer->name);
-        mr_wino_params wp = {p->cin, p->cout, p->relu};
+        mr_wino_params wp = {p->cin, p->cout, p->relu, c->block};
         MR_TRY(cpu_scratch_reserve(c, wino_scratch_bytes(&wp, c->threads), err));
         MR_TRY(blocked_operands(c, x, y, accumulate, err));
         wino_forward(&wp, layer->wino_u, layer->bias, x->data, x->n, x->h, x->w, y->data, accumulate, c->threads,
@@ -391,7 +393,7 @@ mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y
                                {DNNL_ARG_DST, m[3]}, {DNNL_ARG_SCRATCHPAD, m[4]}};
     DNNL_TRY(dnnl_primitive_execute(e->prim, c->stream, 5, args), "convolution");
     DNNL_TRY(dnnl_stream_wait(c->stream), "convolution");
-    if (e->narrow_from_blocked) unblock_padded(dst, y);
+    if (e->narrow_from_blocked) unblock_padded(dst, c->block, y);
 done:
     for (int i = 0; i < 5; i++)
         if (m[i]) dnnl_memory_destroy(m[i]);

@@ -1,10 +1,11 @@
-/* Which CPU tensors hold nChw8c instead of NHWC.
+/* Which CPU tensors hold the blocked layout instead of NHWC.
  *
- * oneDNN's AVX2 convolutions run 1.2-3x faster on channel-blocked data
- * (nChw8c: [n][c/8][h][w][8]) than on NHWC, and a reorder into and out of
+ * oneDNN's convolutions run 1.2-3x faster on channel-blocked data
+ * (nChw<B>c: [n][c/B][h][w][B], B = ctx->block: 8 for its AVX2 kernels,
+ * 16 for its AVX-512 ones) than on NHWC, and a reorder into and out of
  * that layout around every convolution costs about as much as the gain. So
  * the CPU backend keeps a convolution's output blocked, in place (for
- * c % 8 == 0 both layouts have the same size), and the next convolution
+ * c % B == 0 both layouts have the same size), and the next convolution
  * reads it as it is: the backbone, the FPN's and the RPN's 3x3 convolutions
  * and the mask head's convolutions never leave the blocked layout. Every
  * other op (pooling, upsampling, RoIAlign, the detection ops, copies to the
@@ -37,7 +38,7 @@ static void rec_drop(cpu_ctx *c, int i)
     c->recs[i] = c->recs[--c->rec_count];
 }
 
-/* Reorders the tensor (data, n,h,w,c) between NHWC and nChw8c in place,
+/* Reorders the tensor (data, n,h,w,c) between NHWC and blocked in place,
  * through the context's temporary buffer. */
 static mr_status relayout(cpu_ctx *c, float *data, int n, int h, int w, int ch, int to_blocked, mr_error *err)
 {
@@ -51,7 +52,7 @@ static mr_status relayout(cpu_ctx *c, float *data, int n, int h, int w, int ch, 
     dnnl_memory_t from = NULL, to = NULL;
     mr_status st = MR_OK;
     if (dnnl_memory_desc_init_by_tag(&nhwc, 4, dims, dnnl_f32, dnnl_nhwc) != dnnl_success ||
-        dnnl_memory_desc_init_by_tag(&blk, 4, dims, dnnl_f32, dnnl_nChw8c) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&blk, 4, dims, dnnl_f32, cpu_block_tag(c->block)) != dnnl_success ||
         dnnl_reorder_primitive_desc_create(&pd, to_blocked ? &nhwc : &blk, c->engine, to_blocked ? &blk : &nhwc,
                                            c->engine, NULL) != dnnl_success ||
         dnnl_primitive_create(&prim, pd) != dnnl_success ||
@@ -158,15 +159,15 @@ mr_status cpu_layout_channelwise(cpu_ctx *c, const mr_tensor *x, const mr_tensor
 {
     *xv = *x;
     *yv = *y;
-    if (x->c % 8 || x->c != y->c || find(c, x) < 0) {
+    if (x->c % c->block || x->c != y->c || find(c, x) < 0) {
         MR_TRY(cpu_read(c, x, err));
         cpu_wrote(c, y);
         return MR_OK;
     }
-    /* [n][c/8][h][w][8] is NHWC of n*c/8 images of 8 channels. */
+    /* [n][c/B][h][w][B] is NHWC of n*c/B images of B channels. */
     MR_TRY(cpu_layout_will_be_blocked(c, y, x, err));
-    xv->n = x->n * (x->c / 8);
-    yv->n = y->n * (y->c / 8);
-    xv->c = yv->c = 8;
+    xv->n = x->n * (x->c / c->block);
+    yv->n = y->n * (y->c / c->block);
+    xv->c = yv->c = c->block;
     return MR_OK;
 }

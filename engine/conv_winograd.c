@@ -3,7 +3,8 @@
  * The tiles are processed in chunks of T (a multiple of the micro-kernel's
  * 6 rows), each chunk by one thread, start to end:
  *   1. input transform of the chunk: V[T][36][cin] (one 8-lane vector per
- *      nChw8c channel block: the header's transforms on WINO_T = 8 floats);
+ *      8 channels of a pixel, half a block when it is 16: the header's
+ *      transforms on WINO_T = 8 floats);
  *   2. 36 GEMMs M[k] = V[k] x U[k], [T x cin] x [cin x cout], by a 6x16
  *      register-blocked FMA kernel (12 accumulators);
  *   3. output transform of M[T][36][cout] with bias, residual and ReLU,
@@ -114,12 +115,13 @@ void wino_weights_transform(const mr_wino_params *p, const float *w_oihw, float 
  * (the kernel always runs 6 rows). Tile-major, so each tile's transform
  * writes one contiguous block and the GEMM reads point k's rows with a
  * stride of 36 cin. The two passes of B^T d B read x and write V in place
- * (x and V hold whole 32-byte pixels of 8 channels: aligned vectors);
+ * (8 channels of a pixel are an aligned 32-byte vector; a pixel's next 8,
+ * in a 16-channel block, are the next vector, so a pixel is `ps` vectors);
  * only edge tiles go through a zero-padded copy. */
 AVX2 static void input_chunk(const mr_wino_params *p, const float *x, int h, int w, int th, int tw, long t0,
                              int count, int T, float *V)
 {
-    int cb8 = p->cin / 8;
+    int cb8 = p->cin / 8, ps = p->block / 8;
     for (int i = 0; i < T; i++) {
         wino_v8 *dst = (wino_v8 *)(V + (size_t)i * row_floats(p->cin));
         if (i >= count) {
@@ -131,23 +133,27 @@ AVX2 static void input_chunk(const mr_wino_params *p, const float *x, int h, int
         int y0 = (r / tw) * WINO_TILE - 1, x0 = (r % tw) * WINO_TILE - 1;
         int inside = y0 >= 0 && x0 >= 0 && y0 + WINO_ALPHA <= h && x0 + WINO_ALPHA <= w;
         for (int cb = 0; cb < cb8; cb++, dst++) {
-            const wino_v8 *src = (const wino_v8 *)x + ((size_t)n * cb8 + cb) * (size_t)h * w;
+            /* 8-channel group cb: block cb / ps, vector cb % ps of each pixel */
+            const wino_v8 *src = (const wino_v8 *)x + ((size_t)n * cb8 + cb - cb % ps) * (size_t)h * w + cb % ps;
             wino_v8 d[WINO_POINTS], tmp[WINO_POINTS];
             const wino_v8 *patch;
-            int stride;
+            int stride, col;
             if (inside) {
-                patch = src + (size_t)y0 * w + x0;
-                stride = w;
+                patch = src + ((size_t)y0 * w + x0) * ps;
+                stride = w * ps;
+                col = ps;
             } else {
                 for (int a = 0; a < WINO_ALPHA; a++)
                     for (int c = 0; c < WINO_ALPHA; c++) {
                         int yy = y0 + a, xx = x0 + c;
-                        d[a * 6 + c] = yy < 0 || yy >= h || xx < 0 || xx >= w ? (wino_v8){0} : src[(size_t)yy * w + xx];
+                        d[a * 6 + c] =
+                            yy < 0 || yy >= h || xx < 0 || xx >= w ? (wino_v8){0} : src[((size_t)yy * w + xx) * ps];
                     }
                 patch = d;
                 stride = WINO_ALPHA;
+                col = 1;
             }
-            for (int c = 0; c < WINO_ALPHA; c++) wino43_bt_1d(patch + c, stride, tmp + c, 6);
+            for (int c = 0; c < WINO_ALPHA; c++) wino43_bt_1d(patch + c * col, stride, tmp + c, 6);
             for (int a = 0; a < WINO_ALPHA; a++) wino43_bt_1d(tmp + 6 * a, 1, dst + (size_t)6 * a * cb8, cb8);
         }
     }
@@ -158,7 +164,7 @@ AVX2 static void input_chunk(const mr_wino_params *p, const float *x, int h, int
 AVX2 static void output_chunk(const mr_wino_params *p, const float *M, const float *bias, float *y, int h, int w,
                               int th, int tw, long t0, int count, int accumulate)
 {
-    int ob8 = p->cout / 8;
+    int ob8 = p->cout / 8, ps = p->block / 8;
     for (int i = 0; i < count; i++) {
         long t = t0 + i;
         int n = (int)(t / ((long)th * tw)), r = (int)(t % ((long)th * tw));
@@ -170,10 +176,10 @@ AVX2 static void output_chunk(const mr_wino_params *p, const float *M, const flo
             for (int c = 0; c < WINO_ALPHA; c++) wino43_at_1d(m + (size_t)c * ob8, 6 * ob8, tmp + c, 6);
             for (int a = 0; a < WINO_TILE; a++) wino43_at_1d(tmp + 6 * a, 1, o + 4 * a, 1);
             wino_v8 b = *(const wino_v8u *)(bias + ob * 8), zero = {0};
-            wino_v8 *dst = (wino_v8 *)y + ((size_t)n * ob8 + ob) * (size_t)h * w;
+            wino_v8 *dst = (wino_v8 *)y + ((size_t)n * ob8 + ob - ob % ps) * (size_t)h * w + ob % ps;
             for (int a = 0; a < rows; a++)
                 for (int c = 0; c < cols; c++) {
-                    wino_v8 *q = dst + (size_t)(y0 + a) * w + x0 + c;
+                    wino_v8 *q = dst + ((size_t)(y0 + a) * w + x0 + c) * ps;
                     wino_v8 v = o[a * 4 + c] + b;
                     if (accumulate) v += *q;
                     if (p->relu) v = (wino_v8)_mm256_max_ps((__m256)v, (__m256)zero);

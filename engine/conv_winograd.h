@@ -1,10 +1,10 @@
 /* Winograd F(4x4,3x3) convolution: 3x3, stride 1, pad 1, dilation 1,
- * groups 1, Cin and Cout multiples of 8.
+ * groups 1, Cin and Cout multiples of the block B (8 or 16).
  *
  * Contract (CPU, conv_winograd.c):
- *   x  [n][cin/8][h][w][8]   nChw8c (oneDNN's blocked layout, the CPU
+ *   x  [n][cin/B][h][w][B]   nChw<B>c (oneDNN's blocked layout, the CPU
  *                            backend's layout between convolutions)
- *   y  [n][cout/8][h][w][8]  nChw8c, same h, w (pad 1 keeps the size)
+ *   y  [n][cout/B][h][w][B]  the same, same h, w (pad 1 keeps the size)
  *   y = act(conv3x3(x, W) + bias + (accumulate ? y_before : 0))
  * i.e. the bias, the residual sum and the ReLU are fused into the output
  * transform, as oneDNN's post-ops do on the direct path.
@@ -40,7 +40,8 @@
  * The per-tile transforms below are the shared math (MR_HD, so a CUDA path
  * can call them). They work on WINO_T, float unless the includer defines it
  * first: the CPU file defines it as an 8-float GCC vector, one lane per
- * channel of an nChw8c block, so the same source is its SIMD code. Arrays
+ * channel of 8 (half a block when B is 16), so the same source is its SIMD
+ * code. Arrays
  * are row-major; point k of a 6x6 tile is k = 6*row + col. */
 #ifndef MR_CONV_WINOGRAD_H
 #define MR_CONV_WINOGRAD_H
@@ -124,8 +125,9 @@ MR_HD static inline void wino43_weight_tile(const WINO_T *g, WINO_T *u)
 /* ------------------------------------------------------------ CPU entry */
 
 typedef struct {
-    int cin, cout; /* multiples of 8 */
+    int cin, cout; /* multiples of block */
     int relu;
+    int block; /* x's and y's channel block, 8 or 16 (wino_forward only) */
 } mr_wino_params;
 
 /* Whether this CPU can run the CPU path (AVX2 and FMA). */
@@ -142,10 +144,10 @@ void wino_weights_transform(const mr_wino_params *p, const float *w_oihw, float 
  * V and M per thread). */
 size_t wino_scratch_bytes(const mr_wino_params *p, int threads);
 
-/* y = act(conv(x) + bias (+ y)) on nChw8c tensors of n x h x w; scratch of
- * wino_scratch_bytes(p, threads), 64-byte aligned. x and y must be 32-byte
- * aligned (whole 8-channel pixels are read as aligned vectors) and must
- * not overlap. */
+/* y = act(conv(x) + bias (+ y)) on nChw<block>c tensors of n x h x w;
+ * scratch of wino_scratch_bytes(p, threads), 64-byte aligned. x and y must
+ * be 32-byte aligned (8 channels of a pixel are read as an aligned vector)
+ * and must not overlap. */
 void wino_forward(const mr_wino_params *p, const float *u, const float *bias, const float *x, int n, int h, int w,
                   float *y, int accumulate, int threads, void *scratch);
 

@@ -1,11 +1,11 @@
-/* CPU RoIAlign over NHWC or nChw8c features; see roi_align.h for the contract.
+/* CPU RoIAlign over NHWC or channel-blocked (nChw<B>c) features; see roi_align.h for the contract.
  *
  * The per-sample weights come from the shared MR_HD math. With NHWC the
  * four taps of a sample are four contiguous C-vectors, so the inner loop is
  * a straight multiply-add over channels that the compiler vectorises; per
  * channel it performs exactly the reference's float operations in the
- * reference's order. nChw8c (the CPU backend's layout between convolutions)
- * runs the same multiply-add per 8-channel block: the same operations per
+ * reference's order. nChw<B>c (the CPU backend's layout between
+ * convolutions) runs the same multiply-add per B-channel block: the same operations per
  * channel, so the same bits, without turning the FPN maps back to NHWC
  * first. Nothing is precomputed per roi, so no scratch. */
 #include "roi_align.h"
@@ -14,7 +14,8 @@
 #include <stddef.h>
 
 /* o[c] += w1*f1[c] + w2*f2[c] + w3*f3[c] + w4*f4[c] for every channel; a
- * tap's channels are contiguous (NHWC) or in blocks of 8 a plane apart. */
+ * tap's channels are contiguous (NHWC, blocked = 0) or in blocks of
+ * `blocked` channels a plane apart. */
 static inline void accumulate_taps(float *restrict o, int C, int blocked, size_t plane, const float *fd, size_t t1,
                                    size_t t2, size_t t3, size_t t4, float w1, float w2, float w3, float w4)
 {
@@ -25,13 +26,14 @@ static inline void accumulate_taps(float *restrict o, int C, int blocked, size_t
         for (int c = 0; c < C; c++) o[c] += w1 * f1[c] + w2 * f2[c] + w3 * f3[c] + w4 * f4[c];
         return;
     }
-    for (int cb = 0; cb < C / 8; cb++) {
-        const float *restrict b = fd + (size_t)cb * plane * 8;
-        const float *restrict f1 = b + t1 * 8, *restrict f2 = b + t2 * 8;
-        const float *restrict f3 = b + t3 * 8, *restrict f4 = b + t4 * 8;
-        float *restrict ob = o + cb * 8;
+    const int B = blocked;
+    for (int cb = 0; cb < C / B; cb++) {
+        const float *restrict b = fd + (size_t)cb * plane * B;
+        const float *restrict f1 = b + t1 * B, *restrict f2 = b + t2 * B;
+        const float *restrict f3 = b + t3 * B, *restrict f4 = b + t4 * B;
+        float *restrict ob = o + cb * B;
 #pragma omp simd
-        for (int c = 0; c < 8; c++) ob[c] += w1 * f1[c] + w2 * f2[c] + w3 * f3[c] + w4 * f4[c];
+        for (int c = 0; c < B; c++) ob[c] += w1 * f1[c] + w2 * f2[c] + w3 * f3[c] + w4 * f4[c];
     }
 }
 

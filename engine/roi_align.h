@@ -165,8 +165,8 @@ void roi_align_multilevel_cpu(const mr_roi_align_params *base, const mr_level_ma
                               const mr_tensor *const *levels, const float *rois, int n, int *roi_levels_out,
                               float *out);
 
-/* The same, with level l in nChw8c ([1][C/8][H][W][8], C a multiple of 8)
- * where level_blocked[l] is non-zero (NULL: all NHWC). The output is NHWC
+/* The same, with level l in nChw<B>c ([1][C/B][H][W][B], C a multiple of
+ * B) where level_blocked[l] = B is non-zero (NULL: all NHWC). The output is NHWC
  * either way and bitwise the same. */
 void roi_align_multilevel_layout_cpu(const mr_roi_align_params *base, const mr_level_map *map,
                                      const mr_tensor *const *levels, const int *level_blocked, const float *rois, int n,

@@ -141,21 +141,28 @@ static const wcase g_cases[] = {
     {1, 6, 5, 512, 8, 0, 0},
     {1, 6, 5, 8, 512, 1, 1},
     {1, 26, 23, 32, 48, 0, 0},  /* several chunks per thread */
+    /* the same kinds of edge with channels that 16-channel blocks take */
+    {1, 4, 4, 16, 16, 0, 0},
+    {1, 1, 1, 16, 32, 0, 0},
+    {1, 2, 3, 32, 16, 1, 0},
+    {2, 5, 9, 32, 48, 1, 1},
 };
 
-static void test_against_double(void **state)
+/* Every case with the backend's layout in 8-channel blocks, then 16 (a
+ * case whose channels are not a multiple of 16 runs oneDNN's direct
+ * convolution on NHWC there: both results are still checked). */
+static void test_against_double_block(int block)
 {
-    (void)state;
     mr_backend be;
     mr_error err;
-    assert_int_equal(backend_cpu_create(&be, 2, &err), MR_OK);
+    assert_int_equal(backend_cpu_create_block(&be, 2, block, &err), MR_OK);
     if (!wino_cpu_supported()) {
         printf("SKIP: no AVX2/FMA, Winograd is not used on this CPU\n");
         be.i->destroy(be.ctx);
         skip();
     }
     g_rng = SEED;
-    printf("seed 0x%llx\n", (unsigned long long)SEED);
+    printf("channel block %d, seed 0x%llx\n", block, (unsigned long long)SEED);
     printf("%-32s %12s %12s %12s %12s\n", "case n,h,w,cin->cout relu acc", "wino norm", "wino maxrel",
            "direct norm", "direct maxrel");
     double worst = 0;
@@ -192,6 +199,18 @@ static void test_against_double(void **state)
     be.i->destroy(be.ctx);
 }
 
+static void test_against_double_block8(void **state)
+{
+    (void)state;
+    test_against_double_block(8);
+}
+
+static void test_against_double_block16(void **state)
+{
+    (void)state;
+    test_against_double_block(16);
+}
+
 /* The shared per-tile transforms against the matrices written out in
  * conv_winograd.h, in double: a 6x6 input tile, a 3x3 kernel and the
  * element-wise product give the 4x4 direct correlation. */
@@ -219,7 +238,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_transforms_exact),
-        cmocka_unit_test(test_against_double),
+        cmocka_unit_test(test_against_double_block8),
+        cmocka_unit_test(test_against_double_block16),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

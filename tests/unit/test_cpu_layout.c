@@ -76,10 +76,14 @@ typedef struct {
     mr_error err;
 } fix;
 
+/* The channel block of the layout under test (8: nChw8c, 16: nChw16c);
+ * main runs every case with each. */
+static int g_block;
+
 static int setup(void **state)
 {
     fix *f = calloc(1, sizeof *f);
-    if (!f || backend_cpu_create(&f->be, 1, &f->err) != MR_OK) return -1;
+    if (!f || backend_cpu_create_block(&f->be, 1, g_block, &f->err) != MR_OK) return -1;
     *state = f;
     return 0;
 }
@@ -294,5 +298,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_views, setup, teardown),
         cmocka_unit_test_setup_teardown(test_narrow_heads, setup, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int failed = 0;
+    const int blocks[2] = {8, 16};
+    for (int i = 0; i < 2; i++) {
+        g_block = blocks[i];
+        printf("channel block %d\n", g_block);
+        failed += cmocka_run_group_tests(tests, NULL, NULL);
+    }
+    return failed;
 }

@@ -548,31 +548,37 @@ static void test_roi_align_multilevel(void **state)
     for (int l = 0; l < 4; l++) free(f[l]);
 }
 
-/* nChw8c levels (the CPU backend's layout between convolutions) give the
- * same bits as NHWC, which the parity tests hold to torchvision's kernel. */
+/* nChw8c and nChw16c levels (the CPU backend's layouts between
+ * convolutions) give the same bits as NHWC, which the parity tests hold to
+ * torchvision's kernel. */
 static void test_roi_align_blocked_levels(void **state)
 {
     (void)state;
-    enum { C = 24, LEVELS = 4 };
+    enum { C = 48, LEVELS = 4 };
     const int side[LEVELS] = {40, 20, 10, 5};
-    float *nhwc[LEVELS], *blk[LEVELS];
-    mr_tensor tn[LEVELS], tb[LEVELS];
+    float *nhwc[LEVELS], *blk[LEVELS], *blk16[LEVELS];
+    mr_tensor tn[LEVELS], tb[LEVELS], tb16[LEVELS];
     const mr_tensor *ln[LEVELS], *lb[LEVELS];
     uint32_t seed = 12345u;
     for (int l = 0; l < LEVELS; l++) {
         int s = side[l];
         nhwc[l] = xmalloc(sizeof(float) * s * s * C);
         blk[l] = xmalloc(sizeof(float) * s * s * C);
+        blk16[l] = xmalloc(sizeof(float) * s * s * C);
         for (int i = 0; i < s * s * C; i++) {
             seed = seed * 1664525u + 1013904223u;
             nhwc[l][i] = (float)(seed >> 8) / (float)(1u << 24) * 2.0f - 1.0f;
         }
         for (int y = 0; y < s; y++)
             for (int x = 0; x < s; x++)
-                for (int c = 0; c < C; c++)
-                    blk[l][(((size_t)(c / 8) * s + y) * s + x) * 8 + c % 8] = nhwc[l][((size_t)y * s + x) * C + c];
+                for (int c = 0; c < C; c++) {
+                    float v = nhwc[l][((size_t)y * s + x) * C + c];
+                    blk[l][(((size_t)(c / 8) * s + y) * s + x) * 8 + c % 8] = v;
+                    blk16[l][(((size_t)(c / 16) * s + y) * s + x) * 16 + c % 16] = v;
+                }
         tn[l] = mr_tensor_make(nhwc[l], 1, s, s, C);
         tb[l] = mr_tensor_make(blk[l], 1, s, s, C);
+        tb16[l] = mr_tensor_make(blk16[l], 1, s, s, C);
         ln[l] = &tn[l];
     }
     enum { N = 40 };
@@ -589,14 +595,17 @@ static void test_roi_align_blocked_levels(void **state)
         rois[4 * i + 3] = fmaxf(v[1], v[3]);
     }
     const mr_level_map map = {2, 5, 224, 4, 1e-6f, 0, 0};
-    const int blocked_sets[3][LEVELS] = {{1, 1, 1, 1}, {1, 0, 1, 0}, {0, 0, 0, 0}};
+    const int blocked_sets[5][LEVELS] = {{8, 8, 8, 8}, {16, 16, 16, 16}, {8, 0, 8, 0}, {0, 16, 8, 16}, {0, 0, 0, 0}};
     const mr_roi_align_params params[3] = {{7, 7, 2, 0, 1.0f}, {14, 14, 0, 1, 1.0f}, {3, 5, 3, 0, 1.0f}};
     for (int pi = 0; pi < 3; pi++) {
         size_t count = (size_t)N * params[pi].out_h * params[pi].out_w * C;
         float *ref = xmalloc(sizeof(float) * count), *got = xmalloc(sizeof(float) * count);
         roi_align_multilevel_cpu(&params[pi], &map, ln, rois, N, NULL, ref);
-        for (int bs = 0; bs < 3; bs++) {
-            for (int l = 0; l < LEVELS; l++) lb[l] = blocked_sets[bs][l] ? &tb[l] : &tn[l];
+        for (int bs = 0; bs < 5; bs++) {
+            for (int l = 0; l < LEVELS; l++) {
+                int b = blocked_sets[bs][l];
+                lb[l] = b == 16 ? &tb16[l] : b == 8 ? &tb[l] : &tn[l];
+            }
             memset(got, 0xff, sizeof(float) * count);
             roi_align_multilevel_layout_cpu(&params[pi], &map, lb, blocked_sets[bs], rois, N, NULL, got);
             assert_memory_equal(got, ref, sizeof(float) * count);
@@ -607,6 +616,7 @@ static void test_roi_align_blocked_levels(void **state)
     for (int l = 0; l < LEVELS; l++) {
         free(nhwc[l]);
         free(blk[l]);
+        free(blk16[l]);
     }
 }
 
