@@ -241,7 +241,6 @@ int cpu_block_choose(void)
 {
     const char *env = getenv("MR_CPU_BLOCK");
     if (env && (!strcmp(env, "8") || !strcmp(env, "16"))) return atoi(env);
-    __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") ? 16 : 8;
 }
 
@@ -256,10 +255,13 @@ mr_status backend_cpu_create_block(mr_backend *out, int threads, int block, mr_e
         return mr_fail(err, MR_ERR_RANGE, "cpu backend: channel block %d (8 or 16)", block);
     cpu_ctx *c = calloc(1, sizeof *c);
     if (!c) return mr_fail(err, MR_ERR_OOM, "out of memory");
+    __builtin_cpu_init();
     /* OpenMP's thread count is per process: oneDNN and our loops share it. */
     if (threads > 0) omp_set_num_threads(threads);
     c->threads = threads > 0 ? threads : omp_get_max_threads();
     c->block = block ? block : cpu_block_choose();
+    const char *avx512 = getenv("MR_CPU_AVX512");
+    c->avx512 = __builtin_cpu_supports("avx512f") && !(avx512 && !strcmp(avx512, "0"));
     if (dnnl_engine_create(&c->engine, dnnl_cpu, 0) != dnnl_success ||
         dnnl_stream_create(&c->stream, c->engine, dnnl_stream_default_flags) != dnnl_success) {
         cpu_destroy(c);

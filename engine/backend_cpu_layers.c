@@ -114,7 +114,7 @@ mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, co
     }
     if (bias) memcpy(l->bias, bias, sizeof(float) * (size_t)p->cout);
     if (wino) {
-        mr_wino_params wp = {p->cin, p->cout, p->relu, c->block};
+        mr_wino_params wp = {p->cin, p->cout, p->relu, c->block, c->avx512};
         l->wino_u = cpu_alloc(sizeof(float) * wino_weights_floats(&wp));
         if (!l->wino_u) {
             cpu_layer_free(ctx, l);
@@ -356,7 +356,7 @@ mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y
         if (((uintptr_t)xb | (uintptr_t)yb) % 32 || !(xb + xbytes <= yb || yb + ybytes <= xb))
             return mr_fail(err, MR_ERR_SHAPE, "%s: Winograd needs 32-byte-aligned, non-overlapping input and output",
                            layer->name);
-        mr_wino_params wp = {p->cin, p->cout, p->relu, c->block};
+        mr_wino_params wp = {p->cin, p->cout, p->relu, c->block, c->avx512};
         MR_TRY(cpu_scratch_reserve(c, wino_scratch_bytes(&wp, c->threads), err));
         MR_TRY(blocked_operands(c, x, y, accumulate, err));
         wino_forward(&wp, layer->wino_u, layer->bias, x->data, x->n, x->h, x->w, y->data, accumulate, c->threads,

@@ -1,4 +1,5 @@
-/* Winograd F(4x4,3x3) on the CPU (AVX2 + FMA): see conv_winograd.h.
+/* Winograd F(4x4,3x3) on the CPU (AVX2 + FMA; the GEMM in AVX-512 where the
+ * CPU has it): see conv_winograd.h.
  *
  * The tiles are processed in chunks of T (a multiple of the micro-kernel's
  * 6 rows), each chunk by one thread, start to end:
@@ -6,7 +7,8 @@
  *      8 channels of a pixel, half a block when it is 16: the header's
  *      transforms on WINO_T = 8 floats);
  *   2. 36 GEMMs M[k] = V[k] x U[k], [T x cin] x [cin x cout], by a 6x16
- *      register-blocked FMA kernel (12 accumulators);
+ *      register-blocked FMA kernel (12 accumulators), or 6x32 in AVX-512
+ *      (the same sums in the same order: the same bits);
  *   3. output transform of M[T][36][cout] with bias, residual and ReLU,
  *      clipped at the image edge, straight into y.
  * T (chunk_max) trades the chunk's V and M (36 T (cin + cout) floats, in
@@ -245,6 +247,46 @@ AVX2 static void kernel6x8(int cin, const float *a, size_t lda, const float *b, 
     _mm256_storeu_ps(c + 3 * ldc, c3), _mm256_storeu_ps(c + 4 * ldc, c4), _mm256_storeu_ps(c + 5 * ldc, c5);
 }
 
+/* AVX-512 (where the CPU has it): C[6][32] = A x [two adjacent 16-wide
+ * panels b0, b1]. 12 zmm accumulators, per input channel 2 loads of B and
+ * 6 broadcasts for 12 FMAs of 16 lanes: twice the AVX2 kernel's work per
+ * instruction (bench/NOTES.md section 11). */
+#define AVX512 __attribute__((target("avx512f")))
+AVX512 static void kernel6x32(int cin, const float *a, size_t lda, const float *b0, const float *b1, float *c,
+                              size_t ldc)
+{
+    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+    __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    const float *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda, *a4 = a + 4 * lda, *a5 = a + 5 * lda;
+    for (int ci = 0; ci < cin; ci++, b0 += 16, b1 += 16) {
+        __m512 p = _mm512_load_ps(b0), q = _mm512_load_ps(b1), av;
+        av = _mm512_set1_ps(a0[ci]);
+        c00 = _mm512_fmadd_ps(av, p, c00);
+        c01 = _mm512_fmadd_ps(av, q, c01);
+        av = _mm512_set1_ps(a1[ci]);
+        c10 = _mm512_fmadd_ps(av, p, c10);
+        c11 = _mm512_fmadd_ps(av, q, c11);
+        av = _mm512_set1_ps(a2[ci]);
+        c20 = _mm512_fmadd_ps(av, p, c20);
+        c21 = _mm512_fmadd_ps(av, q, c21);
+        av = _mm512_set1_ps(a3[ci]);
+        c30 = _mm512_fmadd_ps(av, p, c30);
+        c31 = _mm512_fmadd_ps(av, q, c31);
+        av = _mm512_set1_ps(a4[ci]);
+        c40 = _mm512_fmadd_ps(av, p, c40);
+        c41 = _mm512_fmadd_ps(av, q, c41);
+        av = _mm512_set1_ps(a5[ci]);
+        c50 = _mm512_fmadd_ps(av, p, c50);
+        c51 = _mm512_fmadd_ps(av, q, c51);
+    }
+    _mm512_storeu_ps(c, c00), _mm512_storeu_ps(c + 16, c01), c += ldc;
+    _mm512_storeu_ps(c, c10), _mm512_storeu_ps(c + 16, c11), c += ldc;
+    _mm512_storeu_ps(c, c20), _mm512_storeu_ps(c + 16, c21), c += ldc;
+    _mm512_storeu_ps(c, c30), _mm512_storeu_ps(c + 16, c31), c += ldc;
+    _mm512_storeu_ps(c, c40), _mm512_storeu_ps(c + 16, c41), c += ldc;
+    _mm512_storeu_ps(c, c50), _mm512_storeu_ps(c + 16, c51);
+}
+
 /* Prefetches part g of `groups` of the `bytes` at `next` into L1. Spread
  * over the row groups of the current panel, the next panel arrives while
  * this one is in use: its first use in a chunk otherwise waits on L3 or
@@ -259,8 +301,8 @@ AVX2 static void prefetch_part(const char *next, size_t bytes, int g, int groups
 
 /* M[k] = V[k] x U[k] for the 36 points of one chunk of T tiles. The panels
  * lie in U in the order they are used, so the next one starts where this
- * one ends. */
-AVX2 static void gemm_chunk(const mr_wino_params *p, const float *V, const float *u, float *M, int T)
+ * one ends. With AVX-512 (`wide512`), two 16-wide panels at a time. */
+AVX2 static void gemm_chunk(const mr_wino_params *p, const float *V, const float *u, float *M, int T, int wide512)
 {
     int cin = p->cin, cout = p->cout, obs = (cout + 15) / 16, groups = T / KROWS;
     const float *u_end = u + wino_weights_floats(p);
@@ -268,17 +310,21 @@ AVX2 static void gemm_chunk(const mr_wino_params *p, const float *V, const float
     for (int k = 0; k < WINO_POINTS; k++) {
         const float *Vk = V + (size_t)k * cin;
         float *Mk = M + (size_t)k * cout;
-        for (int ob = 0; ob < obs; ob++) {
+        for (int ob = 0; ob < obs;) {
             const float *panel = u + panel_offset(p, k, ob);
-            int wide = cout - ob * 16 >= 16;
-            const float *next = panel + (size_t)(wide ? 16 : 8) * (size_t)cin;
+            int width = cout - ob * 16 >= 32 && wide512 ? 32 : cout - ob * 16 >= 16 ? 16 : 8;
+            const float *next = panel + (size_t)width * (size_t)cin;
             size_t next_bytes = sizeof(float) * (size_t)(u_end - next);
-            if (next_bytes > sizeof(float) * 16 * (size_t)cin) next_bytes = sizeof(float) * 16 * (size_t)cin;
+            if (next_bytes > sizeof(float) * (size_t)width * (size_t)cin)
+                next_bytes = sizeof(float) * (size_t)width * (size_t)cin;
             for (int t = 0; t < T; t += KROWS) {
                 prefetch_part((const char *)next, next_bytes, t / KROWS, groups);
-                if (wide) kernel6x16(cin, Vk + t * lda, lda, panel, Mk + t * ldc + ob * 16, ldc);
-                else kernel6x8(cin, Vk + t * lda, lda, panel, Mk + t * ldc + ob * 16, ldc);
+                float *c = Mk + t * ldc + ob * 16;
+                if (width == 32) kernel6x32(cin, Vk + t * lda, lda, panel, panel + (size_t)16 * cin, c, ldc);
+                else if (width == 16) kernel6x16(cin, Vk + t * lda, lda, panel, c, ldc);
+                else kernel6x8(cin, Vk + t * lda, lda, panel, c, ldc);
             }
+            ob += width == 32 ? 2 : 1;
         }
     }
 }
@@ -294,6 +340,8 @@ void wino_forward(const mr_wino_params *p, const float *u, const float *bias, co
     size_t per = chunk_bytes(p, T);
     if (chunks < threads) threads = (int)chunks;
     if (threads < 1) return;
+    __builtin_cpu_init();
+    int wide512 = p->avx512 && __builtin_cpu_supports("avx512f");
 #pragma omp parallel num_threads(threads)
     {
         int id = omp_get_thread_num();
@@ -304,7 +352,7 @@ void wino_forward(const mr_wino_params *p, const float *u, const float *bias, co
             long t0 = ch * T;
             int count = tiles - t0 < T ? (int)(tiles - t0) : T;
             input_chunk(p, x, h, w, th, tw, t0, count, T, V);
-            gemm_chunk(p, V, u, M, T);
+            gemm_chunk(p, V, u, M, T, wide512);
             output_chunk(p, M, bias, y, h, w, th, tw, t0, count, accumulate);
         }
     }

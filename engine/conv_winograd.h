@@ -127,7 +127,9 @@ MR_HD static inline void wino43_weight_tile(const WINO_T *g, WINO_T *u)
 typedef struct {
     int cin, cout; /* multiples of block */
     int relu;
-    int block; /* x's and y's channel block, 8 or 16 (wino_forward only) */
+    int block;     /* x's and y's channel block, 8 or 16 (wino_forward only) */
+    int avx512;    /* non-zero: the AVX-512 GEMM kernel where the CPU has
+                      it (else, and on other CPUs, the AVX2 ones) */
 } mr_wino_params;
 
 /* Whether this CPU can run the CPU path (AVX2 and FMA). */
