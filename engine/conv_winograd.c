@@ -1,11 +1,12 @@
-/* Winograd F(4x4,3x3) on the CPU (AVX2 + FMA; the GEMM in AVX-512 where the
- * CPU has it): see conv_winograd.h.
+/* Winograd F(4x4,3x3) on the CPU (AVX2 + FMA; AVX-512 where the CPU has
+ * it, conv_winograd_avx512.c): see conv_winograd.h.
  *
  * The tiles are processed in chunks of T (a multiple of the micro-kernel's
  * 6 rows), each chunk by one thread, start to end:
  *   1. input transform of the chunk: V[T][36][cin] (one 8-lane vector per
  *      8 channels of a pixel, half a block when it is 16: the header's
- *      transforms on WINO_T = 8 floats);
+ *      transforms on WINO_T = 8 floats; with AVX-512 and a 16-channel
+ *      block, one 16-lane vector per pixel);
  *   2. 36 GEMMs M[k] = V[k] x U[k], [T x cin] x [cin x cout], by a 6x16
  *      register-blocked FMA kernel (12 accumulators), or 6x32 in AVX-512
  *      (the same sums in the same order: the same bits);
@@ -13,6 +14,7 @@
  *      clipped at the image edge, straight into y.
  * T (chunk_max) trades the chunk's V and M (36 T (cin + cout) floats, in
  * L2/L3) against how often U streams from memory: once per chunk. */
+#include <stdint.h>
 #include <string.h>
 
 #include <omp.h>
@@ -20,19 +22,12 @@
 typedef float wino_v8 __attribute__((vector_size(32), aligned(32)));
 typedef float wino_v8u __attribute__((vector_size(32), aligned(4), may_alias)); /* unaligned access */
 #define WINO_T wino_v8
-#include "conv_winograd.h"
+#include "conv_winograd_cpu.h"
 
 #include <immintrin.h>
 
 #define AVX2 __attribute__((target("avx2,fma")))
 #define KROWS 6 /* micro-kernel rows (tiles) */
-/* A tile's row in V (M) is 36 cin (36 cout) floats plus this pad: 36 cin
- * floats are a multiple of 4 KiB at cin 256 and 512, which put the six
- * rows the kernel reads at once into the same L1 sets. */
-#define ROW_PAD 16
-
-static size_t row_floats(int c) { return (size_t)WINO_POINTS * (size_t)c + ROW_PAD; }
-
 int wino_cpu_supported(void)
 {
     __builtin_cpu_init();
@@ -112,84 +107,14 @@ void wino_weights_transform(const mr_wino_params *p, const float *w_oihw, float 
 
 /* ---------------------------------------------------------- transforms */
 
-/* Input transform of tiles [t0, t0 + count) of the image (tile index over
- * n, tile row, tile column) into V[T][36][cin]; tiles count..T-1 are zeroed
- * (the kernel always runs 6 rows). Tile-major, so each tile's transform
- * writes one contiguous block and the GEMM reads point k's rows with a
- * stride of 36 cin. The two passes of B^T d B read x and write V in place
- * (8 channels of a pixel are an aligned 32-byte vector; a pixel's next 8,
- * in a 16-channel block, are the next vector, so a pixel is `ps` vectors);
- * only edge tiles go through a zero-padded copy. */
-AVX2 static void input_chunk(const mr_wino_params *p, const float *x, int h, int w, int th, int tw, long t0,
-                             int count, int T, float *V)
-{
-    int cb8 = p->cin / 8, ps = p->block / 8;
-    for (int i = 0; i < T; i++) {
-        wino_v8 *dst = (wino_v8 *)(V + (size_t)i * row_floats(p->cin));
-        if (i >= count) {
-            memset(dst, 0, sizeof(float) * WINO_POINTS * p->cin);
-            continue;
-        }
-        long t = t0 + i;
-        int n = (int)(t / ((long)th * tw)), r = (int)(t % ((long)th * tw));
-        int y0 = (r / tw) * WINO_TILE - 1, x0 = (r % tw) * WINO_TILE - 1;
-        int inside = y0 >= 0 && x0 >= 0 && y0 + WINO_ALPHA <= h && x0 + WINO_ALPHA <= w;
-        for (int cb = 0; cb < cb8; cb++, dst++) {
-            /* 8-channel group cb: block cb / ps, vector cb % ps of each pixel */
-            const wino_v8 *src = (const wino_v8 *)x + ((size_t)n * cb8 + cb - cb % ps) * (size_t)h * w + cb % ps;
-            wino_v8 d[WINO_POINTS], tmp[WINO_POINTS];
-            const wino_v8 *patch;
-            int stride, col;
-            if (inside) {
-                patch = src + ((size_t)y0 * w + x0) * ps;
-                stride = w * ps;
-                col = ps;
-            } else {
-                for (int a = 0; a < WINO_ALPHA; a++)
-                    for (int c = 0; c < WINO_ALPHA; c++) {
-                        int yy = y0 + a, xx = x0 + c;
-                        d[a * 6 + c] =
-                            yy < 0 || yy >= h || xx < 0 || xx >= w ? (wino_v8){0} : src[((size_t)yy * w + xx) * ps];
-                    }
-                patch = d;
-                stride = WINO_ALPHA;
-                col = 1;
-            }
-            for (int c = 0; c < WINO_ALPHA; c++) wino43_bt_1d(patch + c * col, stride, tmp + c, 6);
-            for (int a = 0; a < WINO_ALPHA; a++) wino43_bt_1d(tmp + 6 * a, 1, dst + (size_t)6 * a * cb8, cb8);
-        }
-    }
-}
-
-/* Output transform of the chunk's M[T][36][cout] into y, with bias,
- * residual (accumulate) and ReLU; tiles are clipped at the image edge. */
-AVX2 static void output_chunk(const mr_wino_params *p, const float *M, const float *bias, float *y, int h, int w,
-                              int th, int tw, long t0, int count, int accumulate)
-{
-    int ob8 = p->cout / 8, ps = p->block / 8;
-    for (int i = 0; i < count; i++) {
-        long t = t0 + i;
-        int n = (int)(t / ((long)th * tw)), r = (int)(t % ((long)th * tw));
-        int y0 = (r / tw) * WINO_TILE, x0 = (r % tw) * WINO_TILE;
-        int rows = h - y0 < WINO_TILE ? h - y0 : WINO_TILE, cols = w - x0 < WINO_TILE ? w - x0 : WINO_TILE;
-        const wino_v8 *m = (const wino_v8 *)(M + (size_t)i * row_floats(p->cout));
-        for (int ob = 0; ob < ob8; ob++, m++) {
-            wino_v8 tmp[24], o[16];
-            for (int c = 0; c < WINO_ALPHA; c++) wino43_at_1d(m + (size_t)c * ob8, 6 * ob8, tmp + c, 6);
-            for (int a = 0; a < WINO_TILE; a++) wino43_at_1d(tmp + 6 * a, 1, o + 4 * a, 1);
-            wino_v8 b = *(const wino_v8u *)(bias + ob * 8), zero = {0};
-            wino_v8 *dst = (wino_v8 *)y + ((size_t)n * ob8 + ob - ob % ps) * (size_t)h * w + ob % ps;
-            for (int a = 0; a < rows; a++)
-                for (int c = 0; c < cols; c++) {
-                    wino_v8 *q = dst + ((size_t)(y0 + a) * w + x0 + c) * ps;
-                    wino_v8 v = o[a * 4 + c] + b;
-                    if (accumulate) v += *q;
-                    if (p->relu) v = (wino_v8)_mm256_max_ps((__m256)v, (__m256)zero);
-                    *q = v;
-                }
-        }
-    }
-}
+/* input_chunk8 and output_chunk8: 8 channels a vector, either block. */
+#define WINO_TU wino_v8u
+#define WINO_LANES 8
+#define WINO_TARGET AVX2
+#define WINO_SCOPE static
+#define WINO_RELU(v) ((wino_v8)_mm256_max_ps((__m256)(v), _mm256_setzero_ps()))
+#define WINO_CHUNK(f) f##8
+#include "conv_winograd_chunks.inc"
 
 /* --------------------------------------------------------------- GEMM */
 
@@ -247,46 +172,6 @@ AVX2 static void kernel6x8(int cin, const float *a, size_t lda, const float *b, 
     _mm256_storeu_ps(c + 3 * ldc, c3), _mm256_storeu_ps(c + 4 * ldc, c4), _mm256_storeu_ps(c + 5 * ldc, c5);
 }
 
-/* AVX-512 (where the CPU has it): C[6][32] = A x [two adjacent 16-wide
- * panels b0, b1]. 12 zmm accumulators, per input channel 2 loads of B and
- * 6 broadcasts for 12 FMAs of 16 lanes: twice the AVX2 kernel's work per
- * instruction (bench/NOTES.md section 11). */
-#define AVX512 __attribute__((target("avx512f")))
-AVX512 static void kernel6x32(int cin, const float *a, size_t lda, const float *b0, const float *b1, float *c,
-                              size_t ldc)
-{
-    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
-    __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-    const float *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda, *a4 = a + 4 * lda, *a5 = a + 5 * lda;
-    for (int ci = 0; ci < cin; ci++, b0 += 16, b1 += 16) {
-        __m512 p = _mm512_load_ps(b0), q = _mm512_load_ps(b1), av;
-        av = _mm512_set1_ps(a0[ci]);
-        c00 = _mm512_fmadd_ps(av, p, c00);
-        c01 = _mm512_fmadd_ps(av, q, c01);
-        av = _mm512_set1_ps(a1[ci]);
-        c10 = _mm512_fmadd_ps(av, p, c10);
-        c11 = _mm512_fmadd_ps(av, q, c11);
-        av = _mm512_set1_ps(a2[ci]);
-        c20 = _mm512_fmadd_ps(av, p, c20);
-        c21 = _mm512_fmadd_ps(av, q, c21);
-        av = _mm512_set1_ps(a3[ci]);
-        c30 = _mm512_fmadd_ps(av, p, c30);
-        c31 = _mm512_fmadd_ps(av, q, c31);
-        av = _mm512_set1_ps(a4[ci]);
-        c40 = _mm512_fmadd_ps(av, p, c40);
-        c41 = _mm512_fmadd_ps(av, q, c41);
-        av = _mm512_set1_ps(a5[ci]);
-        c50 = _mm512_fmadd_ps(av, p, c50);
-        c51 = _mm512_fmadd_ps(av, q, c51);
-    }
-    _mm512_storeu_ps(c, c00), _mm512_storeu_ps(c + 16, c01), c += ldc;
-    _mm512_storeu_ps(c, c10), _mm512_storeu_ps(c + 16, c11), c += ldc;
-    _mm512_storeu_ps(c, c20), _mm512_storeu_ps(c + 16, c21), c += ldc;
-    _mm512_storeu_ps(c, c30), _mm512_storeu_ps(c + 16, c31), c += ldc;
-    _mm512_storeu_ps(c, c40), _mm512_storeu_ps(c + 16, c41), c += ldc;
-    _mm512_storeu_ps(c, c50), _mm512_storeu_ps(c + 16, c51);
-}
-
 /* Prefetches part g of `groups` of the `bytes` at `next` into L1. Spread
  * over the row groups of the current panel, the next panel arrives while
  * this one is in use: its first use in a chunk otherwise waits on L3 or
@@ -320,7 +205,7 @@ AVX2 static void gemm_chunk(const mr_wino_params *p, const float *V, const float
             for (int t = 0; t < T; t += KROWS) {
                 prefetch_part((const char *)next, next_bytes, t / KROWS, groups);
                 float *c = Mk + t * ldc + ob * 16;
-                if (width == 32) kernel6x32(cin, Vk + t * lda, lda, panel, panel + (size_t)16 * cin, c, ldc);
+                if (width == 32) wino_kernel6x32(cin, Vk + t * lda, lda, panel, panel + (size_t)16 * cin, c, ldc);
                 else if (width == 16) kernel6x16(cin, Vk + t * lda, lda, panel, c, ldc);
                 else kernel6x8(cin, Vk + t * lda, lda, panel, c, ldc);
             }
@@ -342,6 +227,9 @@ void wino_forward(const mr_wino_params *p, const float *u, const float *bias, co
     if (threads < 1) return;
     __builtin_cpu_init();
     int wide512 = p->avx512 && __builtin_cpu_supports("avx512f");
+    /* The 16-lane transforms read a pixel of a 16-channel block as one
+     * aligned zmm vector (V's and M's rows are multiples of 64 bytes then). */
+    int lanes16 = wide512 && p->block == 16 && ((uintptr_t)x | (uintptr_t)y | (uintptr_t)scratch) % 64 == 0;
 #pragma omp parallel num_threads(threads)
     {
         int id = omp_get_thread_num();
@@ -351,9 +239,11 @@ void wino_forward(const mr_wino_params *p, const float *u, const float *bias, co
         for (long ch = 0; ch < chunks; ch++) {
             long t0 = ch * T;
             int count = tiles - t0 < T ? (int)(tiles - t0) : T;
-            input_chunk(p, x, h, w, th, tw, t0, count, T, V);
+            if (lanes16) wino_input_chunk16(p, x, h, w, th, tw, t0, count, T, V);
+            else input_chunk8(p, x, h, w, th, tw, t0, count, T, V);
             gemm_chunk(p, V, u, M, T, wide512);
-            output_chunk(p, M, bias, y, h, w, th, tw, t0, count, accumulate);
+            if (lanes16) wino_output_chunk16(p, M, bias, y, h, w, th, tw, t0, count, accumulate);
+            else output_chunk8(p, M, bias, y, h, w, th, tw, t0, count, accumulate);
         }
     }
 }

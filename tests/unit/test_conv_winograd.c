@@ -211,11 +211,12 @@ static void test_against_double_block16(void **state)
     test_against_double_block(16);
 }
 
-/* The AVX-512 GEMM kernel (two 16-wide panels at a time) adds the same
- * products in the same order per output as the AVX2 ones, so on a CPU
- * with AVX-512 both give the same bits, in both blocks; every case, with
- * panels of 32, 16 and 8 left over (cout 40, 48, 24, 8). Elsewhere the
- * test is skipped, visibly. */
+/* The AVX-512 code (conv_winograd_avx512.c: the GEMM kernel of two 16-wide
+ * panels, and in the 16-channel block the 16-lane transforms) adds the
+ * same products in the same order per output as the AVX2 code, so on a
+ * CPU with AVX-512 both give the same bits, in both blocks; every case,
+ * with panels of 32, 16 and 8 left over (cout 40, 48, 24, 8) and edge
+ * tiles. Elsewhere the test is skipped, visibly. */
 static void test_avx512_equals_avx2(void **state)
 {
     (void)state;
