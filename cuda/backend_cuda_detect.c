@@ -128,8 +128,7 @@ mr_status cuda_mask_paste(void *vctx, const mr_mask_paste_params *p, const mr_te
     size_t *h_off = (size_t *)(h_win + D), total = 0;
     for (int d = 0; d < D; d++) {
         const mr_mask_window w = win[d];
-        if (w.w < 0 || w.h < 0 || (mask_window_pixels(w) > 0 && (w.x0 < 0 || w.y0 < 0 || w.x0 > img_w - w.w ||
-                                                                   w.y0 > img_h - w.h)))
+        if (!mask_window_fits(w, img_h, img_w))
             return mr_fail(err, MR_ERR_INTERNAL, "%s: detection %d's window %dx%d at %d,%d is outside the %dx%d image",
                            op, d, w.w, w.h, w.x0, w.y0, img_w, img_h);
         h_win[d] = w;

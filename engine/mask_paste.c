@@ -108,42 +108,49 @@ mr_status mask_paste_binary(const mr_mask_paste_params *p, const float *mask, co
     return paste(p, mask, box, img_h, img_w, NULL, out, scratch, err);
 }
 
+/* A window of `elem`-byte pixels into a zeroed whole-image plane. */
+static void window_to_plane(mr_mask_window win, const void *window, size_t elem, int img_h, int img_w, void *plane)
+{
+    memset(plane, 0, (size_t)img_h * (size_t)img_w * elem);
+    for (int y = 0; y < win.h; y++)
+        memcpy((char *)plane + ((size_t)(win.y0 + y) * img_w + win.x0) * elem,
+               (const char *)window + (size_t)y * win.w * elem, (size_t)win.w * elem);
+}
+
 void mask_window_to_plane_f32(mr_mask_window win, const float *window, int img_h, int img_w, float *plane)
 {
-    memset(plane, 0, (size_t)img_h * (size_t)img_w * sizeof(float));
-    for (int y = 0; y < win.h; y++)
-        memcpy(plane + (size_t)(win.y0 + y) * img_w + win.x0, window + (size_t)y * win.w, (size_t)win.w * sizeof(float));
+    window_to_plane(win, window, sizeof(float), img_h, img_w, plane);
 }
 
 void mask_window_to_plane_u8(mr_mask_window win, const uint8_t *window, int img_h, int img_w, uint8_t *plane)
 {
-    memset(plane, 0, (size_t)img_h * (size_t)img_w);
-    for (int y = 0; y < win.h; y++)
-        memcpy(plane + (size_t)(win.y0 + y) * img_w + win.x0, window + (size_t)y * win.w, (size_t)win.w);
+    window_to_plane(win, window, 1, img_h, img_w, plane);
+}
+
+/* The whole-image plane of one paste: probabilities (prob) or the binary
+ * mask (binary), whichever is not NULL, through a window-sized buffer. */
+static mr_status paste_plane(const mr_mask_paste_params *p, const float *mask, const float *box, int img_h, int img_w,
+                             float *prob, uint8_t *binary, void *scratch, mr_error *err)
+{
+    MR_TRY(paste_check(p, img_h, img_w, err));
+    mr_mask_window win = mask_paste_window(p, box, img_h, img_w);
+    size_t elem = prob ? sizeof(float) : 1;
+    void *w = malloc(elem * (mask_window_pixels(win) + 1));
+    if (!w) return mr_fail(err, MR_ERR_OOM, "mask_paste: out of memory for a %dx%d window", win.w, win.h);
+    mr_status st = paste(p, mask, box, img_h, img_w, prob ? w : NULL, prob ? NULL : w, scratch, err);
+    if (st == MR_OK) window_to_plane(win, w, elem, img_h, img_w, prob ? (void *)prob : (void *)binary);
+    free(w);
+    return st;
 }
 
 mr_status mask_paste_prob_plane(const mr_mask_paste_params *p, const float *mask, const float *box, int img_h,
                                 int img_w, float *plane, void *scratch, mr_error *err)
 {
-    MR_TRY(paste_check(p, img_h, img_w, err));
-    mr_mask_window win = mask_paste_window(p, box, img_h, img_w);
-    float *w = malloc(sizeof(float) * (mask_window_pixels(win) + 1));
-    if (!w) return mr_fail(err, MR_ERR_OOM, "mask_paste: out of memory for a %dx%d window", win.w, win.h);
-    mr_status st = mask_paste_prob(p, mask, box, img_h, img_w, w, scratch, err);
-    if (st == MR_OK) mask_window_to_plane_f32(win, w, img_h, img_w, plane);
-    free(w);
-    return st;
+    return paste_plane(p, mask, box, img_h, img_w, plane, NULL, scratch, err);
 }
 
 mr_status mask_paste_binary_plane(const mr_mask_paste_params *p, const float *mask, const float *box, int img_h,
                                   int img_w, uint8_t *plane, void *scratch, mr_error *err)
 {
-    MR_TRY(paste_check(p, img_h, img_w, err));
-    mr_mask_window win = mask_paste_window(p, box, img_h, img_w);
-    uint8_t *w = malloc(mask_window_pixels(win) + 1);
-    if (!w) return mr_fail(err, MR_ERR_OOM, "mask_paste: out of memory for a %dx%d window", win.w, win.h);
-    mr_status st = mask_paste_binary(p, mask, box, img_h, img_w, w, scratch, err);
-    if (st == MR_OK) mask_window_to_plane_u8(win, w, img_h, img_w, plane);
-    free(w);
-    return st;
+    return paste_plane(p, mask, box, img_h, img_w, NULL, plane, scratch, err);
 }

@@ -1,6 +1,8 @@
 /* COCO RLE; see rle.h for the format. */
 #include "rle.h"
 
+#include "mask_paste.h"
+
 #include <string.h>
 
 /* Index of the first / last nonzero byte of row[0, n), or -1: eight bytes
@@ -81,9 +83,7 @@ mr_status rle_encode_window(const uint8_t *win_rowmajor, int win_x0, int win_y0,
                             uint32_t *counts, int *ncounts)
 {
     *ncounts = 0;
-    if (h < 0 || w < 0 || win_w < 0 || win_h < 0) return MR_ERR_RANGE;
-    if ((size_t)win_w * win_h > 0 &&
-        (win_x0 < 0 || win_y0 < 0 || win_x0 > w - win_w || win_y0 > h - win_h))
+    if (h < 0 || w < 0 || !mask_window_fits((mr_mask_window){win_x0, win_y0, win_w, win_h}, h, w))
         return MR_ERR_RANGE;
     int y0, y1, x0, x1;
     rle_builder b = {counts, 0, 0, 0};

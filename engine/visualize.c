@@ -217,8 +217,7 @@ mr_status visualize_render(const mr_image *img, const mr_result *res, const mr_c
             return mr_fail(err, MR_ERR_RANGE, "visualize_render: detection %d has a non-finite box or score",
                            i);
         const mr_mask_window *mw = &d->mask_win;
-        if (d->mask && mask_window_pixels(*mw) > 0 &&
-            (mw->x0 < 0 || mw->y0 < 0 || mw->w < 0 || mw->h < 0 || mw->x0 > img->w - mw->w || mw->y0 > img->h - mw->h))
+        if (d->mask && !mask_window_fits(*mw, img->h, img->w))
             return mr_fail(err, MR_ERR_RANGE, "visualize_render: detection %d's %dx%d mask window at %d,%d is outside "
                            "the %dx%d image", i, mw->w, mw->h, mw->x0, mw->y0, img->w, img->h);
     }

@@ -3,6 +3,7 @@
  * worked out from the definitions in the headers, not produced by the code.
  * Parity with torchvision on random inputs is in
  * tests/parity/test_ops_torchvision.py. */
+#include <limits.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -885,6 +886,15 @@ static void test_rle_window(void **state)
     assert_int_equal(rle_encode_window(row, 0, 0, -1, 1, 5, 6, cnt, &n), MR_ERR_RANGE);
     assert_int_equal(rle_encode_window(row, 99, 99, 0, 0, 5, 6, cnt, &n), MR_OK);
     assert_true(n == 1 && cnt[0] == 30);
+    /* mask_window_fits, which every window reader uses: the last fitting
+     * column and row, one past them, and origins whose sums would overflow */
+    assert_true(mask_window_fits((mr_mask_window){2, 4, 4, 1}, 5, 6));
+    assert_false(mask_window_fits((mr_mask_window){3, 4, 4, 1}, 5, 6));
+    assert_false(mask_window_fits((mr_mask_window){2, 5, 4, 1}, 5, 6));
+    assert_false(mask_window_fits((mr_mask_window){INT_MAX, 0, 1, 1}, 5, 6));
+    assert_false(mask_window_fits((mr_mask_window){0, INT_MAX, 1, INT_MAX}, 5, 6));
+    assert_true(mask_window_fits((mr_mask_window){-7, INT_MIN, 0, 3}, 5, 6)); /* empty */
+    assert_false(mask_window_fits((mr_mask_window){0, 0, 0, -1}, 5, 6));
 }
 
 int main(void)
