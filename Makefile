@@ -46,8 +46,16 @@ NVCCFLAGS  ?= -O2 -std=c++17 -Iengine -Icuda $(foreach a,$(CUDA_ARCHS),-gencode 
 # run does not map them (about 200 MB resident).
 CUDA_OBJ   := $(CUDA_SRC:%.cu=$(BUILD)/%.cu.o) $(CUDA_CSRC:%.c=$(BUILD)/%.o)
 CUDA_SO    := $(BUILD)/libdetect_cuda.so
-CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublas -lcudart -lstdc++
-CFLAGS     += -DMR_HAVE_CUDA=1 -Icuda -isystem $(CUDA_HOME)/include
+# CUDA_INC_DIRS, CUDA_LIB_DIRS: more folders for the CUDA libraries' headers
+# and libraries, after the toolkit's own, where the toolkit lacks cuDNN or
+# cuBLAS (a GPU machine whose cuDNN came with PyTorch's pip wheels:
+# tests/gpu/setup.sh finds them there).
+CUDA_INC_DIRS ?=
+CUDA_LIB_DIRS ?=
+CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 $(foreach d,$(CUDA_LIB_DIRS),-L$(d) -Wl,-rpath,$(d)) \
+              -lcudnn -lcublas -lcudart -lstdc++
+CFLAGS     += -DMR_HAVE_CUDA=1 -Icuda -isystem $(CUDA_HOME)/include $(foreach d,$(CUDA_INC_DIRS),-isystem $(d))
+NVCCFLAGS  += $(foreach d,$(CUDA_INC_DIRS),-isystem $(d))
 LDLIBS     += -ldl
 endif
 

@@ -38,27 +38,19 @@ if [ $DRY -eq 1 ]; then
         --batch 3 --jpegs 4
 fi
 
-command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
+source tests/gpu/setup.sh
 step "machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader || exit 1
 $PY -c "import torch, torchvision; print('torch', torch.__version__, 'torchvision', torchvision.__version__, \
 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version())" || exit 1
 
 step "build dependencies"
-if ! printf '#include <dnnl.h>\n#include <cjson/cJSON.h>\n#include <png.h>\n#include <stdio.h>\n#include <jpeglib.h>\n' |
-    gcc -E -x c - >/dev/null 2>&1; then
-    if compgen -G "tests/gpu/deps/*.deb" >/dev/null; then
-        for f in tests/gpu/deps/*.deb; do dpkg -x "$f" / || exit 1; done
-        ldconfig
-    else
-        echo "missing build headers: run tests/gpu/fetch_deps.sh where there is a network and carry tests/gpu/deps"
-        exit 2
-    fi
-fi
+gpu_setup_deps || exit 2
+gpu_setup_cuda || exit 2
 
 step "build (CUDA=1 CUDA_ARCHS=90, into build-gpu/)"
 export DETECT_BUILD="$PWD/build-gpu"
-if ! make -j"$(nproc)" CUDA=1 CUDA_ARCHS=90 BUILD=build-gpu all >"$WORK/build.log" 2>&1; then
+if ! gpu_build all >"$WORK/build.log" 2>&1; then
     tail -30 "$WORK/build.log"
     exit 1
 fi

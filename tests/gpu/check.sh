@@ -21,7 +21,8 @@
 # Weights are generated on the machine (tests/parity/oracle.py): only the
 # source tree travels. Build dependencies missing there (oneDNN, cJSON, png,
 # jpeg, cmocka) are unpacked from tests/gpu/deps/*.deb when carried: run
-# tests/gpu/fetch_deps.sh first and carry tests/gpu/deps.
+# tests/gpu/fetch_deps.sh first and carry tests/gpu/deps. cuDNN and cuBLAS
+# come from the toolkit, else from PyTorch's pip wheels (tests/gpu/setup.sh).
 #
 #   device run:  bash tests/gpu/check.sh   (timeout 540 s; carry tests/gpu/deps)
 #   env:         PYTHON (default python3, must have torch with CUDA),
@@ -41,7 +42,7 @@ failed=()
 step() { echo; echo "== [$(($(date +%s) - T0)) s] $*"; }
 fail() { echo "FAIL: $*"; failed+=("$*"); }
 
-command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
+source tests/gpu/setup.sh
 
 step "machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader || fail "nvidia-smi"
@@ -50,28 +51,11 @@ $PY -c "import torch, torchvision; print('torch', torch.__version__, 'torchvisio
 'cuda available', torch.cuda.is_available())" || fail "python with torch"
 
 step "build dependencies"
-missing_headers() {
-    local h
-    for h in dnnl.h cjson/cJSON.h png.h jpeglib.h cmocka.h; do
-        printf '#include <stdarg.h>\n#include <stddef.h>\n#include <stdio.h>\n#include <setjmp.h>\n#include <stdint.h>\n#include <%s>\n' "$h" |
-            gcc -E -x c - >/dev/null 2>&1 || echo "$h"
-    done
-}
-missing=$(missing_headers)
-if [ -n "$missing" ] && compgen -G "tests/gpu/deps/*.deb" >/dev/null; then
-    echo "missing: $missing; unpacking tests/gpu/deps/*.deb"
-    for f in tests/gpu/deps/*.deb; do dpkg -x "$f" / || fail "unpacking $f"; done
-    ldconfig
-    missing=$(missing_headers)
-fi
-if [ -n "$missing" ]; then
-    echo "missing headers: $missing: run tests/gpu/fetch_deps.sh where there is a network and carry tests/gpu/deps"
-    exit 2
-fi
-echo "build dependencies present"
+gpu_setup_deps || exit 2
+gpu_setup_cuda || exit 2
 
 step "build (CUDA=1 CUDA_ARCHS=90, into build-gpu/)"
-if make -j"$(nproc)" CUDA=1 CUDA_ARCHS=90 BUILD=build-gpu all build-gpu/tests/test_backend_ops >"$WORK.build.log" 2>&1; then
+if gpu_build all build-gpu/tests/test_backend_ops >"$WORK.build.log" 2>&1; then
     grep -i "warning" "$WORK.build.log" && fail "build warnings" || echo "built, no warnings"
 else
     tail -30 "$WORK.build.log"
