@@ -27,8 +27,9 @@ typedef struct {
      * blocks and fall back to their AVX2 ones on nChw8c; else 8. Set once
      * at creation (cpu_block_choose); MR_CPU_BLOCK=8 or 16 overrides. */
     int block;
-    /* Whether our own kernels (Winograd's GEMM) use AVX-512: where the CPU
-     * has it, unless MR_CPU_AVX512=0 (tests and A/B runs of the AVX2 path). */
+    /* Whether our own Winograd code (its GEMM kernel, and its transforms in
+     * the 16-channel block) uses AVX-512: where the CPU has it, unless
+     * MR_CPU_AVX512=0 (tests and A/B runs of the AVX2 path). */
     int avx512;
     void *scratch; /* oneDNN scratchpad and GEMM temporaries, grown per new shape */
     size_t scratch_size;

@@ -128,8 +128,9 @@ typedef struct {
     int cin, cout; /* multiples of block */
     int relu;
     int block;     /* x's and y's channel block, 8 or 16 (wino_forward only) */
-    int avx512;    /* non-zero: the AVX-512 GEMM kernel where the CPU has
-                      it (else, and on other CPUs, the AVX2 ones) */
+    int avx512;    /* non-zero: the AVX-512 GEMM kernel and (block 16,
+                      64-byte-aligned data) 16-lane transforms where the
+                      CPU has it; else, and on other CPUs, the AVX2 code */
 } mr_wino_params;
 
 /* Whether this CPU can run the CPU path (AVX2 and FMA). */
