@@ -94,6 +94,18 @@ typedef struct {
     /* Waits for queued work (a no-op on the CPU). */
     mr_status (*sync)(void *ctx, mr_error *err);
 
+    /* The element type of the feature maps the model plans for this
+     * backend (NULL: MR_ELEM_F32; the CPU backend). The feature maps are
+     * the network input, the backbone, FPN and RPN-conv maps, the RoIAlign
+     * outputs and the box and mask heads' hidden layers; each layer and
+     * memory op then takes and gives that type. Everything a detection op
+     * reads or writes stays MR_ELEM_F32: the RPN's logits and deltas, the
+     * box predictor's outputs, the mask logits and probabilities, boxes,
+     * scores, labels. The layers that produce those from a feature map (1x1
+     * convs, linear layers) take MR_ELEM_F16 in and give MR_ELEM_F32 out
+     * where the type is MR_ELEM_F16: the output tensor's dtype says which. */
+    mr_elem_type (*feature_dtype)(void *ctx);
+
     /* Sizes every scratch buffer from p and the layers initialised so far
      * (called once, after the last *_init). After it, an op that would need
      * more than was planned fails; it never allocates. */

@@ -82,16 +82,31 @@ typedef struct {
 typedef struct {
     plan_item item[MAX_PLAN_ITEMS];
     int count;
+    mr_elem_type feature; /* the backend's feature_dtype */
 } plan;
 
-static void plan_add(plan *p, mr_tensor *t, size_t elements, int first, int last)
+/* A tensor of `elements` of type dtype (the backend's feature type for
+ * feature maps, MR_ELEM_F32 for what detection ops read and write). */
+static void plan_add_typed(plan *p, mr_tensor *t, size_t elements, mr_elem_type dtype, int first, int last)
 {
     plan_item *it = &p->item[p->count++];
     it->t = t;
     it->t->cap = elements;
-    it->bytes = (sizeof(float) * (elements ? elements : 1) + 63) & ~(size_t)63;
+    it->t->dtype = dtype;
+    it->bytes = (mr_elem_size(dtype) * (elements ? elements : 1) + 63) & ~(size_t)63;
     it->first = first;
     it->last = last;
+}
+
+static void plan_add(plan *p, mr_tensor *t, size_t elements, int first, int last)
+{
+    plan_add_typed(p, t, elements, MR_ELEM_F32, first, last);
+}
+
+/* A feature map (backend.h, feature_dtype). */
+static void plan_feature(plan *p, mr_tensor *t, size_t elements, int first, int last)
+{
+    plan_add_typed(p, t, elements, p->feature, first, last);
 }
 
 /* Greedy placement, largest first, at the lowest offset that collides with
@@ -196,41 +211,42 @@ static mr_status plan_buffers(mr_model *m, mr_error *err)
     size_t M2 = (size_t)c->mask_head.pooler.resolution * (size_t)c->mask_head.pooler.resolution;
     size_t MD = (size_t)c->mask_head.conv_dim;
     plan p = {0};
+    p.feature = m->be.i->feature_dtype ? m->be.i->feature_dtype(m->be.ctx) : MR_ELEM_F32;
 
-    plan_add(&p, &b->input, level_area(m, 1) * 3, ST_INPUT, ST_BACKBONE);
-    plan_add(&p, &b->stem, a2 * (size_t)c->backbone.stem_out_channels, ST_BACKBONE, ST_BACKBONE);
-    plan_add(&p, &b->stem_pool, a4 * (size_t)c->backbone.stem_out_channels, ST_BACKBONE, ST_BACKBONE);
+    plan_feature(&p, &b->input, level_area(m, 1) * 3, ST_INPUT, ST_BACKBONE);
+    plan_feature(&p, &b->stem, a2 * (size_t)c->backbone.stem_out_channels, ST_BACKBONE, ST_BACKBONE);
+    plan_feature(&p, &b->stem_pool, a4 * (size_t)c->backbone.stem_out_channels, ST_BACKBONE, ST_BACKBONE);
     size_t t1 = 0;
     for (int s = 0; s < MR_STAGES; s++) {
         const mr_stage *st = &m->stage[s];
         size_t in_area = level_area(m, 4 << (s ? s - 1 : 0)), out_area = level_area(m, 4 << s);
-        plan_add(&p, &b->c[s], out_area * (size_t)st->out, ST_BACKBONE, ST_FPN);
-        plan_add(&p, &b->inner[s], out_area * (size_t)F, ST_FPN, ST_FPN);
+        plan_feature(&p, &b->c[s], out_area * (size_t)st->out, ST_BACKBONE, ST_FPN);
+        plan_feature(&p, &b->inner[s], out_area * (size_t)F, ST_FPN, ST_FPN);
         if (in_area * (size_t)st->width > t1) t1 = in_area * (size_t)st->width;
     }
-    plan_add(&p, &b->t1, t1, ST_BACKBONE, ST_BACKBONE);
-    plan_add(&p, &b->t2, t1, ST_BACKBONE, ST_BACKBONE);
+    plan_feature(&p, &b->t1, t1, ST_BACKBONE, ST_BACKBONE);
+    plan_feature(&p, &b->t2, t1, ST_BACKBONE, ST_BACKBONE);
     for (int l = 0; l < m->num_levels; l++) {
         size_t area = level_area(m, 4 << l);
-        plan_add(&p, &b->p[l], area * (size_t)F, ST_FPN, ST_MASK);
+        plan_feature(&p, &b->p[l], area * (size_t)F, ST_FPN, ST_MASK);
         plan_add(&p, &b->rpn_logits[l], area * (size_t)A, ST_RPN, ST_RPN);
         plan_add(&p, &b->rpn_deltas[l], area * (size_t)A * 4, ST_RPN, ST_RPN);
     }
-    plan_add(&p, &b->rpn_hidden, a4 * (size_t)F, ST_RPN, ST_RPN);
+    plan_feature(&p, &b->rpn_hidden, a4 * (size_t)F, ST_RPN, ST_RPN);
     plan_add(&p, &b->proposals, rois * 4, ST_RPN, ST_BOX);
     plan_add(&p, &b->proposal_scores, rois, ST_RPN, ST_BOX);
-    plan_add(&p, &b->box_feats, rois * R2 * (size_t)F, ST_BOX, ST_BOX);
-    plan_add(&p, &b->fc6, rois * (size_t)c->box_head.fc_dim, ST_BOX, ST_BOX);
-    plan_add(&p, &b->fc7, rois * (size_t)c->box_head.fc_dim, ST_BOX, ST_BOX);
+    plan_feature(&p, &b->box_feats, rois * R2 * (size_t)F, ST_BOX, ST_BOX);
+    plan_feature(&p, &b->fc6, rois * (size_t)c->box_head.fc_dim, ST_BOX, ST_BOX);
+    plan_feature(&p, &b->fc7, rois * (size_t)c->box_head.fc_dim, ST_BOX, ST_BOX);
     plan_add(&p, &b->class_logits, rois * (size_t)K, ST_BOX, ST_BOX);
     plan_add(&p, &b->box_deltas, rois * (size_t)K * 4, ST_BOX, ST_BOX);
     plan_add(&p, &b->detections, dets * 4, ST_BOX, ST_PASTE);
     plan_add(&p, &b->detection_scores, dets, ST_BOX, ST_PASTE);
     plan_add(&p, &b->detection_labels, dets, ST_BOX, ST_PASTE);
-    plan_add(&p, &b->mask_feats, dets * M2 * (size_t)F, ST_MASK, ST_MASK);
-    plan_add(&p, &b->mask_a, dets * M2 * MD, ST_MASK, ST_MASK);
-    plan_add(&p, &b->mask_b, dets * M2 * MD, ST_MASK, ST_MASK);
-    plan_add(&p, &b->mask_up, dets * 4 * M2 * MD, ST_MASK, ST_MASK);
+    plan_feature(&p, &b->mask_feats, dets * M2 * (size_t)F, ST_MASK, ST_MASK);
+    plan_feature(&p, &b->mask_a, dets * M2 * MD, ST_MASK, ST_MASK);
+    plan_feature(&p, &b->mask_b, dets * M2 * MD, ST_MASK, ST_MASK);
+    plan_feature(&p, &b->mask_up, dets * 4 * M2 * MD, ST_MASK, ST_MASK);
     /* every class's logits only where the backend has no mask_class_probs */
     plan_add(&p, &b->mask_logits, m->mask_logits ? dets * 4 * M2 * (size_t)K : 0, ST_MASK, ST_MASK);
     plan_add(&p, &b->mask_probs, dets * 4 * M2, ST_MASK, ST_PASTE);

@@ -1,4 +1,5 @@
-/* A dense float32 tensor. Activations are NHWC: element (n, y, x, ch) sits at
+/* A dense tensor, float32 unless a backend asks for fp16 features (below).
+ * Activations are NHWC: element (n, y, x, ch) sits at
  * ((n*h + y)*w + x)*c + ch. oneDNN's fastest CPU convolutions and tensor-core
  * GPU convolutions both work in NHWC, so the whole network stays in it and
  * nothing is reordered between layers. A 2-D array (boxes [N,4], logits
@@ -9,10 +10,20 @@
 
 #include <stddef.h>
 
+/* What `data` holds. MR_ELEM_F16 (IEEE binary16) only where a backend's
+ * feature_dtype asks for it (the CUDA backend's --precision fp16), and only
+ * for the feature maps between layers (backend.h says which); boxes,
+ * scores, logits and masks are always MR_ELEM_F32. `data` keeps its float type
+ * so that the CPU code, which never sees MR_ELEM_F16, reads as before. */
+typedef enum { MR_ELEM_F32 = 0, MR_ELEM_F16 = 1 } mr_elem_type;
+
+static inline size_t mr_elem_size(mr_elem_type t) { return t == MR_ELEM_F16 ? 2 : 4; }
+
 typedef struct {
     float *data;
     int n, h, w, c;
-    size_t cap; /* elements allocated at data; n*h*w*c never exceeds it */
+    size_t cap;     /* elements allocated at data; n*h*w*c never exceeds it */
+    mr_elem_type dtype; /* MR_ELEM_F32 (0) unless planned otherwise */
 } mr_tensor;
 
 static inline size_t mr_tensor_numel(const mr_tensor *t)
@@ -22,7 +33,7 @@ static inline size_t mr_tensor_numel(const mr_tensor *t)
 
 static inline mr_tensor mr_tensor_make(float *data, int n, int h, int w, int c)
 {
-    mr_tensor t = {data, n, h, w, c, (size_t)n * (size_t)h * (size_t)w * (size_t)c};
+    mr_tensor t = {data, n, h, w, c, (size_t)n * (size_t)h * (size_t)w * (size_t)c, MR_ELEM_F32};
     return t;
 }
 
