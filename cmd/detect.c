@@ -73,7 +73,8 @@ static mr_status create_cuda(run_state *r, int index, char *why, size_t why_len,
         snprintf(why, why_len, "no CUDA device (%s)", reason);
         return MR_ERR_UNSUPPORTED;
     }
-    mr_cuda_params p = {index, 0, !r->opt.no_fold};
+    mr_cuda_params p = {index, 0, !r->opt.no_fold, 0};
+    p.fp16 = r->opt.precision && strcmp(r->opt.precision, "fp16") == 0;
     p.tf32 = r->opt.precision ? strcmp(r->opt.precision, "tf32") == 0 : backend_cuda_has_tf32(index);
     mr_error e = {0};
     mr_status st = backend_cuda_create_ex(&r->be, &p, &e);
@@ -86,13 +87,22 @@ static mr_status create_cuda(run_state *r, int index, char *why, size_t why_len,
 }
 #endif
 
+static mr_status create_cpu(run_state *r, mr_error *err)
+{
+    /* the CPU computes in fp32 whatever --precision asks of a GPU */
+    if (r->opt.precision && strcmp(r->opt.precision, "fp32") != 0)
+        fprintf(stderr, "detect: notice: --precision %s applies to the GPU; the CPU computes in fp32\n",
+                r->opt.precision);
+    return backend_cpu_create(&r->be, r->opt.threads, err);
+}
+
 /* --device: cpu; cuda[:N] (a notice and the CPU when there is no usable
  * GPU); by default the GPU when there is one, silently the CPU otherwise. */
 static mr_status create_backend(run_state *r, mr_error *err)
 {
     const char *dev = r->opt.device;
     int index = 0;
-    if (dev && strcmp(dev, "cpu") == 0) return backend_cpu_create(&r->be, r->opt.threads, err);
+    if (dev && strcmp(dev, "cpu") == 0) return create_cpu(r, err);
     if (dev) {
         char *end = NULL;
         int ok = strncmp(dev, "cuda", 4) == 0 && (dev[4] == '\0' || dev[4] == ':');
@@ -112,7 +122,7 @@ static mr_status create_backend(run_state *r, mr_error *err)
     (void)index;
     if (dev) fprintf(stderr, "detect: notice: --device %s: this build has no CUDA backend; running on the CPU\n", dev);
 #endif
-    return backend_cpu_create(&r->be, r->opt.threads, err);
+    return create_cpu(r, err);
 }
 
 /* Applies --score-thresh, --max-dets and --classes to the config. */

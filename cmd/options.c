@@ -17,7 +17,8 @@ static void usage(FILE *f)
             "  --config FILE        model config (default configs/mask_rcnn_R-101-FPN_torchvision.json)\n"
             "  --weights FILE       converted weights, .safetensors (default model.safetensors)\n"
             "  --device DEV         cpu | cuda | cuda:N (default: cuda when a GPU is present, else cpu)\n"
-            "  --precision P        GPU math: fp32 | tf32 (default: tf32 on GPUs that have it)\n"
+            "  --precision P        GPU math: fp32 | tf32 | fp16 (default: tf32 on GPUs that have it;\n"
+            "                       fp16: fp16 weights and feature maps, tensor cores, fp32 boxes and scores)\n"
             "  --no-fold            GPU: batchnorm as its own AffineChannel pass, not folded (comparison)\n"
             "  --threads N          CPU threads (default: all cores)\n"
             "  --score-thresh X     minimum score, 0..1 (default: the config's box_head.score_thresh)\n"
@@ -94,8 +95,8 @@ int options_parse(int argc, char **argv, options *o)
         case O_WEIGHTS: o->weights_path = optarg; break;
         case O_DEVICE: o->device = optarg; break;
         case O_PRECISION:
-            if (strcmp(optarg, "fp32") != 0 && strcmp(optarg, "tf32") != 0) {
-                fprintf(stderr, "detect: --precision: expected fp32 or tf32, got \"%s\"\n", optarg);
+            if (strcmp(optarg, "fp32") != 0 && strcmp(optarg, "tf32") != 0 && strcmp(optarg, "fp16") != 0) {
+                fprintf(stderr, "detect: --precision: expected fp32, tf32 or fp16, got \"%s\"\n", optarg);
                 return 2;
             }
             o->precision = optarg;

@@ -7,7 +7,7 @@
 typedef struct {
     const char *config_path, *weights_path;
     const char *device;      /* NULL: the GPU when there is one (and the CUDA backend is built), else cpu */
-    const char *precision;   /* fp32 | tf32 (GPU only); NULL: tf32 where the GPU has it */
+    const char *precision;   /* fp32 | tf32 | fp16 (GPU only); NULL: tf32 where the GPU has it */
     int no_fold;             /* GPU only: batchnorm as a separate AffineChannel pass */
     const char *json_path, *coco_path, *output_dir, *profile_json;
     const char *classes;     /* comma-separated class names, or NULL for all */

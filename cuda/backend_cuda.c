@@ -185,6 +185,8 @@ static mr_status cuda_sync(void *vctx, mr_error *err)
     return e == cudaSuccess ? MR_OK : cuda_fail(err, "sync", "a queued kernel (set MR_CUDA_SYNC=1 to name it)", e);
 }
 
+static mr_elem_type cuda_feature_dtype(void *vctx) { return cuda_feature_type(vctx); }
+
 static void cuda_destroy(void *vctx)
 {
     cuda_ctx *c = vctx;
@@ -211,6 +213,7 @@ static const mr_backend_i cuda_backend_i = {
     .copy_to_device = cuda_copy_to_device,
     .copy_to_host = cuda_copy_to_host,
     .sync = cuda_sync,
+    .feature_dtype = cuda_feature_dtype,
     .plan = cuda_plan,
     .conv_init = cuda_conv_init,
     .conv_init_affine = cuda_conv_init_affine,
@@ -253,6 +256,16 @@ static int cuda_has_tf32(int device)
     return major >= 8;
 }
 
+static int cuda_has_fp16_tensor_cores(int device)
+{
+    int major = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return major >= 7;
+}
+
 static int env_flag(const char *name, int dflt)
 {
     const char *v = getenv(name);
@@ -267,12 +280,16 @@ static mr_status cuda_create(mr_backend *out, const mr_cuda_params *p, mr_error 
     if (count == 0) return mr_fail(err, MR_ERR_BACKEND, "no CUDA device: %s", why);
     if (p->device < 0 || p->device >= count)
         return mr_fail(err, MR_ERR_CONFIG, "cuda:%d: no such device (%d present)", p->device, count);
-    if (p->tf32 && !cuda_has_tf32(p->device))
+    if (p->tf32 && !p->fp16 && !cuda_has_tf32(p->device))
         return mr_fail(err, MR_ERR_UNSUPPORTED, "cuda:%d: TF32 needs compute capability 8.0 or later", p->device);
+    if (p->fp16 && !cuda_has_fp16_tensor_cores(p->device))
+        return mr_fail(err, MR_ERR_UNSUPPORTED, "cuda:%d: --precision fp16 needs fp16 tensor cores (compute "
+                       "capability 7.0 or later)", p->device);
     cuda_ctx *c = calloc(1, sizeof *c);
     if (!c) return mr_fail(err, MR_ERR_OOM, "out of memory");
     c->device = p->device;
-    c->tf32 = p->tf32;
+    c->fp16 = p->fp16;
+    c->tf32 = p->fp16 ? 0 : p->tf32; /* fp16 runs every layer in fp16; no fp32 GEMM is left for TF32 */
     c->fold = p->fold_affine;
     c->sync_each = env_flag("MR_CUDA_SYNC", 0);
     c->fuse_z = env_flag("MR_CUDA_FUSED_Z", 0);

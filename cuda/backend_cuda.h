@@ -27,6 +27,9 @@ typedef struct {
     int tf32;        /* 1: TF32 tensor-core math in cuDNN and cuBLAS (sm_80 and later); 0: strict fp32 */
     int fold_affine; /* 1: batchnorm folded into the conv (cuDNN's fused conv + bias + ReLU, residual as z);
                         0: conv without bias, then one AffineChannel kernel per conv (--no-fold) */
+    int fp16;        /* 1 (--precision fp16): weights and feature maps in fp16, NHWC, tensor cores with
+                        fp32 accumulation; boxes, scores and logits stay fp32 (backend.h feature_dtype).
+                        tf32 is then ignored */
 } mr_cuda_params;
 
 /* Strict fp32, folded affine: the setting the parity tests use. Fails with
@@ -49,7 +52,7 @@ int backend_cuda_library_loads(char *why, size_t why_len);
 /* What libdetect_cuda.so exports: mr_cuda_backend_entry() returns this
  * table (the version guards against a stale library beside a newer
  * binary). */
-#define MR_CUDA_ENTRY_VERSION 1
+#define MR_CUDA_ENTRY_VERSION 2 /* 2: mr_cuda_params.fp16 */
 typedef struct {
     int version;
     int (*device_count)(char *why, size_t why_len);

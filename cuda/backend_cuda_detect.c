@@ -52,6 +52,7 @@ mr_status cuda_mask_probs(void *vctx, const mr_tensor *logits, const mr_tensor *
 {
     cuda_ctx *c = vctx;
     int D = logits->n, K = logits->c;
+    MR_TRY(cuda_need_f32("mask_probs", logits, "the logits", err));
     if (labels->n != D)
         return mr_fail(err, MR_ERR_SHAPE, "mask_probs: %d logits, %d labels do not match", D, labels->n);
     MR_TRY(cuda_host_reserve(c, sizeof(float) * (size_t)(D > 0 ? D : 1), "mask_probs", err));
@@ -116,6 +117,8 @@ mr_status cuda_mask_paste(void *vctx, const mr_mask_paste_params *p, const mr_te
     if (img_h < 0 || img_w < 0) return mr_fail(err, MR_ERR_RANGE, "%s: image size %dx%d is negative", op, img_h, img_w);
     int D = probs->n;
     size_t M = (size_t)p->mask_size;
+    MR_TRY(cuda_need_f32(op, probs, "the mask probabilities", err));
+    MR_TRY(cuda_need_f32(op, boxes, "the boxes", err));
     if (boxes->n != probs->n)
         return mr_fail(err, MR_ERR_SHAPE, "%s: %d masks, %d boxes do not match", op, probs->n, boxes->n);
     if ((size_t)probs->h * (size_t)probs->w * (size_t)probs->c != M * M)

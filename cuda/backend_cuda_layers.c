@@ -33,10 +33,20 @@
  *    going through d_tmp. Convs without a normalisation run as plain convs
  *    plus a bias pass.
  *
- * Linear layers and the 2x2 transposed convolution are cuBLAS sgemms with
- * their bias/ReLU (and depth-to-space) in one kernel after. TF32 tensor-core
- * math is used only when the context asks for it; otherwise cuDNN is held
- * to CUDNN_FMA_MATH (CUDNN_DEFAULT_MATH would allow TF32 on sm_80+). */
+ * TF32 tensor-core math is used only when the context asks for it;
+ * otherwise cuDNN is held to CUDNN_FMA_MATH (CUDNN_DEFAULT_MATH would allow
+ * TF32 on sm_80+).
+ *
+ * fp16 (--precision fp16): weights are uploaded as halves, the tensors'
+ * descriptors are CUDNN_DATA_HALF and the convolution's compute type stays
+ * CUDNN_DATA_FLOAT (cuDNN's PSEUDO_HALF configuration: fp16 in and out,
+ * fp32 accumulation), on tensor cores (CUDNN_TENSOR_OP_MATH). The fused
+ * call takes its bias as halves (d_bias_h); the two-pass form's affine
+ * pass reads the float bias. A 1x1 conv whose output is fp32 (the RPN's
+ * logits and deltas, the mask logits) is a GEMM (backend_cuda_gemm.c).
+ *
+ * Linear layers and the 2x2 transposed convolution are in
+ * backend_cuda_gemm.c. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +54,7 @@
 
 #include "affine_fold.h"
 #include "cuda_internal.h"
+#include "half.h"
 
 /* Largest cuDNN workspace an algorithm may ask for. */
 #define CUDA_WS_LIMIT ((size_t)1 << 30)
@@ -54,7 +65,7 @@
         if (s_ != CUDNN_STATUS_SUCCESS) return cudnn_fail(err, l->name, what, s_);  \
     } while (0)
 
-static mr_layer *layer_new(cuda_layer_kind kind, const char *name)
+mr_layer *cuda_layer_new(cuda_layer_kind kind, const char *name)
 {
     mr_layer *l = calloc(1, sizeof *l);
     if (!l) return NULL;
@@ -83,50 +94,89 @@ void cuda_layer_free(void *vctx, mr_layer *l)
     if (l->identity_desc) cudnnDestroyActivationDescriptor(l->identity_desc);
     cudaFree(l->d_w);
     cudaFree(l->d_bias);
+    cudaFree(l->d_bias_h);
     cudaFree(l->d_scale);
     free(l);
 }
 
-/* Copies `count` host floats into a new device array (load time only). */
-static mr_status upload(cuda_ctx *c, const char *name, const float *h, size_t count, float **out, mr_error *err)
+/* `bytes` of host memory into a new device array (load time only). */
+static mr_status upload_bytes(cuda_ctx *c, const char *name, const void *h, size_t bytes, void **out, mr_error *err)
 {
     void *d = NULL;
     char what[160];
     snprintf(what, sizeof what, "the weights of %s", name);
-    MR_TRY(cuda_alloc(c, &d, count * sizeof(float), what, err));
+    MR_TRY(cuda_alloc(c, &d, bytes, what, err));
     *out = d;
-    cudaError_t e = cudaMemcpyAsync(d, h, count * sizeof(float), cudaMemcpyHostToDevice, c->stream);
+    cudaError_t e = cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, c->stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
     return e == cudaSuccess ? MR_OK : cuda_fail(err, name, "weight upload", e);
 }
 
-/* Bias (or zeros when NULL) into the layer. */
-static mr_status upload_bias(cuda_ctx *c, mr_layer *l, const float *bias, int n, mr_error *err)
+mr_status cuda_upload_floats(cuda_ctx *c, const char *name, const float *h, size_t count, float **out, mr_error *err)
+{
+    void *d = NULL;
+    mr_status st = upload_bytes(c, name, h, count * sizeof(float), &d, err);
+    *out = d;
+    return st;
+}
+
+/* Halves of `count` floats, uploaded (the host copy freed again). */
+static mr_status upload_halves(cuda_ctx *c, const char *name, const float *h, size_t count, void **out, mr_error *err)
+{
+    uint16_t *halves = malloc(sizeof(uint16_t) * (count ? count : 1));
+    if (!halves) return mr_fail(err, MR_ERR_OOM, "%s: out of memory", name);
+    mr_floats_to_halves(h, halves, count);
+    mr_status st = upload_bytes(c, name, halves, count * sizeof(uint16_t), out, err);
+    free(halves);
+    return st;
+}
+
+mr_status cuda_upload_weights(cuda_ctx *c, const char *name, const float *h, size_t count, void **out, mr_error *err)
+{
+    if (c->fp16) return upload_halves(c, name, h, count, out, err);
+    return upload_bytes(c, name, h, count * sizeof(float), out, err);
+}
+
+mr_status cuda_upload_bias(cuda_ctx *c, mr_layer *l, const float *bias, int n, mr_error *err)
 {
     float *zeros = NULL;
     if (!bias) {
         zeros = calloc((size_t)n + 1, sizeof(float));
         if (!zeros) return mr_fail(err, MR_ERR_OOM, "%s: out of memory", l->name);
     }
-    mr_status st = upload(c, l->name, bias ? bias : zeros, (size_t)n, &l->d_bias, err);
+    const float *b = bias ? bias : zeros;
+    mr_status st = cuda_upload_floats(c, l->name, b, (size_t)n, &l->d_bias, err);
+    if (st == MR_OK && c->fp16) st = upload_halves(c, l->name, b, (size_t)n, &l->d_bias_h, err);
     free(zeros);
     return st;
 }
 
-static mr_status conv_descriptors(mr_layer *l, mr_error *err)
+/* cuDNN's type of the context's feature maps and weights. */
+static cudnnDataType_t dnn_type(const cuda_ctx *c) { return c->fp16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT; }
+
+/* The math every algorithm may use: strict fp32 holds cuDNN to FMA math;
+ * TF32 and fp16 allow tensor cores. */
+static cudnnMathType_t base_math(const cuda_ctx *c)
+{
+    if (c->fp16) return CUDNN_TENSOR_OP_MATH;
+    return c->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+}
+
+static mr_status conv_descriptors(const cuda_ctx *c, mr_layer *l, mr_error *err)
 {
     const mr_conv_params *p = &l->conv;
     DNN_TRY(cudnnCreateFilterDescriptor(&l->w_desc), "filter descriptor");
-    DNN_TRY(cudnnSetFilter4dDescriptor(l->w_desc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, p->cout, p->cin / p->groups,
+    DNN_TRY(cudnnSetFilter4dDescriptor(l->w_desc, dnn_type(c), CUDNN_TENSOR_NHWC, p->cout, p->cin / p->groups,
                                        p->kh, p->kw),
             "filter descriptor");
     DNN_TRY(cudnnCreateConvolutionDescriptor(&l->conv_desc), "convolution descriptor");
     DNN_TRY(cudnnSetConvolution2dDescriptor(l->conv_desc, p->pad, p->pad, p->stride, p->stride, p->dilation,
-                                            p->dilation, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                                            p->dilation, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT), /* accumulate in fp32 */
             "convolution descriptor");
     DNN_TRY(cudnnSetConvolutionGroupCount(l->conv_desc, p->groups), "group count");
     DNN_TRY(cudnnCreateTensorDescriptor(&l->bias_desc), "bias descriptor");
-    DNN_TRY(cudnnSetTensor4dDescriptor(l->bias_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, p->cout, 1, 1),
+    /* the bias has y's type (fp16: cuDNN's PSEUDO_HALF configuration, fp32 accumulation) */
+    DNN_TRY(cudnnSetTensor4dDescriptor(l->bias_desc, CUDNN_TENSOR_NCHW, dnn_type(c), 1, p->cout, 1, 1),
             "bias descriptor");
     /* NaN propagates through the ReLU, as on the CPU. */
     DNN_TRY(cudnnCreateActivationDescriptor(&l->relu_desc), "activation descriptor");
@@ -155,7 +205,7 @@ static mr_status conv_init(cuda_ctx *c, const char *name, const mr_conv_params *
     int cpg = p->cin / p->groups, K = p->kh * p->kw;
     size_t per_out = (size_t)cpg * (size_t)K, count = per_out * (size_t)p->cout, cout = (size_t)p->cout;
     int fold = scale && c->fold, keep = scale && !c->fold;
-    mr_layer *l = layer_new(CUDA_LAYER_CONV, name);
+    mr_layer *l = cuda_layer_new(CUDA_LAYER_CONV, name);
     /* OHWI weights, then (folding) the folded OIHW weights, then the bias */
     float *ohwi = malloc(sizeof(float) * (count + (fold ? count : 0) + cout + 1));
     if (!l || !ohwi) {
@@ -175,11 +225,11 @@ static mr_status conv_init(cuda_ctx *c, const char *name, const mr_conv_params *
     for (size_t o = 0; o < cout; o++)
         for (int i = 0; i < cpg; i++)
             for (int k = 0; k < K; k++) ohwi[o * per_out + (size_t)k * cpg + i] = src[o * per_out + (size_t)i * K + k];
-    mr_status st = upload(c, name, ohwi, count, &l->d_w, err);
-    if (st == MR_OK) st = upload_bias(c, l, scale ? b : bias, p->cout, err);
-    if (st == MR_OK && keep) st = upload(c, name, scale, cout, &l->d_scale, err);
+    mr_status st = cuda_upload_weights(c, name, ohwi, count, &l->d_w, err);
+    if (st == MR_OK) st = cuda_upload_bias(c, l, scale ? b : bias, p->cout, err);
+    if (st == MR_OK && keep) st = cuda_upload_floats(c, name, scale, cout, &l->d_scale, err);
     free(ohwi);
-    if (st == MR_OK) st = conv_descriptors(l, err);
+    if (st == MR_OK) st = conv_descriptors(c, l, err);
     if (st == MR_OK) st = conv_plan_need(c, l, err);
     if (st != MR_OK) {
         cuda_layer_free(c, l);
@@ -228,11 +278,12 @@ static int algo_inexact(cudnnConvolutionFwdAlgo_t a)
 }
 
 /* Picks the algorithm for this entry (e->fused may be cleared). Strict fp32
- * keeps every algorithm on CUDNN_FMA_MATH and off FFT/Winograd; TF32 takes
- * the heuristic's choice and math. */
+ * keeps every algorithm on CUDNN_FMA_MATH and off FFT/Winograd; TF32 and
+ * fp16 take the heuristic's choice and math. */
 static mr_status choose_algo(cuda_ctx *c, mr_layer *l, cuda_conv_entry *e, mr_error *err)
 {
-    cudnnMathType_t base = c->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+    cudnnMathType_t base = base_math(c);
+    int strict = !c->tf32 && !c->fp16;
     if (e->fused && !l->conv.relu) {
         /* IDENTITY activation: only IMPLICIT_PRECOMP_GEMM implements it */
         if (algo_usable(c, l, e, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, base)) return MR_OK;
@@ -246,8 +297,8 @@ static mr_status choose_algo(cuda_ctx *c, mr_layer *l, cuda_conv_entry *e, mr_er
             "algorithm heuristic");
     for (int i = 0; i < found; i++) {
         if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
-        if (!c->tf32 && algo_inexact(perf[i].algo)) continue;
-        if (algo_usable(c, l, e, perf[i].algo, c->tf32 ? perf[i].mathType : CUDNN_FMA_MATH)) return MR_OK;
+        if (strict && algo_inexact(perf[i].algo)) continue;
+        if (algo_usable(c, l, e, perf[i].algo, strict ? CUDNN_FMA_MATH : perf[i].mathType)) return MR_OK;
     }
     /* IMPLICIT_GEMM supports every configuration and needs no workspace. */
     if (algo_usable(c, l, e, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, base)) return MR_OK;
@@ -280,9 +331,9 @@ static mr_status conv_entry_get(cuda_ctx *c, mr_layer *l, const mr_tensor *x, co
     e->accumulate = accumulate;
     DNN_TRY(cudnnCreateTensorDescriptor(&e->x_desc), "tensor descriptor");
     DNN_TRY(cudnnCreateTensorDescriptor(&e->y_desc), "tensor descriptor");
-    DNN_TRY(cudnnSetTensor4dDescriptor(e->x_desc, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, x->n, x->c, x->h, x->w),
+    DNN_TRY(cudnnSetTensor4dDescriptor(e->x_desc, CUDNN_TENSOR_NHWC, dnn_type(c), x->n, x->c, x->h, x->w),
             "input descriptor");
-    DNN_TRY(cudnnSetTensor4dDescriptor(e->y_desc, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, y->n, y->c, y->h, y->w),
+    DNN_TRY(cudnnSetTensor4dDescriptor(e->y_desc, CUDNN_TENSOR_NHWC, dnn_type(c), y->n, y->c, y->h, y->w),
             "output descriptor");
     e->fused = c->fold && !l->d_scale && (!accumulate || c->fuse_z);
     MR_TRY(choose_algo(c, l, e, err));
@@ -333,9 +384,9 @@ static mr_status conv_plan_shapes(cuda_ctx *c, mr_layer *l, mr_error *err)
             cudnnStatus_t s = cudnnCreateTensorDescriptor(&e.x_desc);
             if (s == CUDNN_STATUS_SUCCESS) s = cudnnCreateTensorDescriptor(&e.y_desc);
             if (s == CUDNN_STATUS_SUCCESS)
-                s = cudnnSetTensor4dDescriptor(e.x_desc, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, e.n, p->cin, h, w);
+                s = cudnnSetTensor4dDescriptor(e.x_desc, CUDNN_TENSOR_NHWC, dnn_type(c), e.n, p->cin, h, w);
             if (s == CUDNN_STATUS_SUCCESS)
-                s = cudnnSetTensor4dDescriptor(e.y_desc, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, e.n, p->cout, oh, ow);
+                s = cudnnSetTensor4dDescriptor(e.y_desc, CUDNN_TENSOR_NHWC, dnn_type(c), e.n, p->cout, oh, ow);
             st = s == CUDNN_STATUS_SUCCESS ? choose_algo(c, l, &e, err)
                                            : cudnn_fail(err, l->name, "descriptors at the largest input", s);
             if (st == MR_OK && e.ws_bytes > c->need_ws) c->need_ws = e.ws_bytes;
@@ -349,7 +400,7 @@ static mr_status conv_plan_shapes(cuda_ctx *c, mr_layer *l, mr_error *err)
 /* cudnnConvolutionForward with the entry's algorithm. Until cuDNN has
  * accepted the entry once, a refusal switches it to IMPLICIT_GEMM (which
  * implements every configuration) and retries. */
-static mr_status conv_forward(cuda_ctx *c, mr_layer *l, cuda_conv_entry *e, const mr_tensor *x, float *dst,
+static mr_status conv_forward(cuda_ctx *c, mr_layer *l, cuda_conv_entry *e, const mr_tensor *x, void *dst,
                               float beta, mr_error *err)
 {
     const float alpha = 1.0f;
@@ -362,8 +413,7 @@ static mr_status conv_forward(cuda_ctx *c, mr_layer *l, cuda_conv_entry *e, cons
             return MR_OK;
         }
         if (e->verified || e->algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM ||
-            !algo_usable(c, l, e, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
-                         c->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH))
+            !algo_usable(c, l, e, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, base_math(c)))
             return cudnn_fail(err, l->name, "convolution", s);
         MR_TRY(cuda_reserve(c, &c->d_ws, &c->ws_size, e->ws_bytes, l->name, err));
     }
@@ -377,19 +427,19 @@ static mr_status conv_two_pass(cuda_ctx *c, mr_layer *l, cuda_conv_entry *e, con
                                int accumulate, mr_error *err)
 {
     size_t numel = mr_tensor_numel(y);
-    float *dst = y->data;
-    const float *residual = NULL;
+    void *dst = y->data;
+    const void *residual = NULL;
     float beta = 0.0f;
     if (accumulate && !l->d_scale) {
         beta = 1.0f;
     } else if (accumulate) {
-        MR_TRY(cuda_reserve(c, (void **)&c->d_tmp, &c->tmp_size, numel * sizeof(float), l->name, err));
+        MR_TRY(cuda_reserve(c, (void **)&c->d_tmp, &c->tmp_size, numel * mr_elem_size(y->dtype), l->name, err));
         dst = c->d_tmp;
         residual = y->data;
     }
     MR_TRY(conv_forward(c, l, e, x, dst, beta, err));
     MR_TRY(cuda_after_launch(c, l->name, err));
-    MR_TRY(cuda_affine_launch(c->stream, l->name, y->data, dst, l->d_scale, l->d_bias, residual,
+    MR_TRY(cuda_affine_launch(c->stream, l->name, y->dtype, y->data, dst, l->d_scale, l->d_bias, residual,
                               numel / (size_t)y->c, y->c, l->conv.relu, err));
     return cuda_after_launch(c, l->name, err);
 }
@@ -406,6 +456,10 @@ mr_status cuda_conv(void *vctx, mr_layer *l, const mr_tensor *x, mr_tensor *y, i
     if (y->h != oh || y->w != ow)
         return mr_fail(err, MR_ERR_SHAPE, "%s: a %dx%d input gives a %dx%d output, not %dx%d", l->name, x->h, x->w, oh,
                        ow, y->h, y->w);
+    if (x->dtype != cuda_feature_type(c))
+        return mr_fail(err, MR_ERR_SHAPE, "%s: the input is %s, the context's feature maps are %s", l->name,
+                       x->dtype == MR_ELEM_F16 ? "fp16" : "fp32", c->fp16 ? "fp16" : "fp32");
+    if (y->dtype != x->dtype) return cuda_conv1x1_to_f32(c, l, x, y, accumulate, err);
     if (x->n == 0 || oh <= 0 || ow <= 0) return MR_OK;
     cuda_conv_entry *e = NULL;
     MR_TRY(conv_entry_get(c, l, x, y, accumulate, &e, err));
@@ -415,7 +469,8 @@ mr_status cuda_conv(void *vctx, mr_layer *l, const mr_tensor *x, mr_tensor *y, i
     DNN_TRY(cudnnSetConvolutionMathType(l->conv_desc, e->math), "math type");
     cudnnStatus_t s = cudnnConvolutionBiasActivationForward(
         c->cudnn, &alpha1, e->x_desc, x->data, l->w_desc, l->d_w, l->conv_desc, e->algo, c->d_ws, e->ws_bytes,
-        &alpha2, e->y_desc, y->data, l->bias_desc, l->d_bias, p->relu ? l->relu_desc : l->identity_desc, e->y_desc,
+        &alpha2, e->y_desc, y->data, l->bias_desc, c->fp16 ? l->d_bias_h : (void *)l->d_bias,
+        p->relu ? l->relu_desc : l->identity_desc, e->y_desc,
         y->data);
     if (s != CUDNN_STATUS_SUCCESS && !e->verified) {
         /* refused for this shape (NOT_SUPPORTED, or a parameter combination
@@ -427,101 +482,5 @@ mr_status cuda_conv(void *vctx, mr_layer *l, const mr_tensor *x, mr_tensor *y, i
     }
     if (s != CUDNN_STATUS_SUCCESS) return cudnn_fail(err, l->name, "fused convolution", s);
     e->verified = 1;
-    return cuda_after_launch(c, l->name, err);
-}
-
-mr_status cuda_linear_init(void *vctx, const char *name, const mr_linear_params *p, const float *w,
-                           const float *bias, mr_layer **out, mr_error *err)
-{
-    cuda_ctx *c = vctx;
-    if (p->in < 1 || p->out < 1)
-        return mr_fail(err, MR_ERR_SHAPE, "%s: a linear layer needs positive sizes, got %d->%d", name, p->in, p->out);
-    mr_layer *l = layer_new(CUDA_LAYER_LINEAR, name);
-    if (!l) return mr_fail(err, MR_ERR_OOM, "%s: out of memory", name);
-    l->linear = *p;
-    mr_status st = upload(c, name, w, (size_t)p->in * (size_t)p->out, &l->d_w, err);
-    if (st == MR_OK) st = upload_bias(c, l, bias, p->out, err);
-    if (st != MR_OK) {
-        cuda_layer_free(c, l);
-        return st;
-    }
-    *out = l;
-    return MR_OK;
-}
-
-mr_status cuda_linear(void *vctx, mr_layer *l, const mr_tensor *x, mr_tensor *y, mr_error *err)
-{
-    cuda_ctx *c = vctx;
-    const mr_linear_params *p = &l->linear;
-    int rows = x->n;
-    if ((size_t)x->h * x->w * x->c != (size_t)p->in || (size_t)y->h * y->w * y->c != (size_t)p->out || y->n != rows)
-        return mr_fail(err, MR_ERR_SHAPE, "%s: input/output sizes do not match %d->%d", l->name, p->in, p->out);
-    if (rows == 0) return MR_OK;
-    /* Row-major y[rows,out] = x[rows,in] * W[out,in]^T is, column-major,
-     * y^T (out x rows) = W^T-as-stored (op T of the in x out matrix) * x^T. */
-    const float one = 1.0f, zero = 0.0f;
-    cublasStatus_t s = cublasSgemm(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, p->out, rows, p->in, &one, l->d_w, p->in,
-                                   x->data, p->in, &zero, y->data, p->out);
-    if (s != CUBLAS_STATUS_SUCCESS) return cublas_fail(err, l->name, "sgemm", s);
-    MR_TRY(cuda_after_launch(c, l->name, err));
-    MR_TRY(cuda_affine_launch(c->stream, l->name, y->data, y->data, NULL, l->d_bias, NULL, (size_t)rows, p->out,
-                              p->relu, err));
-    return cuda_after_launch(c, l->name, err);
-}
-
-mr_status cuda_deconv2x2_init(void *vctx, const char *name, const mr_deconv2x2_params *p, const float *w,
-                              const float *bias, mr_layer **out, mr_error *err)
-{
-    cuda_ctx *c = vctx;
-    if (p->cin < 1 || p->cout < 1)
-        return mr_fail(err, MR_ERR_SHAPE, "%s: a deconv needs positive channels, got %d->%d", name, p->cin, p->cout);
-    size_t cin = (size_t)p->cin, cout = (size_t)p->cout;
-    mr_layer *l = layer_new(CUDA_LAYER_DECONV2X2, name);
-    float *wk = malloc(sizeof(float) * cin * 4 * cout);
-    if (!l || !wk) {
-        free(l);
-        free(wk);
-        return mr_fail(err, MR_ERR_OOM, "%s: out of memory", name);
-    }
-    l->deconv = *p;
-    /* [cin, cout, 2, 2] -> [cin, k*cout + co], k = ki*2 + kj: one GEMM gives all four taps. */
-    for (size_t ci = 0; ci < cin; ci++)
-        for (size_t co = 0; co < cout; co++)
-            for (size_t k = 0; k < 4; k++) wk[ci * 4 * cout + k * cout + co] = w[(ci * cout + co) * 4 + k];
-    mr_status st = upload(c, name, wk, cin * 4 * cout, &l->d_w, err);
-    free(wk);
-    /* the GEMM's [n*h*w, 4*cout] output, in d_tmp, at the largest input */
-    size_t tmp = sizeof(float) * (size_t)(p->max_n > 0 ? p->max_n : 0) * (size_t)(p->max_h > 0 ? p->max_h : 0) *
-                 (size_t)(p->max_w > 0 ? p->max_w : 0) * 4 * cout;
-    if (tmp > c->need_tmp) c->need_tmp = tmp;
-    if (st == MR_OK) st = upload_bias(c, l, bias, p->cout, err);
-    if (st != MR_OK) {
-        cuda_layer_free(c, l);
-        return st;
-    }
-    *out = l;
-    return MR_OK;
-}
-
-mr_status cuda_deconv2x2(void *vctx, mr_layer *l, const mr_tensor *x, mr_tensor *y, mr_error *err)
-{
-    cuda_ctx *c = vctx;
-    const mr_deconv2x2_params *p = &l->deconv;
-    if (x->c != p->cin || y->c != p->cout || y->n != x->n || y->h != 2 * x->h || y->w != 2 * x->w)
-        return mr_fail(err, MR_ERR_SHAPE, "%s: output must be [%d,%d,%d,%d]", l->name, x->n, 2 * x->h, 2 * x->w,
-                       p->cout);
-    int rows = x->n * x->h * x->w, cols = 4 * p->cout;
-    if (rows == 0) return MR_OK;
-    MR_TRY(cuda_reserve(c, (void **)&c->d_tmp, &c->tmp_size, sizeof(float) * (size_t)rows * (size_t)cols, l->name,
-                        err));
-    /* Row-major tmp[rows, cols] = x[rows, cin] * Wk[cin, cols]; column-major
-     * that is tmp^T = Wk^T * x^T with both operands as stored. */
-    const float one = 1.0f, zero = 0.0f;
-    cublasStatus_t s = cublasSgemm(c->cublas, CUBLAS_OP_N, CUBLAS_OP_N, cols, rows, p->cin, &one, l->d_w, cols,
-                                   x->data, p->cin, &zero, c->d_tmp, cols);
-    if (s != CUBLAS_STATUS_SUCCESS) return cublas_fail(err, l->name, "sgemm", s);
-    MR_TRY(cuda_after_launch(c, l->name, err));
-    MR_TRY(cuda_depth_to_space_launch(c->stream, l->name, c->d_tmp, l->d_bias, y->data, x->n, x->h, x->w, p->cout,
-                                      p->relu, err));
     return cuda_after_launch(c, l->name, err);
 }

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "half.h"
 
 /* Pixels the image buffers hold at least: 16.7 MP covers the common camera
  * photo (12 MP, 4000x3000) at 48 MiB of device and 48 MiB of pinned
@@ -136,13 +137,22 @@ static mr_status preprocess_on_host(cuda_ctx *c, const mr_input_config *cfg, con
 {
     cuda_pre *p = c->pre;
     const size_t work = (image_preprocess_scratch_bytes(geo) + 63) & ~(size_t)63;
-    const size_t bytes = sizeof(float) * mr_tensor_numel(input);
-    MR_TRY(host_reserve(p, work + bytes, err));
+    const size_t count = mr_tensor_numel(input), bytes = sizeof(float) * count;
+    const int f16 = input->dtype == MR_ELEM_F16;
+    MR_TRY(host_reserve(p, work + bytes + (f16 ? 2 * count : 0), err));
     mr_tensor staged = *input;
     staged.data = (float *)((char *)p->host + work);
+    staged.dtype = MR_ELEM_F32;
     image_preprocess(cfg, img, geo, p->host, &staged);
+    const void *src = staged.data;
+    if (f16) { /* fp16 features: each float rounded once, behind the floats */
+        uint16_t *halves = (uint16_t *)(void *)((char *)p->host + work + bytes);
+        mr_floats_to_halves(staged.data, halves, count);
+        src = halves;
+    }
     /* Pageable memory: the copy completes before p->host is reused. */
-    cudaError_t e = cudaMemcpyAsync(input->data, staged.data, bytes, cudaMemcpyHostToDevice, c->stream);
+    cudaError_t e = cudaMemcpyAsync(input->data, src, count * mr_elem_size(input->dtype), cudaMemcpyHostToDevice,
+                                    c->stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
     return e == cudaSuccess ? MR_OK : cuda_fail(err, "preprocess", "cudaMemcpy of the input", e);
 }
@@ -173,6 +183,6 @@ mr_status cuda_preprocess(void *ctx, const mr_input_config *cfg, const mr_image 
     if (e == cudaSuccess) e = cudaEventRecord(p->copied, c->stream);
     if (e != cudaSuccess) return cuda_fail(err, "preprocess", "cudaMemcpyAsync of the image", e);
     p->pending = 1;
-    MR_TRY(cuda_preprocess_launch(c->stream, &job, p->d_img, input->data, err));
+    MR_TRY(cuda_preprocess_launch(c->stream, &job, p->d_img, input->dtype, input->data, err));
     return cuda_after_launch(c, "preprocess", err);
 }

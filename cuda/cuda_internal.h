@@ -2,11 +2,13 @@
  *
  * Layout of the backend:
  *   backend_cuda.c          context, buffers, copies, the table, error helpers
- *   backend_cuda_layers.c   conv (cuDNN), linear and deconv2x2 (cuBLAS)
+ *   backend_cuda_layers.c   conv (cuDNN)
+ *   backend_cuda_gemm.c     linear, deconv2x2 and the fp16->fp32 1x1 convs (cuBLAS)
  *   backend_cuda_detect.c   max_pool, upsample, roi_align, mask_probs, mask_paste
  *   backend_cuda_post.c     rpn_proposals and box_detections wholly on the GPU
  *                           (only the count comes back), their scratch sizes
- *   affine.cu               y = act(x*scale[c] + bias[c] (+ residual)), float4
+ *   affine.cu               y = act(x*scale[c] + bias[c] (+ residual)), float4 / 8 halves
+ *   elem.cuh                float/half loads and stores of the templated kernels
  *   deconv.cu               depth-to-space of the deconv2x2 GEMM, + bias, ReLU
  *   pool.cu                 max pool, nearest upsample
  *   roi_align.cu            multi-level RoIAlign in one launch (roi_align.h math)
@@ -40,6 +42,7 @@ extern "C" {
 typedef struct {
     int device;
     int tf32;      /* TF32 tensor cores allowed in cuDNN and cuBLAS */
+    int fp16;      /* --precision fp16: fp16 weights and feature maps (mr_cuda_params.fp16) */
     int fold;      /* fold_affine (backend_cuda.h) */
     int sync_each; /* MR_CUDA_SYNC=1: synchronise and check after every launch */
     int host_post; /* MR_CUDA_HOST_POST=1: rpn_proposals and box_detections wholly on the host (debugging) */
@@ -109,9 +112,11 @@ struct mr_layer {
     mr_linear_params linear;
     mr_deconv2x2_params deconv;
     /* conv: OHWI (cuDNN's NHWC filter layout); linear: [out, in];
-     * deconv: [cin, 4*cout], column (ki*2 + kj)*cout + co. */
-    float *d_w;
+     * deconv: [cin, 4*cout], column (ki*2 + kj)*cout + co. Halves in an
+     * fp16 context (cuda_upload_weights), floats otherwise. */
+    void *d_w;
     float *d_bias;
+    void *d_bias_h; /* fp16 context: the bias as halves too, for cuDNN's fused conv (its bias has y's type) */
     float *d_scale; /* no-fold conv_init_affine: the scale applied after the conv (d_bias: b*s + t) */
     cudnnFilterDescriptor_t w_desc;
     cudnnConvolutionDescriptor_t conv_desc;
@@ -141,6 +146,40 @@ mr_status cuda_host_reserve(cuda_ctx *c, size_t bytes, const char *op, mr_error 
  * message): MR_ERR_OOM "cuda:D: out of GPU memory allocating <what>:
  * N bytes (X MiB)" on failure. */
 mr_status cuda_alloc(cuda_ctx *c, void **buf, size_t bytes, const char *what, mr_error *err);
+
+/* ---- layer helpers (backend_cuda_layers.c), shared with backend_cuda_gemm.c ---- */
+
+mr_layer *cuda_layer_new(cuda_layer_kind kind, const char *name);
+/* `count` host floats into a new device array of the context's weight
+ * type: halves (rounded to nearest even, half.h) with fp16, else floats. */
+mr_status cuda_upload_weights(cuda_ctx *c, const char *name, const float *h, size_t count, void **out, mr_error *err);
+/* The same, always floats (biases, scales). */
+mr_status cuda_upload_floats(cuda_ctx *c, const char *name, const float *h, size_t count, float **out, mr_error *err);
+/* Bias (or zeros when bias is NULL) into l->d_bias, and into l->d_bias_h in an fp16 context. */
+mr_status cuda_upload_bias(cuda_ctx *c, mr_layer *l, const float *bias, int n, mr_error *err);
+/* The detection ops read and write fp32 only (backend.h feature_dtype): a
+ * tensor of another type is a model bug, reported rather than misread. */
+static inline mr_status cuda_need_f32(const char *op, const mr_tensor *t, const char *what, mr_error *err)
+{
+    if (t->dtype == MR_ELEM_F32) return MR_OK;
+    return mr_fail(err, MR_ERR_SHAPE, "%s: %s must be fp32", op, what);
+}
+
+/* The feature maps' type in this context. */
+static inline mr_elem_type cuda_feature_type(const cuda_ctx *c) { return c->fp16 ? MR_ELEM_F16 : MR_ELEM_F32; }
+
+/* Column-major C (m x n, ldc = m) = op(A) * B over k, A the layer's
+ * weights (op(A) = A^T for trans_a, lda = k; else lda = m), B (k x n,
+ * ldb = k) of the context's weight type, C of type ct: cublasSgemm in
+ * fp32, cublasGemmEx (fp16 in, fp32 accumulate, ct out) with fp16. */
+mr_status cuda_gemm(cuda_ctx *c, const mr_layer *l, int trans_a, int m, int n, int k, const void *B, void *C,
+                    mr_elem_type ct, mr_error *err);
+/* A 1x1, stride-1, unpadded, ungrouped conv from an fp16 feature map to
+ * an fp32 output (the RPN's logits and deltas, the mask logits: backend.h
+ * feature_dtype) as one GEMM and a bias (and no-fold scale) pass
+ * (backend_cuda_gemm.c). */
+mr_status cuda_conv1x1_to_f32(cuda_ctx *c, mr_layer *l, const mr_tensor *x, mr_tensor *y, int accumulate,
+                              mr_error *err);
 
 /* ---- planning (backend_cuda.c: cuda_plan, the table's entry) ---- */
 
@@ -187,13 +226,16 @@ mr_status cuda_mask_paste(void *ctx, const mr_mask_paste_params *p, const mr_ten
  * unless stated, each returns the launch status named by op ---- */
 
 /* y[r, ch] = act(x[r, ch]*scale[ch] + bias[ch] + residual[r, ch]) over rows x C;
- * scale, bias, residual may be NULL (1, 0, 0); y may alias x or residual. */
-mr_status cuda_affine_launch(cudaStream_t s, const char *op, float *y, const float *x, const float *scale,
-                             const float *bias, const float *residual, size_t rows, int C, int relu, mr_error *err);
+ * scale, bias, residual may be NULL (1, 0, 0); y may alias x or residual.
+ * x, y and residual are all of type t (float or half); scale and bias are float. */
+mr_status cuda_affine_launch(cudaStream_t s, const char *op, mr_elem_type t, void *y, const void *x,
+                             const float *scale, const float *bias, const void *residual, size_t rows, int C,
+                             int relu, mr_error *err);
 /* tmp [n*h*w, 4*cout] (column k*cout + co, k = ki*2 + kj) -> y [n, 2h, 2w, cout]
- * with y = act(tmp + bias[co]). */
-mr_status cuda_depth_to_space_launch(cudaStream_t s, const char *op, const float *tmp, const float *bias, float *y,
-                                     int n, int h, int w, int cout, int relu, mr_error *err);
+ * with y = act(tmp + bias[co]); tmp and y of type t, bias float. */
+mr_status cuda_depth_to_space_launch(cudaStream_t s, const char *op, mr_elem_type t, const void *tmp,
+                                     const float *bias, void *y, int n, int h, int w, int cout, int relu,
+                                     mr_error *err);
 /* Validates the shapes as the CPU backend does. */
 mr_status cuda_max_pool_launch(cudaStream_t s, const mr_pool_params *p, const mr_tensor *x, mr_tensor *y,
                                mr_error *err);
@@ -232,10 +274,10 @@ mr_status cuda_preprocess(void *ctx, const mr_input_config *cfg, const mr_image 
  * preprocess when no plan was made (the backend tests). */
 mr_status cuda_preprocess_reserve(cuda_ctx *c, const mr_input_config *cfg, size_t image_pixels, mr_error *err);
 void cuda_preprocess_free(cuda_ctx *c);
-/* d_out [1, padded_h, padded_w, 3] = mr_pre_pixel over job (preprocess.h)
- * from the device image d_img [job->in_h, job->in_w, 3]. */
-mr_status cuda_preprocess_launch(cudaStream_t s, const mr_pre_job *job, const uint8_t *d_img, float *d_out,
-                                 mr_error *err);
+/* d_out [1, padded_h, padded_w, 3] (of type t) = mr_pre_pixel over job
+ * (preprocess.h) from the device image d_img [job->in_h, job->in_w, 3]. */
+mr_status cuda_preprocess_launch(cudaStream_t s, const mr_pre_job *job, const uint8_t *d_img, mr_elem_type t,
+                                 void *d_out, mr_error *err);
 
 /* ---- post-processing on the GPU: rpn_proposals, box_detections
  * (backend_cuda_post.c; rpn_rank.cu, proposals.cu, nms.cu, box_post.cu).

@@ -5,12 +5,15 @@
  * engine/image.c runs on the CPU, so both give the same bits (the build's
  * -fmad=false keeps every product and sum rounded as on the CPU; the lerps'
  * fmaf is exact on both). Which samplers come here, and from which image,
- * is decided in backend_cuda_preprocess.c. */
+ * is decided in backend_cuda_preprocess.c. With fp16 feature maps the
+ * input is written as halves (each float rounded once). */
 #include "cuda_launch.cuh"
+#include "elem.cuh"
 
 /* Each block first builds the 3x256 table of normalised levels in shared
  * memory (3 normalisations per thread), then samples from it. */
-static __global__ void preprocess_kernel(mr_pre_job job, const uint8_t *__restrict__ img, float *__restrict__ out)
+template <typename T>
+static __global__ void preprocess_kernel(mr_pre_job job, const uint8_t *__restrict__ img, T *__restrict__ out)
 {
     __shared__ float lut[3 * 256];
     mr_pre_lut_fill(&job.norm, lut, (int)threadIdx.x, (int)blockDim.x);
@@ -20,21 +23,21 @@ static __global__ void preprocess_kernel(mr_pre_job job, const uint8_t *__restri
         const int y = (int)(i / (size_t)job.padded_w), x = (int)(i % (size_t)job.padded_w);
         float v[3];
         mr_pre_pixel(&job, lut, img, y, x, v);
-        float *o = out + i * 3;
-        o[0] = v[0];
-        o[1] = v[1];
-        o[2] = v[2];
+        elem_store(out, i * 3, v[0]);
+        elem_store(out, i * 3 + 1, v[1]);
+        elem_store(out, i * 3 + 2, v[2]);
     }
 }
 
-static void preprocess(cudaStream_t s, const mr_pre_job *job, const uint8_t *img, float *out)
+template <typename T>
+static void preprocess(cudaStream_t s, const mr_pre_job *job, const uint8_t *img, T *out)
 {
     const size_t total = (size_t)job->padded_h * (size_t)job->padded_w;
-    preprocess_kernel<<<cuda_grid(total), MR_CUDA_BLOCK, 0, s>>>(*job, img, out);
+    preprocess_kernel<T><<<cuda_grid(total), MR_CUDA_BLOCK, 0, s>>>(*job, img, out);
 }
 
 extern "C" mr_status cuda_preprocess_launch(cudaStream_t s, const mr_pre_job *job, const uint8_t *d_img,
-                                            float *d_out, mr_error *err)
+                                            mr_elem_type t, void *d_out, mr_error *err)
 {
     if (job->in_h < 1 || job->in_w < 1 || job->resized_h < 1 || job->resized_w < 1 ||
         job->padded_h < job->resized_h || job->padded_w < job->resized_w)
@@ -43,6 +46,9 @@ extern "C" mr_status cuda_preprocess_launch(cudaStream_t s, const mr_pre_job *jo
     if (job->sampler == MR_PRE_COPY && (job->in_h != job->resized_h || job->in_w != job->resized_w))
         return mr_fail(err, MR_ERR_SHAPE, "preprocess: a copy from a %dx%d image cannot give %dx%d", job->in_h,
                        job->in_w, job->resized_h, job->resized_w);
-    preprocess(s, job, d_img, d_out);
+    if (t == MR_ELEM_F16)
+        preprocess(s, job, d_img, (__half *)d_out);
+    else
+        preprocess(s, job, d_img, (float *)d_out);
     return cuda_launch_status("preprocess", err);
 }

@@ -112,7 +112,7 @@ int backend_cuda_library_loads(char *why, size_t why_len)
 
 mr_status backend_cuda_create(mr_backend *out, int device, mr_error *err)
 {
-    mr_cuda_params p = {device, 0, 1};
+    mr_cuda_params p = {device, 0, 1, 0};
     return backend_cuda_create_ex(out, &p, err);
 }
 

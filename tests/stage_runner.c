@@ -227,7 +227,12 @@ int main(int argc, char **argv)
     CHECK(config_load(&cfg, config, &err));
     if (strcmp(device, "cuda") == 0) {
 #ifdef MR_HAVE_CUDA
-        mr_cuda_params cp = {0, strcmp(precision, "tf32") == 0, fold};
+        if (strcmp(precision, "fp32") != 0 && strcmp(precision, "tf32") != 0) {
+            /* fp16 feature maps are compared end to end (tests/gpu/gpu_parity.py), not dumped */
+            fprintf(stderr, "stage_runner: --precision %s: fp32 or tf32 only\n", precision);
+            return 2;
+        }
+        mr_cuda_params cp = {0, strcmp(precision, "tf32") == 0, fold, 0};
         CHECK(backend_cuda_create_ex(&be, &cp, &err));
 #else
         (void)precision;

@@ -11,11 +11,15 @@
 #      once more with MR_CUDA_FUSED_Z=1 (residual as cuDNN's z input, in place)
 #      to tell whether that fusion can become the default, and with
 #      MR_CUDA_SYNC=1 (every launch checked at once);
+#   2b. build-gpu/tests/test_cuda_fp16: --precision fp16 op by op against
+#      strict fp32 on fp16-rounded inputs (fails if skipped);
 #   3. tests/gpu/gpu_parity.py: end-to-end parity, strict fp32 (TF32 off in
 #      torch too), of CUDA against our CPU backend (every stage) and against
 #      torchvision on the same GPU (final detections and masks), then the
-#      latency table per stage for an 800x1216 image: ours fp32/tf32 with and
-#      without folding, torchvision fp32 eager; warm-up, medians of 20 runs;
+#      fp16's accuracy against fp32 (box IoU, score difference, mask IoU; and
+#      torchvision autocast's beside it), then the latency table per stage for
+#      an 800x1216 image: ours fp32/tf32 with and without folding and fp16,
+#      torchvision fp32 eager; warm-up, medians of 20 runs;
 #   4. the parity suite's end-to-end test (tests/parity/test_e2e.py) with our
 #      stages on CUDA against torchvision's CPU reference, synthetic case.
 # Weights are generated on the machine (tests/parity/oracle.py): only the
@@ -55,7 +59,7 @@ gpu_setup_deps || exit 2
 gpu_setup_cuda || exit 2
 
 step "build (CUDA=1 CUDA_ARCHS=90, into build-gpu/)"
-if gpu_build all build-gpu/tests/test_backend_ops >"$WORK.build.log" 2>&1; then
+if gpu_build all build-gpu/tests/test_backend_ops build-gpu/tests/test_cuda_fp16 >"$WORK.build.log" 2>&1; then
     grep -i "warning" "$WORK.build.log" && fail "build warnings" || echo "built, no warnings"
 else
     tail -30 "$WORK.build.log"
@@ -69,6 +73,13 @@ rc=$?
 grep -E "^test_backend_ops: seed|^  (cpu|cuda|cuda-nofold) [a-z_0-9]+: |FAIL|^SKIP" "$WORK.ops.log"
 [ $rc -eq 0 ] || fail "test_backend_ops (exit $rc)"
 grep -q "^SKIP cuda" "$WORK.ops.log" && fail "the CUDA cases were skipped: no GPU found by the backend"
+
+step "fp16 ops against strict fp32 (tests/unit/test_cuda_fp16.c)"
+MR_CUDA_SYNC=1 build-gpu/tests/test_cuda_fp16 >"$WORK.fp16.log" 2>&1
+rc=$?
+grep -E "^  |ERROR|FAIL|SKIP|PASSED" "$WORK.fp16.log" | head -60
+[ $rc -eq 0 ] || fail "test_cuda_fp16 (exit $rc)"
+grep -q "^SKIP test_cuda_fp16" "$WORK.fp16.log" && fail "the fp16 cases were skipped"
 
 step "backend ops with MR_CUDA_SYNC=1 (a sync and check after every launch)"
 MR_CUDA_SYNC=1 build-gpu/tests/test_backend_ops >"$WORK.ops_sync.log" 2>&1 || {

@@ -17,8 +17,15 @@
    The --no-fold path is checked against the CPU the same way.
    c. detect --json over [astronaut, synthetic, astronaut] in one process:
       both astronaut runs against torchvision, same rules.
+   d. (--ours cuda) --precision fp16 against our strict fp32, on both
+      images: detections matched by class at box IoU >= 0.5, and reported:
+      how many of fp32's top 20 fp16 finds, box IoU, score difference, mask
+      IoU; beside it torchvision's own fp16 (autocast) against its fp32, the
+      error a user of the peer accepts. Checked: fp16 finds >= 80% of fp32's
+      top 20, mean box IoU >= 0.9, mean mask IoU >= 0.8 (loose on purpose:
+      seeded random weights put many scores close together).
 3. With --bench-runs N: a latency table per stage for the 800x1216 image:
-   ours fp32/tf32 x fold/no-fold (build/detect --profile-runs N: one warm-up,
+   ours fp32/tf32 x fold/no-fold and fp16 (build/detect --profile-runs N: one warm-up,
    medians of N) and torchvision fp32 eager (3 warm-ups, median of N, a
    synchronise after every stage).
 Exit status 1 when a parity check fails. With --ours cpu --torch-device cpu
@@ -43,7 +50,7 @@ CONFIG = os.path.join(REPO, "configs", "mask_rcnn_R-101-FPN_torchvision.json")
 import torch  # noqa: E402
 import oracle  # noqa: E402
 import bench_gpu  # noqa: E402  (torchvision's per-stage timing, shared with tests/gpu/bench.sh)
-from metrics import mask_iou, match_detections, near_tie, normalised_l2, proposal_recall  # noqa: E402
+from metrics import iou_matrix, mask_iou, match_detections, near_tie, normalised_l2, proposal_recall  # noqa: E402
 
 FEATURE_TOL = 1e-4
 SCORE_THRESH = 0.05
@@ -125,13 +132,13 @@ def ours_stage_times(work, png, device, args, runs, env=None):
     return {s: summary[s]["median"] for s in STAGES + ["total"]}
 
 
-def batch_detections(work, device, pngs):
+def batch_detections(work, device, pngs, precision="fp32"):
     """detect --json over `pngs` in one process (decoding ahead on its
     default threads): per image (boxes, scores, labels) and its masks."""
     from test_cli import rle_decode
-    out = os.path.join(work, f"batch_{device}.json")
+    out = os.path.join(work, f"batch_{device}_{precision}.json")
     cmd = [os.path.join(BUILD, "detect"), "--config", CONFIG, "--weights", os.path.join(work, "w.safetensors"),
-           "--device", device, "-q", "--json", out] + (["--precision", "fp32"] if device == "cuda" else []) + pngs
+           "--device", device, "-q", "--json", out] + (["--precision", precision] if device == "cuda" else []) + pngs
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed:\n{r.stderr}")
@@ -142,6 +149,55 @@ def batch_detections(work, device, pngs):
                 np.array([x["class_id"] for x in d]))
         res.append((dets, [rle_decode(x["mask"]["counts"], *x["mask"]["size"]) > 0 for x in d]))
     return res
+
+
+def precision_report(label, ref, ours, top=20):
+    """How far `ours` (a lower precision) strays from `ref` (fp32): each of
+    ref's detections matched to an unused one of ours of its class at the
+    highest box IoU >= 0.5 (any score). Returns the figures printed."""
+    (rb, rs, rl), rmasks = ref
+    (ob, os_, ol), omasks = ours
+    pairs, _, _ = match_detections(rb, rs, rl.astype(int), ob, os_, ol.astype(int), iou=0.5, score_tol=2.0)
+    ious = iou_matrix(rb, ob) if len(rb) and len(ob) else np.zeros((len(rb), len(ob)))
+    box = [float(ious[i, j]) for i, j in pairs]
+    dscore = [abs(float(os_[j]) - float(rs[i])) for i, j in pairs]
+    miou = [mask_iou(omasks[j], rmasks[i]) for i, j in pairs]
+    top_ref = set(np.argsort(-np.asarray(rs), kind="stable")[:top].tolist())
+    found = sum(1 for i, _ in pairs if i in top_ref) / max(1, len(top_ref))
+    r = {"found_top": found, "box_mean": float(np.mean(box)) if box else 0.0, "box_min": min(box, default=0.0),
+         "score_mean": float(np.mean(dscore)) if dscore else 0.0, "score_max": max(dscore, default=0.0),
+         "mask_mean": float(np.mean(miou)) if miou else 0.0, "mask_min": min(miou, default=0.0)}
+    print(f"  {label}: fp32 {len(rb)} dets, other {len(ob)}, matched {len(pairs)}; of fp32's top {top}: "
+          f"{found * 100:.0f}% found; box IoU mean {r['box_mean']:.4f} min {r['box_min']:.4f}; |score diff| mean "
+          f"{r['score_mean']:.2e} max {r['score_max']:.2e}; mask IoU mean {r['mask_mean']:.4f} min "
+          f"{r['mask_min']:.4f}", flush=True)
+    return r
+
+
+def torch_detections(model, img, dev, fp16):
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16, enabled=fp16):
+        out = model([oracle.image_tensor(img).to(dev)])[0]
+    d = (out["boxes"].float().cpu().numpy(), out["scores"].float().cpu().numpy(), out["labels"].cpu().numpy())
+    return d, list(out["masks"][:, 0].float().cpu().numpy() > 0.5)
+
+
+def fp16_accuracy(work, model, images, pngs, dev):
+    """Section d of the module's doc: ours fp16 vs ours fp32, torchvision's
+    fp16 vs its fp32 beside it."""
+    print("\nfp16 against fp32 (box IoU, score difference, mask IoU):", flush=True)
+    f32 = batch_detections(work, "cuda", pngs, "fp32")
+    f16 = batch_detections(work, "cuda", pngs, "fp16")
+    for k, png in enumerate(pngs):
+        name = os.path.basename(png)
+        r = precision_report(f"ours fp16 vs ours fp32, {name}", f32[k], f16[k])
+        check(len(f16[k][0][0]) > 0 and all(np.isfinite(f16[k][0][0]).ravel()) and all(np.isfinite(f16[k][0][1])),
+              f"ours fp16, {name}: finite detections ({len(f16[k][0][0])})")
+        check(r["found_top"] >= 0.8 and r["box_mean"] >= 0.9 and r["mask_mean"] >= 0.8,
+              f"ours fp16, {name}: finds {r['found_top'] * 100:.0f}% of fp32's top 20 (>= 80), mean box IoU "
+              f"{r['box_mean']:.3f} (>= 0.9), mean mask IoU {r['mask_mean']:.3f} (>= 0.8)")
+        if dev.type == "cuda":
+            precision_report(f"torchvision autocast fp16 vs its fp32, {name}", torch_detections(model, images[k], dev,
+                             False), torch_detections(model, images[k], dev, True))
 
 
 def main():
@@ -195,6 +251,8 @@ def main():
     for k in (0, 2):
         compare_detections(f"{a.ours} batch image {k + 1} of 3 vs torchvision", (ref["boxes"], ref["scores"],
                            ref["labels"]), batch[k][0], ref_masks, batch[k][1])
+    if a.ours == "cuda":
+        fp16_accuracy(a.work, model, [astro, synth], [astro_png, synth_png], dev)
 
     if a.bench_runs > 0:
         print(f"\nlatency per stage, 800x1216, median of {a.bench_runs} runs after warm-up:", flush=True)
@@ -205,6 +263,7 @@ def main():
                     args = ["--precision", prec] + ([] if fold else ["--no-fold"])
                     cols[f"{prec}{'' if fold else ' nofold'}"] = ours_stage_times(a.work, synth_png, "cuda", args,
                                                                                    a.bench_runs)
+            cols["fp16"] = ours_stage_times(a.work, synth_png, "cuda", ["--precision", "fp16"], a.bench_runs)
             # the residual as cuDNN's z input (MR_CUDA_FUSED_Z=1, not the default yet: see check.sh)
             cols["tf32 fused-z"] = ours_stage_times(a.work, synth_png, "cuda", ["--precision", "tf32"], a.bench_runs,
                                                     {"MR_CUDA_FUSED_Z": "1"})

@@ -154,3 +154,26 @@ def test_json_output(tmp_path, seeded_weights):
     scores = [d["score"] for d in dets]
     assert scores == sorted(scores, reverse=True)
     assert not any(p.name.startswith("out.json.tmp") for p in tmp_path.iterdir())
+
+
+def test_precision_is_for_the_gpu(tmp_path, seeded_weights):
+    """--precision fp16|tf32 asks a GPU for less than fp32: on the CPU it says
+    so once and computes exactly what the fp32 run computes. A value it does
+    not know is a usage error."""
+    outs = {}
+    for prec in (None, "fp16", "tf32"):
+        out = tmp_path / f"out_{prec}.json"
+        args = ["--config", CONFIG_SMALL, "--weights", seeded_weights, "--device", "cpu", "-q", "--json", str(out)]
+        r = run(*args, *(["--precision", prec] if prec else []), EXAMPLE)
+        assert r.returncode == 0, r.stderr
+        notices = [l for l in r.stderr.splitlines() if l.strip()]
+        if prec:
+            assert len(notices) == 1 and f"--precision {prec}" in notices[0] and "fp32" in notices[0], r.stderr
+        else:
+            assert not notices, r.stderr
+        outs[prec] = json.loads(out.read_text())["images"][0]["detections"]
+    assert outs[None], "no detections to compare"
+    assert outs["fp16"] == outs[None] and outs["tf32"] == outs[None]
+    r = run("--precision", "fp8", "--config", CONFIG_SMALL, EXAMPLE)
+    assert r.returncode == 2
+    one_error_line(r, "--precision", "fp8")
