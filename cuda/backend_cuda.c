@@ -97,6 +97,7 @@ static mr_status cuda_plan(void *vctx, const mr_backend_plan *p, mr_error *err)
 {
     cuda_ctx *c = vctx;
     size_t post_dev = 0, post_host = 0;
+    cuda_graphs_drop(c); /* they hold the buffers about to be replaced */
     MR_TRY(cuda_plan_post_scratch(c, p, &post_dev, &post_host, err));
     /* mask_probs stages the D labels on the host */
     size_t host = sizeof(float) * (size_t)(p->max_dets > 0 ? p->max_dets : 1);
@@ -152,6 +153,7 @@ static void cuda_buffer_free(void *vctx, void *ptr)
 {
     cuda_ctx *c = vctx;
     if (!ptr) return;
+    cuda_graphs_drop(c); /* a graph may hold this buffer */
     cudaStreamSynchronize(c->stream);
     cudaFree(ptr);
 }
@@ -161,6 +163,7 @@ static void cuda_buffer_free(void *vctx, void *ptr)
 static mr_status cuda_copy(cuda_ctx *c, void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,
                            const char *op, mr_error *err)
 {
+    MR_TRY(cuda_graph_forbid(c, op, err));
     if (!bytes) return MR_OK;
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, c->stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
@@ -180,6 +183,7 @@ static mr_status cuda_copy_to_host(void *vctx, void *dst, const void *src, size_
 static mr_status cuda_sync(void *vctx, mr_error *err)
 {
     cuda_ctx *c = vctx;
+    MR_TRY(cuda_graph_forbid(c, "sync", err));
     cudaError_t e = cudaStreamSynchronize(c->stream);
     if (e == cudaSuccess) e = cudaGetLastError();
     return e == cudaSuccess ? MR_OK : cuda_fail(err, "sync", "a queued kernel (set MR_CUDA_SYNC=1 to name it)", e);
@@ -192,6 +196,7 @@ static void cuda_destroy(void *vctx)
     cuda_ctx *c = vctx;
     if (!c) return;
     if (c->stream) cudaStreamSynchronize(c->stream);
+    cuda_graphs_free(c);
     cuda_preprocess_free(c);
     if (c->d_ws) cudaFree(c->d_ws);
     if (c->d_tmp) cudaFree(c->d_tmp);
@@ -214,6 +219,7 @@ static const mr_backend_i cuda_backend_i = {
     .copy_to_host = cuda_copy_to_host,
     .sync = cuda_sync,
     .feature_dtype = cuda_feature_dtype,
+    .replayable = cuda_replayable,
     .plan = cuda_plan,
     .conv_init = cuda_conv_init,
     .conv_init_affine = cuda_conv_init_affine,
@@ -294,6 +300,7 @@ static mr_status cuda_create(mr_backend *out, const mr_cuda_params *p, mr_error 
     c->sync_each = env_flag("MR_CUDA_SYNC", 0);
     c->fuse_z = env_flag("MR_CUDA_FUSED_Z", 0);
     c->host_post = env_flag("MR_CUDA_HOST_POST", 0);
+    c->use_graphs = env_flag("MR_CUDA_GRAPHS", 1);
     mr_status st = MR_OK;
     cudaError_t e = cudaSetDevice(c->device);
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);

@@ -26,6 +26,7 @@ static mr_status to_host(cuda_ctx *c, void *dst, const void *src, size_t bytes, 
 mr_status cuda_max_pool(void *vctx, const mr_pool_params *p, const mr_tensor *x, mr_tensor *y, mr_error *err)
 {
     cuda_ctx *c = vctx;
+    if (c->graph_mode == CUDA_GRAPH_REPLAYING) return MR_OK; /* the stage's graph runs it */
     MR_TRY(cuda_max_pool_launch(c->stream, p, x, y, err));
     return cuda_after_launch(c, "max_pool", err);
 }
@@ -33,6 +34,7 @@ mr_status cuda_max_pool(void *vctx, const mr_pool_params *p, const mr_tensor *x,
 mr_status cuda_upsample_nearest(void *vctx, const mr_tensor *x, mr_tensor *y, mr_error *err)
 {
     cuda_ctx *c = vctx;
+    if (c->graph_mode == CUDA_GRAPH_REPLAYING) return MR_OK;
     MR_TRY(cuda_upsample_nearest_launch(c->stream, x, y, err));
     return cuda_after_launch(c, "upsample_nearest", err);
 }
@@ -41,6 +43,7 @@ mr_status cuda_roi_align(void *vctx, const mr_roi_align_params *p, const mr_leve
                          const mr_tensor *const *levels, const mr_tensor *rois, mr_tensor *out, mr_error *err)
 {
     cuda_ctx *c = vctx;
+    MR_TRY(cuda_graph_forbid(c, "roi_align", err));
     MR_TRY(cuda_roi_align_launch(c->stream, p, map, levels, rois, out, err));
     return cuda_after_launch(c, "roi_align", err);
 }
@@ -52,6 +55,7 @@ mr_status cuda_mask_probs(void *vctx, const mr_tensor *logits, const mr_tensor *
 {
     cuda_ctx *c = vctx;
     int D = logits->n, K = logits->c;
+    MR_TRY(cuda_graph_forbid(c, "mask_probs", err));
     MR_TRY(cuda_need_f32("mask_probs", logits, "the logits", err));
     if (labels->n != D)
         return mr_fail(err, MR_ERR_SHAPE, "mask_probs: %d logits, %d labels do not match", D, labels->n);
@@ -117,6 +121,7 @@ mr_status cuda_mask_paste(void *vctx, const mr_mask_paste_params *p, const mr_te
     if (img_h < 0 || img_w < 0) return mr_fail(err, MR_ERR_RANGE, "%s: image size %dx%d is negative", op, img_h, img_w);
     int D = probs->n;
     size_t M = (size_t)p->mask_size;
+    MR_TRY(cuda_graph_forbid(c, op, err));
     MR_TRY(cuda_need_f32(op, probs, "the mask probabilities", err));
     MR_TRY(cuda_need_f32(op, boxes, "the boxes", err));
     if (boxes->n != probs->n)

@@ -459,6 +459,7 @@ mr_status cuda_conv(void *vctx, mr_layer *l, const mr_tensor *x, mr_tensor *y, i
     if (x->dtype != cuda_feature_type(c))
         return mr_fail(err, MR_ERR_SHAPE, "%s: the input is %s, the context's feature maps are %s", l->name,
                        x->dtype == MR_ELEM_F16 ? "fp16" : "fp32", c->fp16 ? "fp16" : "fp32");
+    if (c->graph_mode == CUDA_GRAPH_REPLAYING) return MR_OK; /* the stage's graph runs it */
     if (y->dtype != x->dtype) return cuda_conv1x1_to_f32(c, l, x, y, accumulate, err);
     if (x->n == 0 || oh <= 0 || ow <= 0) return MR_OK;
     cuda_conv_entry *e = NULL;

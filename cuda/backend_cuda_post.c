@@ -140,6 +140,7 @@ mr_status cuda_rpn_proposals(void *vctx, const mr_proposal_params *p, const mr_t
     if (p->post_nms_top_n < 0 || boxes->cap < 4 * cap || scores->cap < cap)
         return mr_fail(err, MR_ERR_SHAPE, "%s: outputs hold fewer than post_nms_top_n = %d rows", op,
                        p->post_nms_top_n);
+    MR_TRY(cuda_graph_forbid(c, op, err));
     for (int l = 0; l < p->num_levels; l++) {
         MR_TRY(cuda_need_f32(op, logits[l], "the logits", err));
         MR_TRY(cuda_need_f32(op, deltas[l], "the deltas", err));
@@ -262,6 +263,7 @@ mr_status cuda_box_detections(void *vctx, const mr_box_post_params *p, const mr_
     if (logits->n != rois->n || deltas->n != rois->n || logits->c != p->num_classes || deltas->c != 4 * p->num_classes)
         return mr_fail(err, MR_ERR_SHAPE, "%s: logits/deltas do not match %d rois of %d classes", op, rois->n,
                        p->num_classes);
+    MR_TRY(cuda_graph_forbid(c, op, err));
     MR_TRY(cuda_need_f32(op, rois, "the RoIs", err));
     MR_TRY(cuda_need_f32(op, logits, "the logits", err));
     MR_TRY(cuda_need_f32(op, deltas, "the deltas", err));

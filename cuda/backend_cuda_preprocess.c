@@ -161,6 +161,7 @@ mr_status cuda_preprocess(void *ctx, const mr_input_config *cfg, const mr_image 
                           mr_tensor *input, mr_error *err)
 {
     cuda_ctx *c = ctx;
+    MR_TRY(cuda_graph_forbid(c, "preprocess", err));
     MR_TRY(image_preprocess_check(img, geo, input, err));
     /* after the plan the buffers stay as planned (a larger image takes the host path below) */
     if (!c->planned || !c->pre) MR_TRY(cuda_preprocess_reserve(c, cfg, 0, err));

@@ -4,6 +4,7 @@
  *   backend_cuda.c          context, buffers, copies, the table, error helpers
  *   backend_cuda_layers.c   conv (cuDNN)
  *   backend_cuda_gemm.c     linear, deconv2x2 and the fp16->fp32 1x1 convs (cuBLAS)
+ *   backend_cuda_graph.c    replayable stages as CUDA graphs
  *   backend_cuda_detect.c   max_pool, upsample, roi_align, mask_probs, mask_paste
  *   backend_cuda_post.c     rpn_proposals and box_detections wholly on the GPU
  *                           (only the count comes back), their scratch sizes
@@ -47,6 +48,9 @@ typedef struct {
     int sync_each; /* MR_CUDA_SYNC=1: synchronise and check after every launch */
     int host_post; /* MR_CUDA_HOST_POST=1: rpn_proposals and box_detections wholly on the host (debugging) */
     int fuse_z;    /* MR_CUDA_FUSED_Z=1: residual as cuDNN's z, aliasing y (see backend_cuda_layers.c) */
+    int use_graphs; /* replayable stages as CUDA graphs (backend_cuda_graph.c); MR_CUDA_GRAPHS=0: off */
+    int graph_mode; /* CUDA_GRAPH_EAGER, _CAPTURING or _REPLAYING (ops then only return) */
+    struct cuda_graphs *graphs;
     cudaStream_t stream;
     cudnnHandle_t cudnn;
     cublasHandle_t cublas;
@@ -180,6 +184,17 @@ mr_status cuda_gemm(cuda_ctx *c, const mr_layer *l, int trans_a, int m, int n, i
  * (backend_cuda_gemm.c). */
 mr_status cuda_conv1x1_to_f32(cuda_ctx *c, mr_layer *l, const mr_tensor *x, mr_tensor *y, int accumulate,
                               mr_error *err);
+
+/* ---- CUDA graphs (backend_cuda_graph.c) ---- */
+
+enum { CUDA_GRAPH_EAGER = 0, CUDA_GRAPH_CAPTURING, CUDA_GRAPH_REPLAYING };
+mr_status cuda_replayable(void *ctx, const char *name, uint64_t key, mr_status (*fn)(void *arg, mr_error *err),
+                          void *arg, mr_error *err);
+/* MR_ERR_INTERNAL for an op that a replayable stage must not call. */
+mr_status cuda_graph_forbid(const cuda_ctx *c, const char *op, mr_error *err);
+/* Drops every graph (their pointers are about to change), or frees them all. */
+void cuda_graphs_drop(cuda_ctx *c);
+void cuda_graphs_free(cuda_ctx *c);
 
 /* ---- planning (backend_cuda.c: cuda_plan, the table's entry) ---- */
 

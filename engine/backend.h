@@ -106,6 +106,18 @@ typedef struct {
      * where the type is MR_ELEM_F16: the output tensor's dtype says which. */
     mr_elem_type (*feature_dtype)(void *ctx);
 
+    /* A stage's run of feature-map ops whose shapes `key` determines and
+     * that reads nothing back to the host (the backbone, the FPN, the RPN
+     * head's convolutions): fn(arg, err) issues them. A backend may record
+     * what fn issues the second time it meets (name, key) and from then on
+     * replay the record in one launch (the CUDA backend's graphs), still
+     * calling fn first so that the model's own bookkeeping (tensor shapes)
+     * runs; while it replays, the ops fn calls only return. Inside fn only
+     * conv, max_pool and upsample_nearest may be called. NULL: the model
+     * calls fn itself. */
+    mr_status (*replayable)(void *ctx, const char *name, uint64_t key, mr_status (*fn)(void *arg, mr_error *err),
+                            void *arg, mr_error *err);
+
     /* Sizes every scratch buffer from p and the layers initialised so far
      * (called once, after the last *_init). After it, an op that would need
      * more than was planned fails; it never allocates. */

@@ -340,9 +340,35 @@ mr_status model_stage_input(mr_model *m, const mr_image *img, int in_h, int in_w
     return m->be.i->preprocess(m->be.ctx, &m->cfg.input, img, &m->geo, &m->buf.input, err);
 }
 
-mr_status model_stage_backbone(mr_model *m, mr_error *err) { return resnet_forward(m, err); }
-mr_status model_stage_fpn(mr_model *m, mr_error *err) { return fpn_forward(m, err); }
-mr_status model_stage_rpn(mr_model *m, mr_error *err) { return rpn_forward(m, err); }
+/* A stage's feature-map ops as one replayable unit (backend.h): their
+ * shapes all follow from the padded input's, which is the key. */
+typedef struct {
+    mr_model *m;
+    mr_status (*forward)(mr_model *m, mr_error *err);
+} stage_call;
+
+static mr_status stage_call_run(void *arg, mr_error *err)
+{
+    stage_call *s = arg;
+    return s->forward(s->m, err);
+}
+
+static mr_status replayable_stage(mr_model *m, const char *name, mr_status (*forward)(mr_model *, mr_error *),
+                                  mr_error *err)
+{
+    if (!m->be.i->replayable) return forward(m, err);
+    stage_call s = {m, forward};
+    uint64_t key = (uint64_t)(uint32_t)m->geo.padded_h << 32 | (uint32_t)m->geo.padded_w;
+    return m->be.i->replayable(m->be.ctx, name, key, stage_call_run, &s, err);
+}
+
+mr_status model_stage_backbone(mr_model *m, mr_error *err) { return replayable_stage(m, "backbone", resnet_forward, err); }
+mr_status model_stage_fpn(mr_model *m, mr_error *err) { return replayable_stage(m, "fpn", fpn_forward, err); }
+mr_status model_stage_rpn(mr_model *m, mr_error *err)
+{
+    MR_TRY(replayable_stage(m, "rpn_head", rpn_head_forward, err));
+    return rpn_select(m, err);
+}
 mr_status model_stage_box_head(mr_model *m, mr_error *err) { return box_head_forward(m, err); }
 mr_status model_stage_mask_head(mr_model *m, mr_error *err) { return mask_head_forward(m, err); }
 
@@ -398,9 +424,9 @@ mr_status model_detect(mr_model *m, const mr_image *img, mr_result *res, mr_stag
         t0 = t1;                                                             \
     } while (0)
     STAGE(model_stage_input(m, img, img->h, img->w, err), preprocess);
-    STAGE(resnet_forward(m, err), backbone);
-    STAGE(fpn_forward(m, err), fpn);
-    STAGE(rpn_forward(m, err), rpn);
+    STAGE(model_stage_backbone(m, err), backbone);
+    STAGE(model_stage_fpn(m, err), fpn);
+    STAGE(model_stage_rpn(m, err), rpn);
     STAGE(box_head_forward(m, err), box_head);
     STAGE(mask_head_forward(m, err), mask_head);
     STAGE(model_stage_paste(m, res, NULL, err), paste);

@@ -87,7 +87,11 @@ mr_status resnet_forward(mr_model *m, mr_error *err);
 mr_status fpn_load(mr_model *m, mr_weights *w, mr_error *err);
 mr_status fpn_forward(mr_model *m, mr_error *err);
 mr_status rpn_load(mr_model *m, mr_weights *w, mr_error *err);
-mr_status rpn_forward(mr_model *m, mr_error *err);
+/* The RPN in two parts: the head's convolutions on every level (feature
+ * maps in, logits and deltas out; replayable, backend.h), then the
+ * proposal selection. */
+mr_status rpn_head_forward(mr_model *m, mr_error *err);
+mr_status rpn_select(mr_model *m, mr_error *err);
 mr_status box_head_load(mr_model *m, mr_weights *w, mr_error *err);
 mr_status box_head_forward(mr_model *m, mr_error *err);
 mr_status mask_head_load(mr_model *m, mr_weights *w, mr_error *err);

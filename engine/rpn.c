@@ -69,7 +69,7 @@ static void proposal_params(const mr_model *m, mr_proposal_params *p)
     p->img_w = (float)(padded ? m->geo.padded_w : m->geo.resized_w);
 }
 
-mr_status rpn_forward(mr_model *m, mr_error *err)
+mr_status rpn_head_forward(mr_model *m, mr_error *err)
 {
     mr_buffers *b = &m->buf;
     const mr_backend_i *be = m->be.i;
@@ -83,6 +83,13 @@ mr_status rpn_forward(mr_model *m, mr_error *err)
         MR_TRY(tensor_shape(&b->rpn_deltas[l], 1, f->h, f->w, 4 * A, err));
         MR_TRY(be->conv(m->be.ctx, m->rpn_deltas, &b->rpn_hidden, &b->rpn_deltas[l], 0, err));
     }
+    return MR_OK;
+}
+
+mr_status rpn_select(mr_model *m, mr_error *err)
+{
+    mr_buffers *b = &m->buf;
+    const mr_backend_i *be = m->be.i;
     mr_proposal_params p;
     proposal_params(m, &p);
     const mr_tensor *logits[MR_MAX_LEVELS], *deltas[MR_MAX_LEVELS];

@@ -12,7 +12,8 @@
 #      to tell whether that fusion can become the default, and with
 #      MR_CUDA_SYNC=1 (every launch checked at once);
 #   2b. build-gpu/tests/test_cuda_fp16: --precision fp16 op by op against
-#      strict fp32 on fp16-rounded inputs (fails if skipped);
+#      strict fp32 on fp16-rounded inputs (fails if skipped); and
+#      build-gpu/tests/test_cuda_graphs: replayed stages against op by op;
 #   3. tests/gpu/gpu_parity.py: end-to-end parity, strict fp32 (TF32 off in
 #      torch too), of CUDA against our CPU backend (every stage) and against
 #      torchvision on the same GPU (final detections and masks), then the
@@ -59,7 +60,7 @@ gpu_setup_deps || exit 2
 gpu_setup_cuda || exit 2
 
 step "build (CUDA=1 CUDA_ARCHS=90, into build-gpu/)"
-if gpu_build all build-gpu/tests/test_backend_ops build-gpu/tests/test_cuda_fp16 >"$WORK.build.log" 2>&1; then
+if gpu_build all build-gpu/tests/test_backend_ops build-gpu/tests/test_cuda_fp16 build-gpu/tests/test_cuda_graphs >"$WORK.build.log" 2>&1; then
     grep -i "warning" "$WORK.build.log" && fail "build warnings" || echo "built, no warnings"
 else
     tail -30 "$WORK.build.log"
@@ -80,6 +81,13 @@ rc=$?
 grep -E "^  |ERROR|FAIL|SKIP|PASSED" "$WORK.fp16.log" | head -60
 [ $rc -eq 0 ] || fail "test_cuda_fp16 (exit $rc)"
 grep -q "^SKIP test_cuda_fp16" "$WORK.fp16.log" && fail "the fp16 cases were skipped"
+
+step "CUDA graphs: replayed stages against op by op (tests/unit/test_cuda_graphs.c)"
+build-gpu/tests/test_cuda_graphs >"$WORK.graphs.log" 2>&1
+rc=$?
+grep -E "^  |ERROR|FAIL|SKIP|PASSED" "$WORK.graphs.log" | head -30
+[ $rc -eq 0 ] || fail "test_cuda_graphs (exit $rc)"
+grep -q "^SKIP test_cuda_graphs" "$WORK.graphs.log" && fail "the graph cases were skipped"
 
 step "backend ops with MR_CUDA_SYNC=1 (a sync and check after every launch)"
 MR_CUDA_SYNC=1 build-gpu/tests/test_backend_ops >"$WORK.ops_sync.log" 2>&1 || {

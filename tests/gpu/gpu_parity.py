@@ -15,8 +15,9 @@
       pasted masks IoU >= 0.98;
    b. torchvision on --torch-device: the final detections and masks, same rules.
    The --no-fold path is checked against the CPU the same way.
-   c. detect --json over [astronaut, synthetic, astronaut] in one process:
-      both astronaut runs against torchvision, same rules.
+   c. detect --json over [astronaut, synthetic, astronaut, astronaut] in one
+      process: the astronaut runs (on CUDA: op by op, captured into CUDA
+      graphs, replayed) against torchvision, same rules.
    d. (--ours cuda) --precision fp16 against our strict fp32, on both
       images: detections matched by class at box IoU >= 0.5, and reported:
       how many of fp32's top 20 fp16 finds, box IoU, score difference, mask
@@ -244,12 +245,14 @@ def main():
     compare_detections(f"{a.ours} vs torchvision on {dev.type}", (ref["boxes"], ref["scores"], ref["labels"]),
                        (ours("final_boxes"), ours("final_scores"), ours("final_labels")), ref_masks,
                        ours("final_masks_bin"))
-    # One process over [astronaut, the 800x1216 scene, astronaut]: every
-    # image of a batch, not only the first, must be torchvision's (the CPU
-    # backend once got the second one wrong: bench/NOTES.md section 8.1).
-    batch = batch_detections(a.work, a.ours, [astro_png, synth_png, astro_png])
-    for k in (0, 2):
-        compare_detections(f"{a.ours} batch image {k + 1} of 3 vs torchvision", (ref["boxes"], ref["scores"],
+    # One process over [astronaut, the 800x1216 scene, astronaut, astronaut]:
+    # every image of a batch, not only the first, must be torchvision's (the
+    # CPU backend once got the second one wrong: bench/NOTES.md section 8.1).
+    # On CUDA the astronaut's stages run op by op, then captured into CUDA
+    # graphs and launched, then replayed (backend_cuda_graph.c).
+    batch = batch_detections(a.work, a.ours, [astro_png, synth_png, astro_png, astro_png])
+    for k in (0, 2, 3):
+        compare_detections(f"{a.ours} batch image {k + 1} of 4 vs torchvision", (ref["boxes"], ref["scores"],
                            ref["labels"]), batch[k][0], ref_masks, batch[k][1])
     if a.ours == "cuda":
         fp16_accuracy(a.work, model, [astro, synth], [astro_png, synth_png], dev)
@@ -264,6 +267,9 @@ def main():
                     cols[f"{prec}{'' if fold else ' nofold'}"] = ours_stage_times(a.work, synth_png, "cuda", args,
                                                                                    a.bench_runs)
             cols["fp16"] = ours_stage_times(a.work, synth_png, "cuda", ["--precision", "fp16"], a.bench_runs)
+            # what the CUDA graphs of the backbone, FPN and RPN head save
+            cols["tf32 no graphs"] = ours_stage_times(a.work, synth_png, "cuda", ["--precision", "tf32"],
+                                                      a.bench_runs, {"MR_CUDA_GRAPHS": "0"})
             # the residual as cuDNN's z input (MR_CUDA_FUSED_Z=1, not the default yet: see check.sh)
             cols["tf32 fused-z"] = ours_stage_times(a.work, synth_png, "cuda", ["--precision", "tf32"], a.bench_runs,
                                                     {"MR_CUDA_FUSED_Z": "1"})

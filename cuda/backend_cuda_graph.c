@@ -1,0 +1,136 @@
+/* CUDA graphs for the stages whose shapes repeat (backend.h, replayable):
+ * the backbone, the FPN and the RPN head are ~170 launches per image (cuDNN
+ * calls, the residual passes, the RPN's GEMMs), most of them small at batch
+ * 1, so issuing them one by one costs more than some of them run. Per
+ * (stage, padded input size):
+ *
+ *   first time   fn runs op by op (cuDNN chooses and caches its algorithms,
+ *                any refusal falls back, as without graphs);
+ *   second time  fn runs under stream capture; the graph is instantiated and
+ *                launched. If capture or instantiation fails (an op that
+ *                cannot be captured), nothing of it ran: fn runs op by op
+ *                again, and this slot never tries again;
+ *   afterwards   fn runs with graph_mode = REPLAYING, in which conv,
+ *                max_pool and upsample_nearest only return (fn still sets the
+ *                model's tensor shapes), then the graph is launched.
+ *
+ * A graph holds the device pointers it was captured with: the model's
+ * arena, the weights, the cuDNN workspace. They are fixed after plan; plan
+ * and buffer_free drop every graph (a second model on the context gets its
+ * own). Off with MR_CUDA_GRAPHS=0 and under MR_CUDA_SYNC=1 (a sync after
+ * each launch cannot be captured), and before plan (the op tests). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+
+#define CUDA_GRAPH_SLOTS 16
+
+typedef struct {
+    char name[32];
+    uint64_t key;
+    int runs;   /* times fn ran for this slot before it had a graph */
+    int broken; /* capture failed once: op by op from now on */
+    cudaGraphExec_t exec;
+    unsigned long long used; /* for evicting the least recently used */
+} graph_slot;
+
+struct cuda_graphs {
+    graph_slot slot[CUDA_GRAPH_SLOTS];
+    unsigned long long clock;
+};
+
+static void slot_clear(graph_slot *s)
+{
+    if (s->exec) cudaGraphExecDestroy(s->exec);
+    memset(s, 0, sizeof *s);
+}
+
+void cuda_graphs_drop(cuda_ctx *c)
+{
+    if (!c->graphs) return;
+    if (c->stream) cudaStreamSynchronize(c->stream); /* a launched graph may still run */
+    for (int i = 0; i < CUDA_GRAPH_SLOTS; i++) slot_clear(&c->graphs->slot[i]);
+}
+
+void cuda_graphs_free(cuda_ctx *c)
+{
+    cuda_graphs_drop(c);
+    free(c->graphs);
+    c->graphs = NULL;
+}
+
+/* The slot of (name, key), or the least recently used one, emptied. */
+static graph_slot *slot_for(struct cuda_graphs *g, const char *name, uint64_t key)
+{
+    graph_slot *lru = &g->slot[0];
+    for (int i = 0; i < CUDA_GRAPH_SLOTS; i++) {
+        graph_slot *s = &g->slot[i];
+        if (s->used && s->key == key && strncmp(s->name, name, sizeof s->name) == 0) return s;
+        if (s->used < lru->used) lru = s;
+    }
+    slot_clear(lru);
+    strncpy(lru->name, name, sizeof lru->name - 1);
+    lru->key = key;
+    return lru;
+}
+
+/* fn under stream capture into s->exec. Returns 0 when the graph is ready;
+ * otherwise nothing fn issued has run and the slot is marked broken. */
+static int capture(cuda_ctx *c, graph_slot *s, mr_status (*fn)(void *, mr_error *), void *arg)
+{
+    if (cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+        cudaGetLastError();
+        s->broken = 1;
+        return -1;
+    }
+    mr_error ignored = {0};
+    c->graph_mode = CUDA_GRAPH_CAPTURING;
+    mr_status st = fn(arg, &ignored);
+    c->graph_mode = CUDA_GRAPH_EAGER;
+    cudaGraph_t graph = NULL;
+    cudaError_t e = cudaStreamEndCapture(c->stream, &graph);
+    if (st == MR_OK && e == cudaSuccess && graph) e = cudaGraphInstantiateWithFlags(&s->exec, graph, 0);
+    if (graph) cudaGraphDestroy(graph);
+    if (st == MR_OK && e == cudaSuccess && s->exec) return 0;
+    cudaGetLastError(); /* the capture's error is not the run's */
+    if (s->exec) cudaGraphExecDestroy(s->exec);
+    s->exec = NULL;
+    s->broken = 1;
+    return -1;
+}
+
+static mr_status launch(cuda_ctx *c, graph_slot *s, mr_error *err)
+{
+    cudaError_t e = cudaGraphLaunch(s->exec, c->stream);
+    return e == cudaSuccess ? MR_OK : cuda_fail(err, s->name, "graph launch", e);
+}
+
+mr_status cuda_replayable(void *vctx, const char *name, uint64_t key, mr_status (*fn)(void *arg, mr_error *err),
+                          void *arg, mr_error *err)
+{
+    cuda_ctx *c = vctx;
+    if (!c->use_graphs || c->sync_each || !c->planned || c->graph_mode != CUDA_GRAPH_EAGER) return fn(arg, err);
+    if (!c->graphs) {
+        c->graphs = calloc(1, sizeof *c->graphs);
+        if (!c->graphs) return fn(arg, err); /* graphs are an optimisation: go without */
+    }
+    graph_slot *s = slot_for(c->graphs, name, key);
+    s->used = ++c->graphs->clock;
+    if (s->exec) {
+        c->graph_mode = CUDA_GRAPH_REPLAYING;
+        mr_status st = fn(arg, err);
+        c->graph_mode = CUDA_GRAPH_EAGER;
+        return st == MR_OK ? launch(c, s, err) : st;
+    }
+    if (s->broken || s->runs++ == 0) return fn(arg, err);
+    if (capture(c, s, fn, arg) != 0) return fn(arg, err);
+    return launch(c, s, err);
+}
+
+mr_status cuda_graph_forbid(const cuda_ctx *c, const char *op, mr_error *err)
+{
+    if (c->graph_mode == CUDA_GRAPH_EAGER) return MR_OK;
+    return mr_fail(err, MR_ERR_INTERNAL, "%s: called inside a replayable stage (backend.h: only conv, max_pool and "
+                   "upsample_nearest may be)", op);
+}
