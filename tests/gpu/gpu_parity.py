@@ -24,7 +24,9 @@
       IoU; beside it torchvision's own fp16 (autocast) against its fp32, the
       error a user of the peer accepts. Checked: fp16 finds >= 80% of fp32's
       top 20, mean box IoU >= 0.9, mean mask IoU >= 0.8 (loose on purpose:
-      seeded random weights put many scores close together).
+      seeded random weights put many scores close together). Then the
+      shipped trained shapes model on 8 held-out scenes, fp16 against fp32,
+      with tight gates (bench/fp16_emulation.py's figures, with margin).
 3. With --bench-runs N: a latency table per stage for the 800x1216 image:
    ours fp32/tf32 x fold/no-fold and fp16 (build/detect --profile-runs N: one warm-up,
    medians of N) and torchvision fp32 eager (3 warm-ups, median of N, a
@@ -133,12 +135,12 @@ def ours_stage_times(work, png, device, args, runs, env=None):
     return {s: summary[s]["median"] for s in STAGES + ["total"]}
 
 
-def batch_detections(work, device, pngs, precision="fp32"):
+def batch_detections(work, device, pngs, precision="fp32", config=CONFIG, weights=None, tag="batch"):
     """detect --json over `pngs` in one process (decoding ahead on its
     default threads): per image (boxes, scores, labels) and its masks."""
     from test_cli import rle_decode
-    out = os.path.join(work, f"batch_{device}_{precision}.json")
-    cmd = [os.path.join(BUILD, "detect"), "--config", CONFIG, "--weights", os.path.join(work, "w.safetensors"),
+    out = os.path.join(work, f"{tag}_{device}_{precision}.json")
+    cmd = [os.path.join(BUILD, "detect"), "--config", config, "--weights", weights or os.path.join(work, "w.safetensors"),
            "--device", device, "-q", "--json", out] + (["--precision", precision] if device == "cuda" else []) + pngs
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
@@ -201,6 +203,30 @@ def fp16_accuracy(work, model, images, pngs, dev):
                              False), torch_detections(model, images[k], dev, True))
 
 
+def shapes_fp16(work, count=8):
+    """The shipped trained model (models/shapes_r101_narrow.safetensors) on
+    `count` held-out scenes: ours fp16 against ours fp32. The gates come from
+    bench/fp16_emulation.py (NOTES.md 12.4: emulated fp16 storage gave box
+    IoU 0.9996, mask IoU 0.998, mean |score diff| 3e-4, AP equal to 1e-4),
+    with margin."""
+    sys.path[:0] = [os.path.join(REPO, "models", "shapes"), os.path.join(REPO, "models")]
+    import shapes_data
+    ann_path = shapes_data.write_dataset(os.path.join(work, "shapes"), shapes_data.HELDOUT_SEED, count, 0)
+    pngs = [os.path.join(work, "shapes", im["file_name"]) for im in json.load(open(ann_path))["images"]]
+    cfg = os.path.join(REPO, "configs", "mask_rcnn_R-101-FPN_shapes.json")
+    w = os.path.join(REPO, "models", "shapes_r101_narrow.safetensors")
+    f32 = batch_detections(work, "cuda", pngs, "fp32", cfg, w, "shapes")
+    f16 = batch_detections(work, "cuda", pngs, "fp16", cfg, w, "shapes")
+    rs = [precision_report(f"shapes model, {os.path.basename(p)}", f32[k], f16[k], top=10) for k, p in enumerate(pngs)]
+    found = min(r["found_top"] for r in rs)
+    box, mask = np.mean([r["box_mean"] for r in rs]), np.mean([r["mask_mean"] for r in rs])
+    score = np.mean([r["score_mean"] for r in rs])
+    check(found >= 0.9 and box >= 0.995 and mask >= 0.99 and score <= 5e-3,
+          f"ours fp16 vs fp32, trained shapes model, {count} scenes: top-10 found >= {found * 100:.0f}% (>= 90), "
+          f"mean box IoU {box:.4f} (>= 0.995), mean mask IoU {mask:.4f} (>= 0.99), mean |score diff| {score:.1e} "
+          f"(<= 5e-3)")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", required=True)
@@ -256,6 +282,7 @@ def main():
                            ref["labels"]), batch[k][0], ref_masks, batch[k][1])
     if a.ours == "cuda":
         fp16_accuracy(a.work, model, [astro, synth], [astro_png, synth_png], dev)
+        shapes_fp16(a.work)
 
     if a.bench_runs > 0:
         print(f"\nlatency per stage, 800x1216, median of {a.bench_runs} runs after warm-up:", flush=True)
