@@ -252,25 +252,20 @@ static int cuda_device_count(char *why, size_t why_len)
     return n;
 }
 
-static int cuda_has_tf32(int device)
+/* The device's compute capability major version (0 when it cannot be read). */
+static int compute_major(int device)
 {
     int major = 0;
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
         cudaGetLastError();
         return 0;
     }
-    return major >= 8;
+    return major;
 }
 
-static int cuda_has_fp16_tensor_cores(int device)
-{
-    int major = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
-    return major >= 7;
-}
+static int cuda_has_tf32(int device) { return compute_major(device) >= 8; }
+
+static int cuda_has_fp16_tensor_cores(int device) { return compute_major(device) >= 7; }
 
 static int env_flag(const char *name, int dflt)
 {

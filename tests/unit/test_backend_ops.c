@@ -28,6 +28,7 @@
 
 #include "anchors.h"
 #include "backend.h"
+#include "norm_err.h"
 #ifdef MR_HAVE_CUDA
 #include "backend_cuda.h"
 #endif
@@ -115,7 +116,7 @@ static int create_cuda_fold(mr_backend *be, char *why, size_t why_len, int fold)
 {
 #ifdef MR_HAVE_CUDA
     mr_error err = {0};
-    mr_cuda_params p = {0, 0, fold};
+    mr_cuda_params p = {0, 0, fold, 0};
     if (backend_cuda_create_ex(be, &p, &err) == MR_OK) return 0;
     snprintf(why, why_len, "no GPU (%s)", err.msg);
     return 1;
@@ -214,20 +215,6 @@ static void report(tally *t, const char *label, int ok, const char *detail)
     t->cases++;
     if (!ok) t->fails++;
     printf("  %-72s %s%s%s\n", label, ok ? "OK" : "FAIL", detail[0] ? "  " : "", detail);
-}
-
-/* ||got - ref|| / ||ref|| in double, or ||got - ref|| when ref is all zero;
- * NaN when either side holds a NaN or an infinity. */
-static double norm_err(const float *got, const float *ref, size_t n)
-{
-    double d2 = 0.0, r2 = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(got[i]) || !isfinite(ref[i])) return NAN;
-        double d = (double)got[i] - (double)ref[i];
-        d2 += d * d;
-        r2 += (double)ref[i] * (double)ref[i];
-    }
-    return r2 > 0.0 ? sqrt(d2 / r2) : sqrt(d2);
 }
 
 static void check_close(tally *t, const char *label, const float *got, const float *ref, size_t n, double tol,

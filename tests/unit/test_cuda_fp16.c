@@ -27,6 +27,7 @@
 #include <cmocka.h>
 
 #include "backend.h"
+#include "norm_err.h"
 #include "half.h"
 #ifdef MR_HAVE_CUDA
 #include "backend_cuda.h"
@@ -132,18 +133,6 @@ static float *dev_read(mr_backend *be, const mr_tensor *t)
 }
 
 static void dev_free(mr_backend *be, mr_tensor *t) { be->i->buffer_free(be->ctx, t->data); }
-
-static double norm_err(const float *got, const float *ref, size_t n)
-{
-    double d2 = 0.0, r2 = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(got[i]) || !isfinite(ref[i])) return NAN;
-        double d = (double)got[i] - (double)ref[i];
-        d2 += d * d;
-        r2 += (double)ref[i] * (double)ref[i];
-    }
-    return r2 > 0.0 ? sqrt(d2 / r2) : sqrt(d2);
-}
 
 static void expect_close(const char *what, const float *got, const float *ref, size_t n, double tol)
 {
