@@ -11,7 +11,8 @@
 2. Per-stage latency on the 800x1216 image, R alternating rounds: in each
    round every variant once, in turn: ours (build-gpu/detect --profile-runs
    N: one warm-up run, then N measured runs, a device synchronise after each
-   stage) for fp32/tf32 x fold/--no-fold and fp16, and torchvision eager
+   stage) for fp32/tf32 x fold/--no-fold, fp16, and tf32 without CUDA
+   graphs (MR_CUDA_GRAPHS=0: what the graphs save), and torchvision eager
    fp32, tf32 and fp16 (torch.autocast; 3 warm-up forwards, then N runs,
    synchronised after each stage). The
    table gives the median over all measured runs, per stage and end to end
@@ -53,7 +54,13 @@ sys.path.insert(0, os.path.join(REPO, "bench"))
 BUILD = os.environ.get("DETECT_BUILD", os.path.join(REPO, "build-gpu"))
 CONFIG = os.path.join(REPO, "configs", "mask_rcnn_R-101-FPN_torchvision.json")
 STAGES = ["preprocess", "backbone", "fpn", "rpn", "box_head", "mask_head", "mask_paste"]
-OUR_VARIANTS = [("fp32", True), ("fp32", False), ("tf32", True), ("tf32", False), ("fp16", True)]
+# (precision, batchnorm folded, CUDA graphs): the last, tf32 without graphs, shows what the graphs save
+OUR_VARIANTS = [("fp32", True, True), ("fp32", False, True), ("tf32", True, True), ("tf32", False, True),
+                ("fp16", True, True), ("tf32", True, False)]
+
+
+def variant_name(prec, fold, graphs):
+    return f"ours {prec}{'' if fold else ' nofold'}{'' if graphs else ' nograph'}"
 
 import torch  # noqa: E402
 import oracle  # noqa: E402
@@ -114,13 +121,14 @@ def write_config(work, min_size, max_size):
     return path
 
 
-def run_ours(a, cfg, images, args, mem):
-    """One detect process; its --profile-json runs, and its peak GPU memory."""
+def run_ours(a, cfg, images, args, mem, env=None):
+    """One detect process (env: more environment variables); its
+    --profile-json runs, and its peak GPU memory."""
     pj = os.path.join(a.work, "profile.json")
     cmd = [os.path.join(BUILD, "detect"), "--config", cfg, "--weights", os.path.join(a.work, "w.safetensors"),
            "--device", a.device, "-q", "--profile-json", pj] + args + images
     with mem:
-        r = subprocess.run(cmd, capture_output=True, text=True)
+        r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, **(env or {})))
     if r.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed:\n{r.stderr}")
     with open(pj) as f:
@@ -256,18 +264,18 @@ def main():
           flush=True)
 
     # Per-stage latency, alternating rounds.
-    cols = {f"ours {p}{'' if f else ' nofold'}": [] for p, f in OUR_VARIANTS}
+    cols = {variant_name(*v): [] for v in OUR_VARIANTS}
     cols.update({f"torch {p}": [] for p in ("fp32", "tf32", "fp16")})
     peak = {k: None for k in cols}
     torch_alloc = {}
     for r in range(a.rounds):
         t = time.time()
-        for prec, fold in OUR_VARIANTS:
-            k = f"ours {prec}{'' if fold else ' nofold'}"
+        for prec, fold, graphs in OUR_VARIANTS:
+            k = variant_name(prec, fold, graphs)
             args = ["--profile-runs", str(a.runs)]
             if gpu:
                 args += ["--precision", prec] + ([] if fold else ["--no-fold"])
-            runs, m = run_ours(a, cfg, [png], args, mem)
+            runs, m = run_ours(a, cfg, [png], args, mem, None if graphs else {"MR_CUDA_GRAPHS": "0"})
             cols[k] += [{s: x[s] for s in STAGES} for x in runs]
             for x in cols[k][-len(runs):]:
                 x["total"] = sum(x[s] for s in STAGES)
@@ -289,12 +297,12 @@ def main():
     med = {k: {s: statistics.median(x[s] for x in cols[k]) for s in STAGES + ["total"]} for k in names}
     print(f"\n{'GPU' if gpu else 'DRY RUN on the CPU'}: {h}x{w} input, ms per stage, median of {a.rounds} rounds x {a.runs} runs "
           f"(model time: decode and output excluded)")
-    print(f"{'stage':<11}" + "".join(f"{n:>18}" for n in names))
+    print(f"{'stage':<11}" + "".join(f"{n:>19}" for n in names))
     for s in STAGES + ["total"]:
-        print(f"{s:<11}" + "".join(f"{med[n][s] * 1000:>18.2f}" for n in names))
+        print(f"{s:<11}" + "".join(f"{med[n][s] * 1000:>19.2f}" for n in names))
     print(f"{'vs torch':<11}" + "".join(
-        f"{med[n]['total'] / med['torch ' + n.split()[1]]['total']:>17.2f}x" for n in names))
-    print(f"{'GPU MiB':<11}" + "".join(f"{mib(peak[n]):>18}" for n in names) +
+        f"{med[n]['total'] / med['torch ' + n.split()[1]]['total']:>18.2f}x" for n in names))
+    print(f"{'GPU MiB':<11}" + "".join(f"{mib(peak[n]):>19}" for n in names) +
           "   (nvidia-smi, per process, peak while it ran)")
     if gpu:
         t32, f32 = med["ours tf32"]["total"] * 1000, med["ours fp32"]["total"] * 1000
