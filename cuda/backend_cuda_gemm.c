@@ -68,7 +68,7 @@ mr_status cuda_linear_init(void *vctx, const char *name, const mr_linear_params 
     if (!l) return mr_fail(err, MR_ERR_OOM, "%s: out of memory", name);
     l->linear = *p;
     mr_status st = cuda_upload_weights(c, name, w, (size_t)p->in * (size_t)p->out, &l->d_w, err);
-    if (st == MR_OK) st = cuda_upload_bias(c, l, bias, p->out, err);
+    if (st == MR_OK) st = cuda_upload_bias(c, l, bias, p->out, 0, err);
     if (st != MR_OK) {
         cuda_layer_free(c, l);
         return st;
@@ -121,7 +121,7 @@ mr_status cuda_deconv2x2_init(void *vctx, const char *name, const mr_deconv2x2_p
     size_t tmp = sizeof(float) * (size_t)(p->max_n > 0 ? p->max_n : 0) * (size_t)(p->max_h > 0 ? p->max_h : 0) *
                  (size_t)(p->max_w > 0 ? p->max_w : 0) * 4 * cout;
     if (tmp > c->need_tmp) c->need_tmp = tmp;
-    if (st == MR_OK) st = cuda_upload_bias(c, l, bias, p->cout, err);
+    if (st == MR_OK) st = cuda_upload_bias(c, l, bias, p->cout, 0, err);
     if (st != MR_OK) {
         cuda_layer_free(c, l);
         return st;

@@ -137,7 +137,7 @@ mr_status cuda_upload_weights(cuda_ctx *c, const char *name, const float *h, siz
     return upload_bytes(c, name, h, count * sizeof(float), out, err);
 }
 
-mr_status cuda_upload_bias(cuda_ctx *c, mr_layer *l, const float *bias, int n, mr_error *err)
+mr_status cuda_upload_bias(cuda_ctx *c, mr_layer *l, const float *bias, int n, int halves_too, mr_error *err)
 {
     float *zeros = NULL;
     if (!bias) {
@@ -146,7 +146,7 @@ mr_status cuda_upload_bias(cuda_ctx *c, mr_layer *l, const float *bias, int n, m
     }
     const float *b = bias ? bias : zeros;
     mr_status st = cuda_upload_floats(c, l->name, b, (size_t)n, &l->d_bias, err);
-    if (st == MR_OK && c->fp16) st = upload_halves(c, l->name, b, (size_t)n, &l->d_bias_h, err);
+    if (st == MR_OK && halves_too) st = upload_halves(c, l->name, b, (size_t)n, &l->d_bias_h, err);
     free(zeros);
     return st;
 }
@@ -226,7 +226,8 @@ static mr_status conv_init(cuda_ctx *c, const char *name, const mr_conv_params *
         for (int i = 0; i < cpg; i++)
             for (int k = 0; k < K; k++) ohwi[o * per_out + (size_t)k * cpg + i] = src[o * per_out + (size_t)i * K + k];
     mr_status st = cuda_upload_weights(c, name, ohwi, count, &l->d_w, err);
-    if (st == MR_OK) st = cuda_upload_bias(c, l, scale ? b : bias, p->cout, err);
+    /* with fp16, cuDNN's fused call takes its bias in y's type: halves too */
+    if (st == MR_OK) st = cuda_upload_bias(c, l, scale ? b : bias, p->cout, c->fp16, err);
     if (st == MR_OK && keep) st = cuda_upload_floats(c, name, scale, cout, &l->d_scale, err);
     free(ohwi);
     if (st == MR_OK) st = conv_descriptors(c, l, err);

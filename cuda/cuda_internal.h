@@ -159,8 +159,9 @@ mr_layer *cuda_layer_new(cuda_layer_kind kind, const char *name);
 mr_status cuda_upload_weights(cuda_ctx *c, const char *name, const float *h, size_t count, void **out, mr_error *err);
 /* The same, always floats (biases, scales). */
 mr_status cuda_upload_floats(cuda_ctx *c, const char *name, const float *h, size_t count, float **out, mr_error *err);
-/* Bias (or zeros when bias is NULL) into l->d_bias, and into l->d_bias_h in an fp16 context. */
-mr_status cuda_upload_bias(cuda_ctx *c, mr_layer *l, const float *bias, int n, mr_error *err);
+/* Bias (or zeros when bias is NULL) into l->d_bias as floats, and with
+ * halves_too into l->d_bias_h as halves (an fp16 conv's fused call). */
+mr_status cuda_upload_bias(cuda_ctx *c, mr_layer *l, const float *bias, int n, int halves_too, mr_error *err);
 /* The detection ops read and write fp32 only (backend.h feature_dtype): a
  * tensor of another type is a model bug, reported rather than misread. */
 static inline mr_status cuda_need_f32(const char *op, const mr_tensor *t, const char *what, mr_error *err)
