@@ -11,8 +11,9 @@
 #      once more with MR_CUDA_FUSED_Z=1 (residual as cuDNN's z input, in place)
 #      to tell whether that fusion can become the default, and with
 #      MR_CUDA_SYNC=1 (every launch checked at once);
-#   2b. build-gpu/tests/test_cuda_fp16: --precision fp16 op by op against
-#      strict fp32 on fp16-rounded inputs (fails if skipped); and
+#   2b. build-gpu/tests/test_cuda_fp16: --precision fp16 op by op on
+#      fp16-rounded inputs against double-precision references (fails if
+#      skipped); and
 #      build-gpu/tests/test_cuda_graphs: replayed stages against op by op;
 #   3. tests/gpu/gpu_parity.py: end-to-end parity, strict fp32 (TF32 off in
 #      torch too), of CUDA against our CPU backend (every stage) and against
@@ -75,7 +76,7 @@ grep -E "^test_backend_ops: seed|^  (cpu|cuda|cuda-nofold) [a-z_0-9]+: |FAIL|^SK
 [ $rc -eq 0 ] || fail "test_backend_ops (exit $rc)"
 grep -q "^SKIP cuda" "$WORK.ops.log" && fail "the CUDA cases were skipped: no GPU found by the backend"
 
-step "fp16 ops against strict fp32 (tests/unit/test_cuda_fp16.c)"
+step "fp16 ops against double-precision references (tests/unit/test_cuda_fp16.c)"
 MR_CUDA_SYNC=1 build-gpu/tests/test_cuda_fp16 >"$WORK.fp16.log" 2>&1
 rc=$?
 grep -E "^  |ERROR|FAIL|SKIP|PASSED" "$WORK.fp16.log" | head -60

@@ -28,7 +28,7 @@
 
 #include "anchors.h"
 #include "backend.h"
-#include "norm_err.h"
+#include "ref_ops.h"
 #ifdef MR_HAVE_CUDA
 #include "backend_cuda.h"
 #endif
@@ -306,38 +306,6 @@ static int conv_out(int in, int k, int stride, int pad, int dilation)
     return (in + 2 * pad - dilation * (k - 1) - 1) / stride + 1;
 }
 
-/* y = act(conv(x, w) + b + (accumulate ? y_before : 0)): x NHWC, w OIHW
- * ([cout, cin/groups, k, k]), y NHWC, double accumulation. */
-static void ref_conv(const mr_conv_params *p, int n, int h, int w, int oh, int ow, const float *x, const float *wt,
-                     const float *b, int accumulate, const float *y_before, float *y)
-{
-    int cpg = p->cin / p->groups, opg = p->cout / p->groups;
-    for (int in = 0; in < n; in++)
-        for (int oy = 0; oy < oh; oy++)
-            for (int ox = 0; ox < ow; ox++)
-                for (int co = 0; co < p->cout; co++) {
-                    int g = co / opg;
-                    double acc = b[co];
-                    for (int ky = 0; ky < p->kh; ky++) {
-                        int iy = oy * p->stride - p->pad + ky * p->dilation;
-                        if (iy < 0 || iy >= h) continue;
-                        for (int kx = 0; kx < p->kw; kx++) {
-                            int ix = ox * p->stride - p->pad + kx * p->dilation;
-                            if (ix < 0 || ix >= w) continue;
-                            for (int ci = 0; ci < cpg; ci++) {
-                                double xv = x[(((size_t)in * h + iy) * w + ix) * p->cin + (size_t)(g * cpg + ci)];
-                                double wv = wt[(((size_t)co * cpg + ci) * p->kh + ky) * p->kw + kx];
-                                acc += xv * wv;
-                            }
-                        }
-                    }
-                    size_t o = (((size_t)in * oh + oy) * ow + ox) * p->cout + co;
-                    if (accumulate) acc += y_before[o];
-                    if (p->relu && acc < 0.0) acc = 0.0;
-                    y[o] = (float)acc;
-                }
-}
-
 static mr_conv_params conv_params(const conv_case *c)
 {
     mr_conv_params p = {c->cin, c->cout, c->k, c->k, c->stride, c->pad, c->dilation, c->groups, c->relu, 0, 0, 0}; /* largest input unknown */
@@ -514,14 +482,7 @@ static void op_linear(fixture *f, tally *t)
             mr_tensor tx = mr_tensor_make(dx, c->n, c->h, c->w, c->c), ty = mr_tensor_make(dy, c->n, 1, 1, c->out);
             if (status_ok(t, label, f->be.i->linear(f->be.ctx, layer, &tx, &ty, &err), &err)) {
                 dev_get(f, hy, dy, ys);
-                for (int r = 0; r < c->n; r++)
-                    for (int o = 0; o < c->out; o++) {
-                        double acc = b[o];
-                        for (int k = 0; k < in; k++)
-                            acc += (double)hx[(size_t)r * in + k] * (double)w[(size_t)o * in + k];
-                        if (c->relu && acc < 0.0) acc = 0.0;
-                        ref[(size_t)r * c->out + o] = (float)acc;
-                    }
+                ref_linear(&p, c->n, hx, w, b, ref);
                 check_close(t, label, hy, ref, ys, TOL_LINEAR, guard_intact(f, dy, ys));
             }
             dev_free(f, dx);
@@ -552,25 +513,6 @@ static const deconv_case g_deconv_cases[] = {
     {6, 13, 17, 8, 24, 0},
 };
 
-/* ConvTranspose2d(kernel 2, stride 2), w [cin, cout, 2, 2]: input pixel
- * (i, j) writes output pixels (2i + ki, 2j + kj). */
-static void ref_deconv2x2(const deconv_case *c, const float *x, const float *w, const float *b, float *y)
-{
-    int oh = 2 * c->h, ow = 2 * c->w;
-    for (int n = 0; n < c->n; n++)
-        for (int oy = 0; oy < oh; oy++)
-            for (int ox = 0; ox < ow; ox++)
-                for (int co = 0; co < c->cout; co++) {
-                    int i = oy / 2, j = ox / 2, ki = oy % 2, kj = ox % 2;
-                    double acc = b[co];
-                    for (int ci = 0; ci < c->cin; ci++)
-                        acc += (double)x[(((size_t)n * c->h + i) * c->w + j) * c->cin + ci] *
-                               (double)w[(((size_t)ci * c->cout + co) * 2 + ki) * 2 + kj];
-                    if (c->relu && acc < 0.0) acc = 0.0;
-                    y[(((size_t)n * oh + oy) * ow + ox) * c->cout + co] = (float)acc;
-                }
-}
-
 static void op_deconv2x2(fixture *f, tally *t)
 {
     NEED(f, deconv2x2_init);
@@ -596,7 +538,7 @@ static void op_deconv2x2(fixture *f, tally *t)
             mr_tensor ty = mr_tensor_make(dy, c->n, 2 * c->h, 2 * c->w, c->cout);
             if (status_ok(t, label, f->be.i->deconv2x2(f->be.ctx, layer, &tx, &ty, &err), &err)) {
                 dev_get(f, hy, dy, ys);
-                ref_deconv2x2(c, hx, w, b, ref);
+                ref_deconv2x2(&p, c->n, c->h, c->w, hx, w, b, ref);
                 check_close(t, label, hy, ref, ys, TOL_DECONV, guard_intact(f, dy, ys));
             }
             dev_free(f, dx);
@@ -646,21 +588,7 @@ static void op_max_pool(fixture *f, tally *t)
         float *hx = fmalloc(xs), *hy = fmalloc(ys), *ref = fmalloc(ys);
         fill_uniform(hx, xs, c->negative ? -2.0f : -1.0f, c->negative ? -1.0f : 1.0f);
         for (size_t k = 0; c->nans && k < xs; k += 37) hx[k] = NAN;
-        for (int n = 0; n < c->n; n++)
-            for (int oy = 0; oy < oh; oy++)
-                for (int ox = 0; ox < ow; ox++)
-                    for (int ch = 0; ch < c->c; ch++) {
-                        float m = -INFINITY;
-                        for (int ky = 0; ky < c->kernel; ky++)
-                            for (int kx = 0; kx < c->kernel; kx++) {
-                                int iy = oy * c->stride - c->pad + ky, ix = ox * c->stride - c->pad + kx;
-                                if (iy < 0 || iy >= c->h || ix < 0 || ix >= c->w) continue;
-                                float v = hx[(((size_t)n * c->h + iy) * c->w + ix) * c->c + ch];
-                                if (v > m || v != v) m = v;
-                                if (m != m) break; /* NaN wins */
-                            }
-                        ref[(((size_t)n * oh + oy) * ow + ox) * c->c + ch] = m;
-                    }
+        ref_max_pool(&p, c->n, c->h, c->w, c->c, hx, oh, ow, ref);
         float *dx = dev_upload(f, hx, xs), *dy = dev_output(f, NULL, ys);
         mr_tensor tx = mr_tensor_make(dx, c->n, c->h, c->w, c->c), ty = mr_tensor_make(dy, c->n, oh, ow, c->c);
         char label[160];
@@ -709,16 +637,6 @@ static const upsample_case g_upsample_cases[] = {
     {0, 5, 7, 10, 14, 4},  /* N = 0 */
 };
 
-/* PyTorch's "nearest": src = min(floor(dst * (float)in / out), in - 1), in
- * float; exact 2x is dst >> 1. */
-static int ref_nearest(int dst, int in, int out)
-{
-    if (out == 2 * in) return dst >> 1;
-    float scale = (float)in / (float)out;
-    int i = (int)floorf((float)dst * scale);
-    return i < in - 1 ? i : in - 1;
-}
-
 static void op_upsample_nearest(fixture *f, tally *t)
 {
     NEED(f, upsample_nearest);
@@ -727,14 +645,7 @@ static void op_upsample_nearest(fixture *f, tally *t)
         size_t xs = (size_t)c->n * c->ih * c->iw * c->c, ys = (size_t)c->n * c->oh * c->ow * c->c;
         float *hx = fmalloc(xs), *hy = fmalloc(ys), *ref = fmalloc(ys);
         fill_uniform(hx, xs, -1.0f, 1.0f);
-        for (int n = 0; n < c->n; n++)
-            for (int oy = 0; oy < c->oh; oy++)
-                for (int ox = 0; ox < c->ow; ox++)
-                    for (int ch = 0; ch < c->c; ch++) {
-                        int iy = ref_nearest(oy, c->ih, c->oh), ix = ref_nearest(ox, c->iw, c->ow);
-                        ref[(((size_t)n * c->oh + oy) * c->ow + ox) * c->c + ch] =
-                            hx[(((size_t)n * c->ih + iy) * c->iw + ix) * c->c + ch];
-                    }
+        ref_upsample_nearest(c->n, c->ih, c->iw, c->oh, c->ow, c->c, hx, ref);
         float *dx = dev_upload(f, hx, xs), *dy = dev_output(f, NULL, ys);
         mr_tensor tx = mr_tensor_make(dx, c->n, c->ih, c->iw, c->c), ty = mr_tensor_make(dy, c->n, c->oh, c->ow, c->c);
         char label[160];

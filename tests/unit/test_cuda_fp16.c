@@ -1,17 +1,19 @@
 /* The CUDA backend's --precision fp16 (mr_cuda_params.fp16), op by op,
- * against the same backend in strict fp32 on the same inputs.
+ * against references that share no code with it: the double-precision
+ * loops of ref_ops.h for the dense ops, the CPU backend (itself checked
+ * against torchvision) for RoIAlign.
  *
- * Every input, weight and residual is first rounded to fp16 (half.h), so
- * both contexts see the same numbers and what differs is what fp16 changes:
- * the outputs rounded to fp16, fp16 biases in cuDNN's fused conv, and
- * tensor-core accumulation order. The fp32 context is itself checked
- * against double references by test_backend_ops. Tolerances are by
- * normalised error ||fp16 - fp32|| / ||fp32||: 2e-3 for the layers (an fp16
- * output alone is within 2^-11 = 4.9e-4 of each value), exact for max
- * pooling and nearest upsampling (a max or a copy of halves is a half),
- * 1e-3 for RoIAlign. Also: feature_dtype, the fp16 -> fp32 1x1 convs (RPN
- * heads, mask logits), linear layers with fp32 outputs (box predictor), and
- * the type errors a model bug would meet.
+ * Every input, weight, bias and residual is first rounded to fp16
+ * (half.h), so the reference sees exactly the numbers the fp16 context
+ * holds and what differs is what fp16 computation changes: outputs
+ * rounded to fp16 (twice where a residual sum and a bias pass follow each
+ * other), tensor-core accumulation order. Tolerances are by normalised
+ * error ||fp16 - ref|| / ||ref||: 2e-3 for the layers (an fp16 output
+ * alone is within 2^-11 = 4.9e-4 of each value), exact for max pooling and
+ * nearest upsampling (a max or a copy of halves is a half), 1e-3 for
+ * RoIAlign. Also: feature_dtype, the fp16 -> fp32 1x1 convs (RPN heads,
+ * mask logits), linear layers with fp32 outputs (box predictor), and the
+ * type errors a model bug would meet.
  *
  * Without a GPU every test is skipped, visibly, with the CUDA runtime's
  * reason; CPU-only builds (CUDA=0) skip too. */
@@ -27,7 +29,7 @@
 #include <cmocka.h>
 
 #include "backend.h"
-#include "norm_err.h"
+#include "ref_ops.h"
 #include "half.h"
 #ifdef MR_HAVE_CUDA
 #include "backend_cuda.h"
@@ -37,7 +39,7 @@
 #define TOL_ROI 1e-3
 
 typedef struct {
-    mr_backend f32, f16, f16_nofold;
+    mr_backend f32, f16, f16_nofold, cpu; /* cpu: the RoIAlign reference */
 } contexts;
 
 static uint64_t g_rng = 0x66703136u; /* "fp16" */
@@ -75,6 +77,7 @@ static int setup(void **state)
         printf("SKIP test_cuda_fp16: no fp16 context (%s)\n", err.msg);
         return 0;
     }
+    if (backend_cpu_create(&c.cpu, 2, &err) != MR_OK) fail_msg("backend_cpu_create: %s", err.msg);
     *state = &c;
 #else
     printf("SKIP test_cuda_fp16: no CUDA backend in this build\n");
@@ -138,7 +141,7 @@ static void expect_close(const char *what, const float *got, const float *ref, s
 {
     double e = norm_err(got, ref, n);
     printf("  %-64s err %.2e (tol %.0e)\n", what, e, tol);
-    if (!(e <= tol)) fail_msg("%s: fp16 against fp32: normalised error %.3e > %.0e", what, e, tol);
+    if (!(e <= tol)) fail_msg("%s: fp16 against the reference: normalised error %.3e > %.0e", what, e, tol);
 }
 
 /* ---- layers ---- */
@@ -176,32 +179,33 @@ static void run_conv_case(contexts *c, const conv_case *k)
     int oh = (k->h + 2 * k->pad - k->k) / k->stride + 1, ow = (k->w + 2 * k->pad - k->k) / k->stride + 1;
     size_t xn = (size_t)k->n * k->h * k->w * k->cin, yn = (size_t)k->n * oh * ow * k->cout;
     float *x = random_halves(xn, -1.0f, 1.0f), *y0 = random_halves(yn, -1.0f, 1.0f);
-    mr_backend *b16 = k->affine ? &c->f16_nofold : &c->f16;
-    float *out[2] = {NULL, NULL};
-    for (int v = 0; v < 2; v++) {
-        mr_backend *be = v ? b16 : &c->f32;
-        mr_elem_type ft = v ? MR_ELEM_F16 : MR_ELEM_F32, yt = v && !k->out_f32 ? MR_ELEM_F16 : MR_ELEM_F32;
-        mr_layer *l = NULL;
-        mr_error err = {0};
-        mr_status st = k->affine ? be->i->conv_init_affine(be->ctx, "fp16.conv", &p, w, b, scale, shift, &l, &err)
-                                 : be->i->conv_init(be->ctx, "fp16.conv", &p, w, b, &l, &err);
-        if (st != MR_OK) fail_msg("conv_init: %s", err.msg);
-        mr_tensor tx = dev_tensor(be, x, k->n, k->h, k->w, k->cin, ft);
-        mr_tensor ty = dev_tensor(be, y0, k->n, oh, ow, k->cout, yt);
-        st = be->i->conv(be->ctx, l, &tx, &ty, k->accumulate, &err);
-        if (st != MR_OK) fail_msg("conv (%s): %s", v ? "fp16" : "fp32", err.msg);
-        out[v] = dev_read(be, &ty);
-        be->i->layer_free(be->ctx, l);
-        dev_free(be, &tx);
-        dev_free(be, &ty);
+    mr_backend *be = k->affine ? &c->f16_nofold : &c->f16;
+    mr_layer *l = NULL;
+    mr_error err = {0};
+    mr_status st = k->affine ? be->i->conv_init_affine(be->ctx, "fp16.conv", &p, w, b, scale, shift, &l, &err)
+                             : be->i->conv_init(be->ctx, "fp16.conv", &p, w, b, &l, &err);
+    if (st != MR_OK) fail_msg("conv_init: %s", err.msg);
+    mr_tensor tx = dev_tensor(be, x, k->n, k->h, k->w, k->cin, MR_ELEM_F16);
+    mr_tensor ty = dev_tensor(be, y0, k->n, oh, ow, k->cout, k->out_f32 ? MR_ELEM_F32 : MR_ELEM_F16);
+    if (be->i->conv(be->ctx, l, &tx, &ty, k->accumulate, &err) != MR_OK) fail_msg("conv: %s", err.msg);
+    float *got = dev_read(be, &ty), *ref = malloc(sizeof(float) * (yn ? yn : 1));
+    assert_non_null(ref);
+    be->i->layer_free(be->ctx, l);
+    dev_free(be, &tx);
+    dev_free(be, &ty);
+    /* the affine as a batchnorm is defined: act((conv(x, W) + b)*s + t (+ y0)), folded here in double */
+    for (int o = 0; k->affine && o < k->cout; o++) {
+        for (size_t q = 0; q < wn / (size_t)k->cout; q++) w[(size_t)o * (wn / (size_t)k->cout) + q] *= scale[o];
+        b[o] = (float)((double)b[o] * scale[o] + shift[o]);
     }
+    ref_conv(&p, k->n, k->h, k->w, oh, ow, x, w, b, k->accumulate, y0, ref);
     char what[128];
     snprintf(what, sizeof what, "conv k%d s%d %d->%d N=%d %s%s%s%s", k->k, k->stride, k->cin, k->cout, k->n,
              k->relu ? "relu " : "", k->accumulate ? "acc " : "", k->out_f32 ? "->fp32 " : "",
              k->affine ? "affine" : "");
-    expect_close(what, out[1], out[0], yn, TOL_LAYER);
-    free(out[0]);
-    free(out[1]);
+    expect_close(what, got, ref, yn, TOL_LAYER);
+    free(got);
+    free(ref);
     free(w);
     free(b);
     free(scale);
@@ -228,27 +232,27 @@ static void test_linear(void **state)
         mr_linear_params p = {cases[i].in, cases[i].out, cases[i].relu};
         float s = 1.0f / sqrtf((float)p.in);
         float *w = random_halves((size_t)p.in * p.out, -s, s), *b = random_halves((size_t)p.out, -0.5f, 0.5f);
-        float *x = random_halves((size_t)cases[i].rows * p.in, -1.0f, 1.0f), *out[2];
-        for (int v = 0; v < 2; v++) {
-            mr_backend *be = v ? &c->f16 : &c->f32;
-            mr_layer *l = NULL;
-            mr_error err = {0};
-            if (be->i->linear_init(be->ctx, "fp16.fc", &p, w, b, &l, &err) != MR_OK) fail_msg("%s", err.msg);
-            mr_tensor tx = dev_tensor(be, x, cases[i].rows, 1, 1, p.in, v ? MR_ELEM_F16 : MR_ELEM_F32);
-            mr_tensor ty = dev_tensor(be, NULL, cases[i].rows, 1, 1, p.out,
-                                      v && !cases[i].out_f32 ? MR_ELEM_F16 : MR_ELEM_F32);
-            if (be->i->linear(be->ctx, l, &tx, &ty, &err) != MR_OK) fail_msg("linear: %s", err.msg);
-            out[v] = dev_read(be, &ty);
-            be->i->layer_free(be->ctx, l);
-            dev_free(be, &tx);
-            dev_free(be, &ty);
-        }
+        size_t yn = (size_t)cases[i].rows * p.out;
+        float *x = random_halves((size_t)cases[i].rows * p.in, -1.0f, 1.0f), *ref = malloc(sizeof(float) * (yn + 1));
+        assert_non_null(ref);
+        mr_backend *be = &c->f16;
+        mr_layer *l = NULL;
+        mr_error err = {0};
+        if (be->i->linear_init(be->ctx, "fp16.fc", &p, w, b, &l, &err) != MR_OK) fail_msg("%s", err.msg);
+        mr_tensor tx = dev_tensor(be, x, cases[i].rows, 1, 1, p.in, MR_ELEM_F16);
+        mr_tensor ty = dev_tensor(be, NULL, cases[i].rows, 1, 1, p.out, cases[i].out_f32 ? MR_ELEM_F32 : MR_ELEM_F16);
+        if (be->i->linear(be->ctx, l, &tx, &ty, &err) != MR_OK) fail_msg("linear: %s", err.msg);
+        float *got = dev_read(be, &ty);
+        be->i->layer_free(be->ctx, l);
+        dev_free(be, &tx);
+        dev_free(be, &ty);
+        ref_linear(&p, cases[i].rows, x, w, b, ref);
         char what[96];
         snprintf(what, sizeof what, "linear %d->%d rows %d%s%s", p.in, p.out, cases[i].rows, p.relu ? " relu" : "",
                  cases[i].out_f32 ? " ->fp32" : "");
-        expect_close(what, out[1], out[0], (size_t)cases[i].rows * p.out, TOL_LAYER);
-        free(out[0]);
-        free(out[1]);
+        expect_close(what, got, ref, yn, TOL_LAYER);
+        free(got);
+        free(ref);
         free(w);
         free(b);
         free(x);
@@ -262,23 +266,24 @@ static void test_deconv(void **state)
     mr_deconv2x2_params p = {32, 16, 1, 0, 0, 0};
     int n = 5, h = 14, w = 14;
     float *wt = random_halves((size_t)p.cin * p.cout * 4, -0.2f, 0.2f), *b = random_halves(16, -0.5f, 0.5f);
-    float *x = random_halves((size_t)n * h * w * p.cin, -1.0f, 1.0f), *out[2];
-    for (int v = 0; v < 2; v++) {
-        mr_backend *be = v ? &c->f16 : &c->f32;
-        mr_elem_type t = v ? MR_ELEM_F16 : MR_ELEM_F32;
-        mr_layer *l = NULL;
-        mr_error err = {0};
-        if (be->i->deconv2x2_init(be->ctx, "fp16.deconv", &p, wt, b, &l, &err) != MR_OK) fail_msg("%s", err.msg);
-        mr_tensor tx = dev_tensor(be, x, n, h, w, p.cin, t), ty = dev_tensor(be, NULL, n, 2 * h, 2 * w, p.cout, t);
-        if (be->i->deconv2x2(be->ctx, l, &tx, &ty, &err) != MR_OK) fail_msg("deconv2x2: %s", err.msg);
-        out[v] = dev_read(be, &ty);
-        be->i->layer_free(be->ctx, l);
-        dev_free(be, &tx);
-        dev_free(be, &ty);
-    }
-    expect_close("deconv2x2 32->16 relu, 5x14x14", out[1], out[0], (size_t)n * 4 * h * w * p.cout, TOL_LAYER);
-    free(out[0]);
-    free(out[1]);
+    size_t yn = (size_t)n * 4 * h * w * p.cout;
+    float *x = random_halves((size_t)n * h * w * p.cin, -1.0f, 1.0f), *ref = malloc(sizeof(float) * yn);
+    assert_non_null(ref);
+    mr_backend *be = &c->f16;
+    mr_layer *l = NULL;
+    mr_error err = {0};
+    if (be->i->deconv2x2_init(be->ctx, "fp16.deconv", &p, wt, b, &l, &err) != MR_OK) fail_msg("%s", err.msg);
+    mr_tensor tx = dev_tensor(be, x, n, h, w, p.cin, MR_ELEM_F16);
+    mr_tensor ty = dev_tensor(be, NULL, n, 2 * h, 2 * w, p.cout, MR_ELEM_F16);
+    if (be->i->deconv2x2(be->ctx, l, &tx, &ty, &err) != MR_OK) fail_msg("deconv2x2: %s", err.msg);
+    float *got = dev_read(be, &ty);
+    be->i->layer_free(be->ctx, l);
+    dev_free(be, &tx);
+    dev_free(be, &ty);
+    ref_deconv2x2(&p, n, h, w, x, wt, b, ref);
+    expect_close("deconv2x2 32->16 relu, 5x14x14", got, ref, yn, TOL_LAYER);
+    free(got);
+    free(ref);
     free(wt);
     free(b);
     free(x);
@@ -294,7 +299,6 @@ static void test_pool_upsample(void **state)
     float *x = random_halves((size_t)H * W * C, -4.0f, 4.0f);
     static const mr_pool_params pools[] = {{3, 2, 1}, {1, 2, 0}};
     for (int k = 0; k < 4; k++) {
-        float *out[2];
         int oh, ow;
         if (k < 2) {
             oh = (H + 2 * pools[k].pad - pools[k].kernel) / pools[k].stride + 1;
@@ -303,24 +307,27 @@ static void test_pool_upsample(void **state)
             oh = k == 2 ? 2 * H : 2 * H + 3;
             ow = k == 2 ? 2 * W : 2 * W - 5;
         }
-        for (int v = 0; v < 2; v++) {
-            mr_backend *be = v ? &c->f16 : &c->f32;
-            mr_elem_type t = v ? MR_ELEM_F16 : MR_ELEM_F32;
-            mr_tensor tx = dev_tensor(be, x, 1, H, W, C, t), ty = dev_tensor(be, NULL, 1, oh, ow, C, t);
-            mr_error err = {0};
-            mr_status st = k < 2 ? be->i->max_pool(be->ctx, &pools[k], &tx, &ty, &err)
-                                 : be->i->upsample_nearest(be->ctx, &tx, &ty, &err);
-            if (st != MR_OK) fail_msg("%s: %s", k < 2 ? "max_pool" : "upsample_nearest", err.msg);
-            out[v] = dev_read(be, &ty);
-            dev_free(be, &tx);
-            dev_free(be, &ty);
-        }
+        mr_backend *be = &c->f16;
+        mr_tensor tx = dev_tensor(be, x, 1, H, W, C, MR_ELEM_F16), ty = dev_tensor(be, NULL, 1, oh, ow, C, MR_ELEM_F16);
+        mr_error err = {0};
+        mr_status st = k < 2 ? be->i->max_pool(be->ctx, &pools[k], &tx, &ty, &err)
+                             : be->i->upsample_nearest(be->ctx, &tx, &ty, &err);
+        if (st != MR_OK) fail_msg("%s: %s", k < 2 ? "max_pool" : "upsample_nearest", err.msg);
+        float *got = dev_read(be, &ty);
+        dev_free(be, &tx);
+        dev_free(be, &ty);
         size_t n = (size_t)oh * ow * C;
+        float *ref = malloc(sizeof(float) * n);
+        assert_non_null(ref);
+        if (k < 2)
+            ref_max_pool(&pools[k], 1, H, W, C, x, oh, ow, ref);
+        else
+            ref_upsample_nearest(1, H, W, oh, ow, C, x, ref);
         char what[64];
         snprintf(what, sizeof what, "%s -> %dx%d", k < 2 ? "max_pool" : "upsample_nearest", oh, ow);
-        expect_close(what, out[1], out[0], n, 0.0);
-        free(out[0]);
-        free(out[1]);
+        expect_close(what, got, ref, n, 0.0);
+        free(got);
+        free(ref);
     }
     free(x);
 }
@@ -343,9 +350,9 @@ static void test_roi_align(void **state)
         rois[4 * r + 2] = x0 + sz;
         rois[4 * r + 3] = y0 + sz * 0.75f;
     }
-    float *out[2];
+    float *out[2]; /* the CPU backend's, then fp16's */
     for (int v = 0; v < 2; v++) {
-        mr_backend *be = v ? &c->f16 : &c->f32;
+        mr_backend *be = v ? &c->f16 : &c->cpu;
         mr_elem_type t = v ? MR_ELEM_F16 : MR_ELEM_F32;
         mr_tensor lv[LEVELS];
         const mr_tensor *lvp[LEVELS];
@@ -408,6 +415,7 @@ static int teardown(void **state)
     c->f32.i->destroy(c->f32.ctx);
     c->f16.i->destroy(c->f16.ctx);
     c->f16_nofold.i->destroy(c->f16_nofold.ctx);
+    c->cpu.i->destroy(c->cpu.ctx);
     return 0;
 }
 
