@@ -35,7 +35,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(REPO, "tests", "parity"), os.path.join(REPO, "models", "shapes"),
                 os.path.join(REPO, "models")]
 import oracle  # noqa: E402
-from metrics import iou_matrix, mask_iou, match_detections  # noqa: E402
+from metrics import precision_drift  # noqa: E402
 from torchvision.ops.misc import FrozenBatchNorm2d  # noqa: E402
 
 
@@ -111,20 +111,6 @@ def detections(model, img):
             "labels": out["labels"].numpy(), "masks": out["masks"][:, 0].numpy() > 0.5}
 
 
-def compare(ref, ours, top=20):
-    pairs, _, _ = match_detections(ref["boxes"], ref["scores"], ref["labels"], ours["boxes"], ours["scores"],
-                                   ours["labels"], iou=0.5, score_tol=2.0)
-    ious = iou_matrix(ref["boxes"], ours["boxes"]) if len(ref["boxes"]) and len(ours["boxes"]) else None
-    box = [float(ious[i, j]) for i, j in pairs]
-    ds = [abs(float(ours["scores"][j]) - float(ref["scores"][i])) for i, j in pairs]
-    mk = [mask_iou(ours["masks"][j], ref["masks"][i]) for i, j in pairs]
-    top_ref = set(np.argsort(-ref["scores"], kind="stable")[:top].tolist())
-    found = sum(1 for i, _ in pairs if i in top_ref) / max(1, len(top_ref))
-    return (f"fp32 {len(ref['scores'])} dets, fp16 {len(ours['scores'])}, matched {len(pairs)}; top {top} found "
-            f"{found * 100:.0f}%; box IoU mean {np.mean(box):.4f} min {min(box):.4f}; |score diff| mean "
-            f"{np.mean(ds):.2e} max {max(ds):.2e}; mask IoU mean {np.mean(mk):.4f} min {min(mk):.4f}")
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--scenes", type=int, default=50)
@@ -140,7 +126,7 @@ def main():
     for name, img in images.items():
         t = time.time()
         r, o = detections(ref_model, img), detections(f16_model, img)
-        print(f"  {name}: {compare(r, o)} ({time.time() - t:.0f} s)", flush=True)
+        print(f"  {name}: {precision_drift(r, o)['text']} ({time.time() - t:.0f} s)", flush=True)
 
     print(f"2. the shipped shapes model, {a.scenes} held-out scenes, AP by pycocotools:", flush=True)
     import evaluate

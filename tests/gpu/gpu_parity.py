@@ -53,7 +53,7 @@ CONFIG = os.path.join(REPO, "configs", "mask_rcnn_R-101-FPN_torchvision.json")
 import torch  # noqa: E402
 import oracle  # noqa: E402
 import bench_gpu  # noqa: E402  (torchvision's per-stage timing, shared with tests/gpu/bench.sh)
-from metrics import iou_matrix, mask_iou, match_detections, near_tie, normalised_l2, proposal_recall  # noqa: E402
+from metrics import mask_iou, match_detections, near_tie, normalised_l2, precision_drift, proposal_recall  # noqa: E402
 
 FEATURE_TOL = 1e-4
 SCORE_THRESH = 0.05
@@ -155,25 +155,13 @@ def batch_detections(work, device, pngs, precision="fp32", config=CONFIG, weight
 
 
 def precision_report(label, ref, ours, top=20):
-    """How far `ours` (a lower precision) strays from `ref` (fp32): each of
-    ref's detections matched to an unused one of ours of its class at the
-    highest box IoU >= 0.5 (any score). Returns the figures printed."""
-    (rb, rs, rl), rmasks = ref
-    (ob, os_, ol), omasks = ours
-    pairs, _, _ = match_detections(rb, rs, rl.astype(int), ob, os_, ol.astype(int), iou=0.5, score_tol=2.0)
-    ious = iou_matrix(rb, ob) if len(rb) and len(ob) else np.zeros((len(rb), len(ob)))
-    box = [float(ious[i, j]) for i, j in pairs]
-    dscore = [abs(float(os_[j]) - float(rs[i])) for i, j in pairs]
-    miou = [mask_iou(omasks[j], rmasks[i]) for i, j in pairs]
-    top_ref = set(np.argsort(-np.asarray(rs), kind="stable")[:top].tolist())
-    found = sum(1 for i, _ in pairs if i in top_ref) / max(1, len(top_ref))
-    r = {"found_top": found, "box_mean": float(np.mean(box)) if box else 0.0, "box_min": min(box, default=0.0),
-         "score_mean": float(np.mean(dscore)) if dscore else 0.0, "score_max": max(dscore, default=0.0),
-         "mask_mean": float(np.mean(miou)) if miou else 0.0, "mask_min": min(miou, default=0.0)}
-    print(f"  {label}: fp32 {len(rb)} dets, other {len(ob)}, matched {len(pairs)}; of fp32's top {top}: "
-          f"{found * 100:.0f}% found; box IoU mean {r['box_mean']:.4f} min {r['box_min']:.4f}; |score diff| mean "
-          f"{r['score_mean']:.2e} max {r['score_max']:.2e}; mask IoU mean {r['mask_mean']:.4f} min "
-          f"{r['mask_min']:.4f}", flush=True)
+    """metrics.precision_drift of `ours` from `ref` (each ((boxes, scores,
+    labels), masks)), printed under `label`; returns its figures."""
+    def as_dict(d):
+        (b, s, l), m = d
+        return {"boxes": b, "scores": s, "labels": l, "masks": m}
+    r = precision_drift(as_dict(ref), as_dict(ours), top)
+    print(f"  {label}: {r['text']}", flush=True)
     return r
 
 

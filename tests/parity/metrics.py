@@ -72,3 +72,31 @@ def mask_iou(a, b):
     b = np.asarray(b, bool)
     union = np.logical_or(a, b).sum()
     return 1.0 if union == 0 else float(np.logical_and(a, b).sum() / union)
+
+
+def precision_drift(ref, ours, top=20):
+    """How far `ours` (a lower precision: fp16, TF32) strays from `ref`
+    (fp32), both dicts of boxes, scores, labels and masks (bool HxW each):
+    each of ref's detections matched to an unused one of ours of its class
+    at the highest box IoU >= 0.5 (any score). Returns the counts, the share
+    of ref's `top` highest scores found, and mean/min box IoU, mean/max
+    |score difference| and mean/min mask IoU over the matched pairs, and
+    `text`, all of it on one line."""
+    rb, rs, rl = ref["boxes"], np.asarray(ref["scores"]), np.asarray(ref["labels"]).astype(int)
+    ob, os_, ol = ours["boxes"], np.asarray(ours["scores"]), np.asarray(ours["labels"]).astype(int)
+    pairs, _, _ = match_detections(rb, rs, rl, ob, os_, ol, iou=0.5, score_tol=2.0)
+    ious = iou_matrix(rb, ob) if len(rb) and len(ob) else np.zeros((len(rb), len(ob)))
+    box = [float(ious[i, j]) for i, j in pairs]
+    dscore = [abs(float(os_[j]) - float(rs[i])) for i, j in pairs]
+    miou = [mask_iou(ours["masks"][j], ref["masks"][i]) for i, j in pairs]
+    top_ref = set(np.argsort(-rs, kind="stable")[:top].tolist())
+    r = {"ref": len(rs), "ours": len(os_), "matched": len(pairs),
+         "found_top": sum(1 for i, _ in pairs if i in top_ref) / max(1, len(top_ref)),
+         "box_mean": float(np.mean(box)) if box else 0.0, "box_min": min(box, default=0.0),
+         "score_mean": float(np.mean(dscore)) if dscore else 0.0, "score_max": max(dscore, default=0.0),
+         "mask_mean": float(np.mean(miou)) if miou else 0.0, "mask_min": min(miou, default=0.0)}
+    r["text"] = (f"fp32 {r['ref']} dets, other {r['ours']}, matched {r['matched']}; of fp32's top {top}: "
+                 f"{r['found_top'] * 100:.0f}% found; box IoU mean {r['box_mean']:.4f} min {r['box_min']:.4f}; "
+                 f"|score diff| mean {r['score_mean']:.2e} max {r['score_max']:.2e}; mask IoU mean "
+                 f"{r['mask_mean']:.4f} min {r['mask_min']:.4f}")
+    return r
