@@ -13,6 +13,7 @@
  * eight halves (16 bytes) per thread when C is a multiple of 8 and the
  * pointers are 16-byte aligned. */
 #include <stdint.h>
+#include <string.h>
 
 #include "cuda_launch.cuh"
 #include "elem.cuh"
@@ -41,9 +42,13 @@ static __global__ void affine_kernel_h8(uint4 *y, const uint4 *x, const float *s
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n8; i += (size_t)gridDim.x * blockDim.x) {
         int c0 = (int)(i % (size_t)C8) * 8;
+        /* one 16-byte load each; the halves are copied out of it, not read
+         * through a cast pointer (that would break C++'s aliasing rule: g++
+         * drops such reads, tests/emu showed it) */
         uint4 v = x[i], r = residual ? residual[i] : make_uint4(0, 0, 0, 0), o;
-        const __half2 *vh = (const __half2 *)&v, *rh = (const __half2 *)&r;
-        __half2 *oh = (__half2 *)&o;
+        __half2 vh[4], rh[4], oh[4];
+        memcpy((void *)vh, &v, sizeof v);
+        memcpy((void *)rh, &r, sizeof r);
         for (int k = 0; k < 4; k++) {
             float2 a = __half22float2(vh[k]), res = residual ? __half22float2(rh[k]) : make_float2(0.0f, 0.0f);
             int c = c0 + 2 * k;
@@ -51,6 +56,7 @@ static __global__ void affine_kernel_h8(uint4 *y, const uint4 *x, const float *s
             float hi = affine_one(a.y, scale ? scale[c + 1] : 1.0f, bias ? bias[c + 1] : 0.0f, res.y, relu);
             oh[k] = __floats2half2_rn(lo, hi);
         }
+        memcpy(&o, oh, sizeof o);
         y[i] = o;
     }
 }
