@@ -11,7 +11,9 @@ A case = (weight seed, image, input size). For each case, once per session:
      ("isolated").
 Seeds: DETECT_PARITY_SEED overrides every case's weight seed, so the
 properties can be checked for other seeds by hand. DETECT_STAGE_ARGS adds
-arguments to every stage_runner run (tests/gpu/check.sh: "--device cuda")."""
+arguments to every stage_runner run (tests/gpu/check.sh: "--device cuda"),
+and detect_device_args() gives the same device to the tests that run
+detect itself."""
 
 import os
 import subprocess
@@ -82,6 +84,19 @@ def run_reference(case):
         np.save(os.path.join(case.ref_dir, k + ".npy"), v)
     print(f"\n[{case.name}] seed {s['seed']} image {s['image']} -> {stages['01_input_tensor'].shape}\n"
           + oracle.summary(stages))
+
+
+def detect_device_args():
+    """detect's arguments for the device the suite tests: DETECT_STAGE_ARGS's
+    (strict fp32 on CUDA, as stage_runner's default is, unless it names a
+    precision), else the CPU. Never detect's own default: that is the GPU
+    with TF32 wherever there is one."""
+    args = os.environ.get("DETECT_STAGE_ARGS", "").split()
+    if "--device" not in args:
+        args += ["--device", "cpu"]
+    elif "--precision" not in args and args[args.index("--device") + 1].startswith("cuda"):
+        args += ["--precision", "fp32"]
+    return args
 
 
 def run_engine(case, out, feeds):

@@ -123,13 +123,14 @@ def test_every_image_of_a_batch(case, tmp_path):
     import json
     import subprocess
     import oracle
-    from conftest import BUILD
+    from conftest import BUILD, detect_device_args
     from test_cli import rle_decode
     other = str(tmp_path / "other.png")
     oracle.save_png(oracle.make_synthetic_image(480, 640, 7), other)
     out = tmp_path / "batch.json"
     r = subprocess.run([os.path.join(BUILD, "detect"), "-q", "--threads", "2", "--config", case.spec["config"],
-                        "--weights", case.weights, "--json", str(out), case.png, other, case.png],
+                        "--weights", case.weights, "--json", str(out), case.png, other, case.png] +
+                       detect_device_args(),
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     images = json.loads(out.read_text())["images"]
