@@ -1,7 +1,7 @@
 # detect: Mask R-CNN R-101-FPN inference in C (CPU: oneDNN + OpenMP; CUDA: see cuda/).
 #
 #   make            build build/detect and build/libdetect.{a,so}
-#   make check      the README's test command and CI's: make test, make sanitize, make fuzz (~21 min)
+#   make check      the README's test command and CI's: make test, make sanitize, make fuzz, make cuda-emu (~25 min)
 #   make test       unit tests (cmocka) + parity tests against torchvision (pytest)
 #   make bench      CPU time per stage beside torchvision's: one full-size image, a mixed-size batch
 #   make demo       the README's first command: install what is missing, run on an example
@@ -9,6 +9,7 @@
 #   make valgrind   one full image through memcheck: no errors, no leaks
 #   make fuzz       every fuzz target for FUZZ_SECONDS each (default 60)
 #   make cuda-report  registers, stack, spills and shared memory of every CUDA kernel (no GPU needed)
+#   make cuda-emu   the CUDA backend run on the CPU through tests/emu's emulator, and its tests (no GPU needed)
 #   CUDA=0          build without the CUDA backend even where nvcc exists
 
 CC      ?= gcc
@@ -140,3 +141,7 @@ clean:
 	rm -rf $(BUILD) build-san
 
 -include $(ENGINE_OBJ:.o=.d) $(CUDA_OBJ:.o=.d) $(CMD_OBJ:.o=.d) $(BUILD)/tests/stage_runner.d
+
+ifeq ($(CUDA),1)
+include tests/emu/emu.mk
+endif

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make check: the README's test command, and what CI runs (.ci/run). Every
-# check the project has that fits in CI's time, in three steps:
+# check the project has that fits in CI's time, in four steps:
 #
 #   1. make test       release build; unit tests (cmocka) and parity tests
 #                      against torchvision (pytest)
@@ -9,6 +9,9 @@
 #                      rest is left out, is at its top)
 #   3. make fuzz       each fuzz target for FUZZ_SECONDS (default 60), after
 #                      replaying its seeds and past crashes (scripts/fuzz.sh)
+#   4. make cuda-emu   the CUDA backend's tests on the CPU, through the CUDA
+#                      emulator (tests/emu/README.md); skipped, visibly, in a
+#                      build without CUDA (CUDA=0, no nvcc)
 #
 #   scripts/check.sh [FUZZ_SECONDS]
 #
@@ -39,13 +42,19 @@ rm -f build/fuzz/summary.txt
 step test "$MAKE" test
 step sanitize scripts/sanitize.sh
 step fuzz scripts/fuzz.sh "$FUZZ_SECONDS"
+if "$MAKE" -n cuda-emu >/dev/null 2>&1; then
+  step cuda-emu "$MAKE" cuda-emu
+else
+  echo "======== check: cuda-emu SKIPPED: this build has no CUDA backend (CUDA=0 or no nvcc)"
+  names+=(cuda-emu) results+=("skipped (no CUDA)") minutes+=(0.0)
+fi
 
 echo
 echo "======== check: summary"
 failed=0
 for i in "${!names[@]}"; do
   printf '%-9s %-18s %5s min\n' "${names[$i]}" "${results[$i]}" "${minutes[$i]}"
-  [ "${results[$i]}" = ok ] || failed=1
+  case "${results[$i]}" in ok | skipped*) ;; *) failed=1 ;; esac
 done
 printf '%-9s %-18s %5s min\n' total "" "$(awk -v s=$((SECONDS - start)) 'BEGIN { printf "%.1f", s / 60 }')"
 if [ -f build/fuzz/summary.txt ]; then

@@ -1,0 +1,42 @@
+/* What the CUDA emulator's fakes share (emu_runtime.cc, emu_cudnn.cc,
+ * emu_cublas.cc); not seen by the backend's code. */
+#ifndef MR_EMU_INTERNAL_H
+#define MR_EMU_INTERNAL_H
+
+#include <stdarg.h>
+
+#include <memory>
+
+#include "emu_device.h"
+
+/* One line to stderr, "emu: " first. */
+void emu_report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Whether [p, p + bytes) lies inside one cudaMalloc allocation. */
+int emu_is_device_memory(const void *p, size_t bytes);
+/* The same as an error: a sticky cudaErrorIllegalAddress, reported. */
+cudaError_t emu_check_device_range(const void *p, size_t bytes, const char *what);
+/* Whether p lies in (or at the end of) a cudaMalloc or cudaMallocHost block. */
+int emu_is_allocated(const void *p);
+/* A fault: sticky, returned by every later call of this thread. */
+cudaError_t emu_fault(cudaError_t e);
+/* A launch's error, returned (once) by the next cudaGetLastError. */
+void emu_set_launch_error(cudaError_t e);
+/* Runs `work` now, or records it while `stream` is captured. */
+cudaError_t emu_submit(cudaStream_t stream, const char *name, std::shared_ptr<emu_body> work);
+
+/* The emulated device's limits (an sm_90 part). */
+constexpr unsigned EMU_MAX_THREADS = 1024;
+constexpr int EMU_DEFAULT_SHARED = 48 * 1024, EMU_OPTIN_SHARED = 227 * 1024;
+
+/* TF32 as tensor cores read an fp32 operand: 10 mantissa bits, rounded to
+ * nearest (ties away from zero, as cuBLAS/cuDNN's conversion does). */
+static inline float emu_tf32(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+#endif

@@ -1,0 +1,483 @@
+/* The CUDA emulator's runtime (tests/emu/README.md): the part of the CUDA
+ * runtime API the backend calls, on the CPU.
+ *
+ * Memory: cudaMalloc and cudaMallocHost return malloc'd blocks that are
+ * recorded, so every kernel's pointer arguments, every copy and every
+ * cuDNN/cuBLAS operand is checked to lie inside one (a host pointer handed
+ * to a kernel, or a copy past an allocation's end, is an error here as it
+ * is a fault on a GPU). Exact sizes, so AddressSanitizer sees overruns.
+ *
+ * Streams: work runs at once, in order (a stream is a queue that is always
+ * drained). While a stream is captured (cudaStreamBeginCapture, thread-local
+ * mode as the backend uses it) its work is recorded instead, and what CUDA
+ * forbids during a capture is refused the same way: synchronising, cudaMalloc
+ * or cudaFree, work on the legacy default stream, a copy to or from pageable
+ * host memory. Each refusal invalidates the capture, so cudaStreamEndCapture
+ * fails as it would on a GPU. A graph replays the recorded work.
+ *
+ * Errors follow CUDA's two kinds: a bad launch configuration is returned by
+ * the next cudaGetLastError (and cleared); a fault (bad pointer) is sticky
+ * and returned by every later call. Each is also printed once to stderr
+ * with "emu:" in front, naming the kernel or the call. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "emu_device.h"
+#include "emu_internal.h"
+
+/* ---------- errors ---------- */
+
+namespace {
+
+struct allocation {
+    size_t bytes;
+    int pinned; /* cudaMallocHost, else cudaMalloc */
+};
+
+struct emu_state {
+    std::mutex lock; /* detect's decode threads allocate pinned buffers */
+    std::map<uintptr_t, allocation> allocs;
+    size_t device_bytes = 0;                       /* live cudaMalloc bytes */
+};
+
+emu_state &state()
+{
+    static emu_state s;
+    return s;
+}
+
+thread_local cudaError_t last_error = cudaSuccess;
+thread_local cudaError_t sticky_error = cudaSuccess;
+thread_local cudaStream_t capturing_stream = nullptr; /* this thread's capture */
+
+} // namespace
+
+struct CUstream_st {
+    int capturing;
+    int invalidated;
+    std::vector<std::shared_ptr<emu_body>> recorded;
+};
+
+struct CUgraph_st {
+    std::vector<std::shared_ptr<emu_body>> nodes;
+};
+
+struct CUgraphExec_st {
+    std::vector<std::shared_ptr<emu_body>> nodes;
+};
+
+struct CUevent_st {
+    int recorded;
+};
+
+void emu_report(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "emu: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+}
+
+cudaError_t emu_fault(cudaError_t e)
+{
+    if (sticky_error == cudaSuccess) sticky_error = e;
+    return e;
+}
+
+void emu_set_launch_error(cudaError_t e)
+{
+    if (e != sticky_error) last_error = e;
+}
+
+/* A call CUDA forbids while this thread captures: it fails, and the
+ * capture can no longer end well. */
+static cudaError_t refuse_in_capture(const char *call)
+{
+    emu_report("%s during a stream capture (CUDA refuses it and invalidates the capture)", call);
+    if (capturing_stream) capturing_stream->invalidated = 1;
+    return cudaErrorStreamCaptureUnsupported;
+}
+
+/* ---------- memory ---------- */
+
+/* The allocation holding [p, p + bytes), or NULL. */
+static const allocation *find_allocation(const void *p, size_t bytes, uintptr_t *base_out)
+{
+    emu_state &s = state();
+    std::lock_guard<std::mutex> g(s.lock);
+    uintptr_t a = (uintptr_t)p;
+    auto it = s.allocs.upper_bound(a);
+    if (it == s.allocs.begin()) return nullptr;
+    --it;
+    if (a + bytes > it->first + it->second.bytes || a < it->first) return nullptr;
+    if (base_out) *base_out = it->first;
+    return &it->second;
+}
+
+int emu_is_allocated(const void *p) { return find_allocation(p, 0, nullptr) != nullptr; }
+
+int emu_is_device_memory(const void *p, size_t bytes)
+{
+    const allocation *a = find_allocation(p, bytes, nullptr);
+    return a && !a->pinned;
+}
+
+cudaError_t emu_check_device_range(const void *p, size_t bytes, const char *what)
+{
+    if (emu_is_device_memory(p, bytes)) return cudaSuccess;
+    emu_report("%s: %zu bytes at %p are not inside one cudaMalloc allocation", what, bytes, p);
+    return emu_fault(cudaErrorIllegalAddress);
+}
+
+/* MR_EMU_MEMORY_LIMIT: the device's memory in bytes (default: unlimited),
+ * to see what running out does. */
+static size_t device_memory_limit()
+{
+    const char *e = getenv("MR_EMU_MEMORY_LIMIT");
+    return e && *e ? (size_t)strtoull(e, nullptr, 10) : SIZE_MAX;
+}
+
+static cudaError_t record_allocation(void *p, size_t bytes, int pinned)
+{
+    emu_state &s = state();
+    std::lock_guard<std::mutex> g(s.lock);
+    if (!pinned && bytes > device_memory_limit() - s.device_bytes) {
+        free(p);
+        return cudaErrorMemoryAllocation;
+    }
+    if (!pinned) s.device_bytes += bytes;
+    s.allocs[(uintptr_t)p] = allocation{bytes, pinned};
+    return cudaSuccess;
+}
+
+static cudaError_t free_allocation(void *p, int pinned, const char *call)
+{
+    if (!p) return cudaSuccess;
+    emu_state &s = state();
+    {
+        std::lock_guard<std::mutex> g(s.lock);
+        auto it = s.allocs.find((uintptr_t)p);
+        if (it == s.allocs.end() || it->second.pinned != pinned) {
+            emu_report("%s(%p): not a pointer from %s", call, p, pinned ? "cudaMallocHost" : "cudaMalloc");
+            return cudaErrorInvalidValue;
+        }
+        if (!pinned) s.device_bytes -= it->second.bytes;
+        s.allocs.erase(it);
+    }
+    free(p);
+    return cudaSuccess;
+}
+
+/* ---------- streams: run now, or record ---------- */
+
+cudaError_t emu_submit(cudaStream_t stream, const char *name, std::shared_ptr<emu_body> work)
+{
+    if (sticky_error != cudaSuccess) return sticky_error;
+    if (capturing_stream && stream != capturing_stream) {
+        emu_report("%s on %s while another stream is captured", name, stream ? "another stream" : "the legacy stream");
+        capturing_stream->invalidated = 1;
+        return cudaErrorStreamCaptureImplicit;
+    }
+    if (stream && stream->capturing) {
+        stream->recorded.push_back(std::move(work));
+        return cudaSuccess;
+    }
+    work->run();
+    return sticky_error;
+}
+
+cudaError_t emu_submit_host_work(cudaStream_t s, const char *name, emu_body *work)
+{
+    return emu_submit(s, name, std::shared_ptr<emu_body>(work));
+}
+
+/* ---------- the runtime API ---------- */
+
+extern "C" {
+
+cudaError_t cudaGetLastError(void)
+{
+    cudaError_t e = sticky_error != cudaSuccess ? sticky_error : last_error;
+    last_error = cudaSuccess;
+    return e;
+}
+
+cudaError_t cudaPeekAtLastError(void) { return sticky_error != cudaSuccess ? sticky_error : last_error; }
+
+const char *cudaGetErrorName(cudaError_t e)
+{
+    switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureImplicit: return "cudaErrorStreamCaptureImplicit";
+    case cudaErrorIllegalState: return "cudaErrorIllegalState";
+    default: return "cudaErrorUnknown";
+    }
+}
+
+const char *cudaGetErrorString(cudaError_t e)
+{
+    switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureImplicit: return "operation would make the legacy stream depend on a capturing blocking stream";
+    default: return "emulated CUDA error";
+    }
+}
+
+cudaError_t cudaGetDeviceCount(int *count)
+{
+    const char *env = getenv("MR_EMU_DEVICES");
+    *count = env ? atoi(env) : 1;
+    return *count > 0 ? cudaSuccess : cudaErrorNoDevice;
+}
+
+cudaError_t cudaSetDevice(int device)
+{
+    int n = 0;
+    cudaGetDeviceCount(&n);
+    return device >= 0 && device < n ? cudaSuccess : cudaErrorInvalidDevice;
+}
+
+/* An sm_90 device (the H200 of tests/gpu); MR_EMU_SM=75 makes it a Turing
+ * one (no TF32). */
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
+{
+    if (cudaSetDevice(device) != cudaSuccess) return cudaErrorInvalidDevice;
+    const char *env = getenv("MR_EMU_SM");
+    int sm = env ? atoi(env) : 90;
+    switch (attr) {
+    case cudaDevAttrComputeCapabilityMajor: *value = sm / 10; break;
+    case cudaDevAttrComputeCapabilityMinor: *value = sm % 10; break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = EMU_OPTIN_SHARED; break;
+    case cudaDevAttrMaxSharedMemoryPerBlock: *value = EMU_DEFAULT_SHARED; break;
+    case cudaDevAttrMultiProcessorCount: *value = 132; break;
+    case cudaDevAttrMaxThreadsPerBlock: *value = (int)EMU_MAX_THREADS; break;
+    default: *value = 0; break;
+    }
+    return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void **p, size_t bytes)
+{
+    *p = nullptr;
+    if (capturing_stream) return refuse_in_capture("cudaMalloc");
+    if (sticky_error != cudaSuccess) return sticky_error;
+    *p = malloc(bytes ? bytes : 1);
+    if (!*p) return cudaErrorMemoryAllocation;
+    cudaError_t e = record_allocation(*p, bytes, 0);
+    if (e != cudaSuccess) *p = nullptr;
+    return e;
+}
+
+cudaError_t cudaFree(void *p)
+{
+    if (capturing_stream) return refuse_in_capture("cudaFree");
+    return free_allocation(p, 0, "cudaFree");
+}
+
+cudaError_t cudaMallocHost(void **p, size_t bytes)
+{
+    *p = malloc(bytes ? bytes : 1);
+    return *p ? record_allocation(*p, bytes, 1) : cudaErrorMemoryAllocation;
+}
+
+cudaError_t cudaFreeHost(void *p) { return free_allocation(p, 1, "cudaFreeHost"); }
+
+} // extern "C"
+
+namespace {
+
+struct copy_work : emu_body {
+    void *dst;
+    const void *src;
+    size_t bytes;
+    void run() override { memmove(dst, src, bytes); }
+};
+
+struct set_work : emu_body {
+    void *dst;
+    int value;
+    size_t bytes;
+    void run() override { memset(dst, value, bytes); }
+};
+
+} // namespace
+
+extern "C" {
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t s)
+{
+    if (sticky_error != cudaSuccess) return sticky_error;
+    if (bytes == 0) return cudaSuccess;
+    const allocation *d = find_allocation(dst, bytes, nullptr), *r = find_allocation(src, bytes, nullptr);
+    int dst_dev = d && !d->pinned, src_dev = r && !r->pinned;
+    int ok = kind == cudaMemcpyHostToDevice ? dst_dev && !src_dev
+           : kind == cudaMemcpyDeviceToHost ? src_dev && !dst_dev
+           : kind == cudaMemcpyDeviceToDevice ? src_dev && dst_dev
+           : kind == cudaMemcpyDefault;
+    if (!ok) {
+        emu_report("cudaMemcpyAsync of %zu bytes, kind %d: %p -> %p are not the memory that kind names "
+                   "(or run past its allocation)", bytes, (int)kind, src, dst);
+        return emu_fault(cudaErrorInvalidValue);
+    }
+    if (capturing_stream && ((!dst_dev && !d) || (!src_dev && !r)))
+        return refuse_in_capture("cudaMemcpyAsync to or from pageable host memory");
+    auto w = std::make_shared<copy_work>();
+    w->dst = dst, w->src = src, w->bytes = bytes;
+    return emu_submit(s, "cudaMemcpyAsync", w);
+}
+
+cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t s)
+{
+    if (sticky_error != cudaSuccess) return sticky_error;
+    if (bytes == 0) return cudaSuccess;
+    cudaError_t e = emu_check_device_range(dst, bytes, "cudaMemsetAsync");
+    if (e != cudaSuccess) return e;
+    auto w = std::make_shared<set_work>();
+    w->dst = dst, w->value = value, w->bytes = bytes;
+    return emu_submit(s, "cudaMemsetAsync", w);
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags)
+{
+    (void)flags;
+    *s = new CUstream_st();
+    (*s)->capturing = 0;
+    (*s)->invalidated = 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t s)
+{
+    if (s && s->capturing) return cudaErrorIllegalState;
+    delete s;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t s)
+{
+    (void)s;
+    if (capturing_stream) return refuse_in_capture("cudaStreamSynchronize");
+    return sticky_error;
+}
+
+cudaError_t cudaDeviceSynchronize(void)
+{
+    if (capturing_stream) return refuse_in_capture("cudaDeviceSynchronize");
+    return sticky_error;
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode)
+{
+    if (!s) return cudaErrorStreamCaptureUnsupported; /* the legacy stream cannot be captured */
+    if (mode != cudaStreamCaptureModeThreadLocal) {
+        emu_report("cudaStreamBeginCapture: only the thread-local mode is emulated");
+        return cudaErrorInvalidValue;
+    }
+    if (capturing_stream || s->capturing) return cudaErrorIllegalState;
+    s->capturing = 1;
+    s->invalidated = 0;
+    s->recorded.clear();
+    capturing_stream = s;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph)
+{
+    *graph = nullptr;
+    if (!s || !s->capturing || capturing_stream != s) return cudaErrorIllegalState;
+    s->capturing = 0;
+    capturing_stream = nullptr;
+    if (s->invalidated) {
+        s->recorded.clear();
+        return cudaErrorStreamCaptureInvalidated;
+    }
+    *graph = new CUgraph_st();
+    (*graph)->nodes.swap(s->recorded);
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags)
+{
+    (void)flags;
+    if (!graph) return cudaErrorInvalidValue;
+    *exec = new CUgraphExec_st();
+    (*exec)->nodes = graph->nodes;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s)
+{
+    if (!exec) return cudaErrorInvalidValue;
+    for (auto &node : exec->nodes) {
+        cudaError_t e = emu_submit(s, "cudaGraphLaunch", node);
+        if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph)
+{
+    delete graph;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
+{
+    delete exec;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
+{
+    (void)flags;
+    *e = new CUevent_st();
+    (*e)->recorded = 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+    (void)s;
+    if (!e) return cudaErrorInvalidResourceHandle;
+    e->recorded = 1;
+    return sticky_error;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t e)
+{
+    if (!e) return cudaErrorInvalidResourceHandle;
+    if (capturing_stream) return refuse_in_capture("cudaEventSynchronize");
+    return sticky_error;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t e)
+{
+    delete e;
+    return cudaSuccess;
+}
+
+} // extern "C"

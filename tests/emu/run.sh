@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# tests/emu/run.sh (make cuda-emu): the CUDA backend's tests, run on this
+# machine's CPU through the emulator in tests/emu (README.md there: what it
+# checks and what it cannot). The same tests as tests/gpu/check.sh, minus
+# the timings, after the emulator's own checks (test_emu.cu):
+#   1. tests/unit/test_backend_ops: every op on the CPU, on CUDA and on CUDA
+#      --no-fold against the same references; again with each of the
+#      backend's switches (MR_CUDA_SYNC, MR_CUDA_FUSED_Z, MR_CUDA_HOST_POST),
+#      with cuDNN refusing every fused call (the two-pass fallback), on an
+#      sm_75 device (no TF32), and with the emulated threads and blocks run
+#      in reverse and shuffled order (a result that changes is a race);
+#   2. test_cuda_fp16 and test_cuda_graphs, also shuffled and with the
+#      fallback;
+#   3. out of device memory at load: one error line, exit 2;
+#   4. tests/gpu/gpu_parity.py --ours cuda --torch-device cpu: the whole model
+#      on CUDA against our CPU backend stage by stage and torchvision's
+#      detections and masks in strict fp32 (also --no-fold, and a 4-image
+#      batch whose later images are CUDA-graph replays), then fp16 against
+#      fp32 on random and trained weights.
+# Every step runs; a table at the end; exit 1 if any failed. About 5 minutes
+# on 2 cores. Needs build/ (make all, the unit tests) and build-emu/ (make
+# cuda-emu-lib); `make cuda-emu` builds both first.
+set -u
+cd "$(dirname "$0")/../.."
+export MR_CUDA_LIBRARY="$PWD/build-emu/libdetect_cuda.so"
+export LD_LIBRARY_PATH="$PWD/build-emu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+PY=${PYTHON:-/usr/bin/python3}
+LOGS=build-emu/logs
+mkdir -p "$LOGS"
+for f in "$MR_CUDA_LIBRARY" build-emu/libcuda.so.1 build-emu/test_emu build/tests/test_backend_ops build/tests/test_cuda_fp16 \
+         build/tests/test_cuda_graphs build/detect build/stage_runner; do
+    [ -e "$f" ] || { echo "tests/emu/run.sh: $f is missing: run make cuda-emu" >&2; exit 2; }
+done
+
+names=() results=() seconds=()
+# step NAME LOG [VAR=VALUE...] COMMAND...: runs it with the settings, output
+# to build-emu/logs/LOG; fails on a non-zero exit or when the CUDA cases
+# skipped (the emulated backend did not load)
+step() {
+    local name=$1 log="$LOGS/$2" t0=$SECONDS rc=0
+    shift 2
+    env "$@" >"$log" 2>&1 || rc=$?
+    if [ $rc -eq 0 ] && grep -qE "^SKIP [a-z_0-9-]+: no (GPU|fp16 context|CUDA backend)" "$log"; then rc=99; fi
+    names+=("$name")
+    seconds+=($((SECONDS - t0)))
+    if [ $rc -eq 0 ]; then
+        results+=(ok)
+    else
+        results+=("FAILED (exit $rc)")
+        echo "---- $name: FAILED, the end of $log:"
+        grep -E "FAIL|ERROR|emu:|SKIP" "$log" | head -20
+        tail -5 "$log"
+    fi
+    echo "$(printf '%-48s' "$name") ${results[-1]} (${seconds[-1]} s)"
+}
+
+step "the emulator's own checks (test_emu.cu)" emu.log build-emu/test_emu
+ops=build/tests/test_backend_ops
+step "backend ops" ops.log $ops
+step "backend ops, MR_CUDA_SYNC=1" ops_sync.log MR_CUDA_SYNC=1 $ops
+step "backend ops, MR_CUDA_FUSED_Z=1" ops_z.log MR_CUDA_FUSED_Z=1 $ops
+step "backend ops, MR_CUDA_HOST_POST=1" ops_host.log MR_CUDA_HOST_POST=1 $ops
+step "backend ops, cuDNN refuses fused calls" ops_refuse.log MR_EMU_CUDNN_REFUSE_FUSED=1 $ops
+step "backend ops, an sm_75 device" ops_sm75.log MR_EMU_SM=75 $ops
+step "backend ops, threads in reverse order" ops_reverse.log MR_EMU_ORDER=reverse $ops
+step "backend ops, threads shuffled" ops_shuffle.log MR_EMU_ORDER=shuffle $ops
+step "fp16 ops (MR_CUDA_SYNC=1)" fp16.log MR_CUDA_SYNC=1 build/tests/test_cuda_fp16
+step "fp16 ops, shuffled, cuDNN refuses fused" fp16_alt.log MR_EMU_ORDER=shuffle MR_EMU_CUDNN_REFUSE_FUSED=1 \
+    build/tests/test_cuda_fp16
+step "CUDA graphs" graphs.log build/tests/test_cuda_graphs
+step "CUDA graphs, shuffled" graphs_shuffle.log MR_EMU_ORDER=shuffle build/tests/test_cuda_graphs
+# Out of device memory at load (the emulated device holds 50 MB: the
+# shapes model's weights fit, its activations do not): one error line, exit 2.
+oom_check='out=build-emu/logs/oom.out rc=0
+MR_EMU_MEMORY_LIMIT=50000000 build/detect --device cuda -q --config configs/mask_rcnn_R-101-FPN_shapes.json \
+    --weights models/shapes_r101_narrow.safetensors examples/shapes/scene_1.png >"$out" 2>&1 || rc=$?
+cat "$out"; echo "exit $rc"
+[ $rc -eq 2 ] && [ "$(wc -l <"$out")" -eq 1 ] && grep -q "out of GPU memory" "$out"'
+step "out of device memory at load: one line, exit 2" oom.log bash -c "$oom_check"
+step "end to end (gpu_parity.py, torchvision on CPU)" parity.log $PY tests/gpu/gpu_parity.py \
+    --work build-emu/parity --ours cuda --torch-device cpu --threads "$(nproc)"
+grep -E "^  (OK|FAIL)|fp16 vs|shapes model|parity checks" "$LOGS/parity.log" | sed 's/^/    /'
+
+echo
+echo "cuda-emu: the CUDA backend on the emulator (tests/emu)"
+failed=0
+for i in "${!names[@]}"; do
+    printf '  %-48s %-18s %4s s\n' "${names[$i]}" "${results[$i]}" "${seconds[$i]}"
+    [ "${results[$i]}" = ok ] || failed=1
+done
+[ $failed -eq 0 ] && echo "cuda-emu: all passed" || echo "cuda-emu: FAILED" >&2
+exit $failed

@@ -1,0 +1,230 @@
+/* The emulator's own checks (tests/emu/README.md), as CUDA code: that it
+ * runs every thread of a grid once, that its barriers hold, and that it
+ * refuses what a GPU refuses, each against an outcome written down from the
+ * CUDA documentation, not from the emulator. Built and run by make cuda-emu
+ * (build-emu/test_emu); it is a .cu file so nvcc could build it too.
+ *
+ * A fault is sticky for the thread that made it, as for a CUDA context, so
+ * each fault case runs on a thread of its own. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <thread>
+
+#include <cub/device/device_radix_sort.cuh>
+#include <cuda_runtime.h>
+
+extern "C" {
+#include <cmocka.h>
+}
+
+static __global__ void mark_kernel(int *hits, int n)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) hits[i] += 1;
+}
+
+static __global__ void mark2d_kernel(int *hits, int w, int h)
+{
+    int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x < w && y < h) hits[y * w + x] += 1 + threadIdx.z;
+}
+
+/* Reverses each block's 64 values through shared memory: right only if
+ * every thread has written before any reads. */
+static __global__ void reverse_kernel(const int *in, int *out)
+{
+    __shared__ int s[64];
+    int t = threadIdx.x, base = blockIdx.x * 64;
+    s[t] = in[base + t];
+    __syncthreads();
+    out[base + t] = s[63 - t];
+}
+
+static __global__ void dynamic_shared_kernel(int *out)
+{
+    extern __shared__ int dyn[];
+    dyn[threadIdx.x] = (int)threadIdx.x;
+    __syncthreads();
+    out[threadIdx.x] = dyn[blockDim.x - 1 - threadIdx.x];
+}
+
+static int *dev_ints(size_t n)
+{
+    int *d = NULL;
+    assert_int_equal(cudaMalloc((void **)&d, sizeof(int) * n), cudaSuccess);
+    assert_int_equal(cudaMemsetAsync(d, 0, sizeof(int) * n, 0), cudaSuccess);
+    return d;
+}
+
+static void test_every_thread_once(void **state)
+{
+    (void)state;
+    const int n = 100003, w = 37, h = 29;
+    int *d = dev_ints(n), *h_hits = (int *)malloc(sizeof(int) * n);
+    mark_kernel<<<7, 96>>>(d, n); /* a grid-stride loop over more items than threads */
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+    assert_int_equal(cudaMemcpyAsync(h_hits, d, sizeof(int) * n, cudaMemcpyDeviceToHost, 0), cudaSuccess);
+    for (int i = 0; i < n; i++) assert_int_equal(h_hits[i], 1);
+    int *d2 = dev_ints((size_t)w * h);
+    mark2d_kernel<<<dim3(5, 4), dim3(8, 8, 2)>>>(d2, w, h); /* z threads add 1 and 2 */
+    assert_int_equal(cudaMemcpyAsync(h_hits, d2, sizeof(int) * w * h, cudaMemcpyDeviceToHost, 0), cudaSuccess);
+    for (int i = 0; i < w * h; i++) assert_int_equal(h_hits[i], 3);
+    cudaFree(d);
+    cudaFree(d2);
+    free(h_hits);
+}
+
+static void test_barrier(void **state)
+{
+    (void)state;
+    int h_in[256], h_out[256];
+    for (int i = 0; i < 256; i++) h_in[i] = i * 7;
+    int *in = dev_ints(256), *out = dev_ints(256);
+    cudaMemcpyAsync(in, h_in, sizeof h_in, cudaMemcpyHostToDevice, 0);
+    reverse_kernel<<<4, 64>>>(in, out);
+    cudaMemcpyAsync(h_out, out, sizeof h_out, cudaMemcpyDeviceToHost, 0);
+    for (int b = 0; b < 4; b++)
+        for (int t = 0; t < 64; t++) assert_int_equal(h_out[b * 64 + t], h_in[b * 64 + 63 - t]);
+    dynamic_shared_kernel<<<1, 128, 128 * sizeof(int)>>>(out);
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+    cudaMemcpyAsync(h_out, out, 128 * sizeof(int), cudaMemcpyDeviceToHost, 0);
+    for (int t = 0; t < 128; t++) assert_int_equal(h_out[t], 127 - t);
+    cudaFree(in);
+    cudaFree(out);
+}
+
+/* Runs fn on a new thread (a context of its own) and returns its result. */
+static cudaError_t on_own_thread(cudaError_t (*fn)(void))
+{
+    cudaError_t e = cudaSuccess;
+    std::thread t([&] { e = fn(); });
+    t.join();
+    return e;
+}
+
+static cudaError_t host_pointer_to_kernel(void)
+{
+    static int host[16];
+    mark_kernel<<<1, 16>>>(host, 16);
+    return cudaStreamSynchronize(0);
+}
+
+static cudaError_t copy_past_allocation(void)
+{
+    int *d = NULL, h[32];
+    cudaMalloc((void **)&d, 16 * sizeof(int));
+    return cudaMemcpyAsync(h, d, sizeof h, cudaMemcpyDeviceToHost, 0);
+}
+
+static cudaError_t copy_wrong_direction(void)
+{
+    int *d = NULL, h[16];
+    cudaMalloc((void **)&d, sizeof h);
+    return cudaMemcpyAsync(d, h, sizeof h, cudaMemcpyDeviceToHost, 0); /* device "source" is the host array */
+}
+
+static void test_faults(void **state)
+{
+    (void)state;
+    assert_int_equal(on_own_thread(host_pointer_to_kernel), cudaErrorIllegalAddress);
+    assert_int_not_equal(on_own_thread(copy_past_allocation), cudaSuccess);
+    assert_int_not_equal(on_own_thread(copy_wrong_direction), cudaSuccess);
+}
+
+static void test_launch_configuration(void **state)
+{
+    (void)state;
+    int *d = dev_ints(2048);
+    mark_kernel<<<1, 2048>>>(d, 2048); /* more than 1024 threads a block */
+    assert_int_equal(cudaGetLastError(), cudaErrorInvalidConfiguration);
+    assert_int_equal(cudaGetLastError(), cudaSuccess); /* not sticky */
+    dynamic_shared_kernel<<<1, 32, 64 * 1024>>>(d); /* over 48 KiB without opting in */
+    assert_int_equal(cudaGetLastError(), cudaErrorInvalidValue);
+    assert_int_equal(cudaFuncSetAttribute(dynamic_shared_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024),
+                     cudaSuccess);
+    dynamic_shared_kernel<<<1, 32, 64 * 1024>>>(d);
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+    cudaFree(d);
+}
+
+static void test_capture(void **state)
+{
+    (void)state;
+    cudaStream_t s;
+    cudaGraph_t g;
+    cudaGraphExec_t x;
+    int *d = dev_ints(64), h[64];
+    assert_int_equal(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    /* a capture records work without running it; the graph runs it per launch */
+    assert_int_equal(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    mark_kernel<<<1, 64, 0, s>>>(d, 64);
+    assert_int_equal(cudaStreamEndCapture(s, &g), cudaSuccess);
+    cudaMemcpyAsync(h, d, sizeof h, cudaMemcpyDeviceToHost, s);
+    assert_int_equal(h[0], 0);
+    assert_int_equal(cudaGraphInstantiateWithFlags(&x, g, 0), cudaSuccess);
+    cudaGraphLaunch(x, s);
+    cudaGraphLaunch(x, s);
+    cudaMemcpyAsync(h, d, sizeof h, cudaMemcpyDeviceToHost, s);
+    for (int i = 0; i < 64; i++) assert_int_equal(h[i], 2);
+    cudaGraphExecDestroy(x);
+    cudaGraphDestroy(g);
+    /* what a thread-local capture forbids fails and invalidates the capture */
+    void *p = NULL;
+    const char *what[] = {"synchronise", "cudaMalloc", "the legacy stream"};
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+        cudaError_t e = k == 0 ? cudaStreamSynchronize(s) : k == 1 ? cudaMalloc(&p, 64) : cudaMemsetAsync(d, 0, 4, 0);
+        print_message("  %s during a capture: %s\n", what[k], cudaGetErrorName(e));
+        assert_int_not_equal(e, cudaSuccess);
+        assert_int_equal(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
+    }
+    cudaStreamDestroy(s);
+    cudaFree(d);
+}
+
+/* CUB's order: keys by their bits after the float twiddle, so
+ * -1 < -0.0 < +0.0 < 1 < +NaN; equal keys keep their input order. */
+static void test_cub_sort(void **state)
+{
+    (void)state;
+    const float keys[7] = {1.0f, -0.0f, 0.0f, -1.0f, 1.0f, NAN, -0.0f};
+    const int values[7] = {0, 1, 2, 3, 4, 5, 6};
+    const int descending[7] = {5, 0, 4, 2, 1, 6, 3}, ascending[7] = {3, 1, 6, 2, 0, 4, 5};
+    float *dk = NULL, *dk2 = NULL;
+    int *dv = NULL, *dv2 = NULL, got[7];
+    void *temp = NULL;
+    size_t bytes = 0;
+    cudaMalloc((void **)&dk, sizeof keys);
+    cudaMalloc((void **)&dk2, sizeof keys);
+    cudaMalloc((void **)&dv, sizeof values);
+    cudaMalloc((void **)&dv2, sizeof values);
+    cudaMemcpyAsync(dk, keys, sizeof keys, cudaMemcpyHostToDevice, 0);
+    cudaMemcpyAsync(dv, values, sizeof values, cudaMemcpyHostToDevice, 0);
+    assert_int_equal(cub::DeviceRadixSort::SortPairsDescending(NULL, bytes, dk, dk2, dv, dv2, 7), cudaSuccess);
+    cudaMalloc(&temp, bytes);
+    size_t small = bytes - 1;
+    assert_int_not_equal(cub::DeviceRadixSort::SortPairsDescending(temp, small, dk, dk2, dv, dv2, 7), cudaSuccess);
+    assert_int_equal(cub::DeviceRadixSort::SortPairsDescending(temp, bytes, dk, dk2, dv, dv2, 7), cudaSuccess);
+    cudaMemcpyAsync(got, dv2, sizeof got, cudaMemcpyDeviceToHost, 0);
+    for (int i = 0; i < 7; i++) assert_int_equal(got[i], descending[i]);
+    assert_int_equal(cub::DeviceRadixSort::SortPairs(temp, bytes, dk, dk2, dv, dv2, 7), cudaSuccess);
+    cudaMemcpyAsync(got, dv2, sizeof got, cudaMemcpyDeviceToHost, 0);
+    for (int i = 0; i < 7; i++) assert_int_equal(got[i], ascending[i]);
+    cudaFree(dk), cudaFree(dk2), cudaFree(dv), cudaFree(dv2), cudaFree(temp);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_thread_once), cmocka_unit_test(test_barrier),
+        cmocka_unit_test(test_faults),            cmocka_unit_test(test_launch_configuration),
+        cmocka_unit_test(test_capture),           cmocka_unit_test(test_cub_sort),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
