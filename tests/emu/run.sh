@@ -12,12 +12,15 @@
 #   2. test_cuda_fp16 and test_cuda_graphs, also shuffled and with the
 #      fallback;
 #   3. out of device memory at load: one error line, exit 2;
-#   4. tests/gpu/gpu_parity.py --ours cuda --torch-device cpu: the whole model
+#   4. mixed_batch.py: a folder of 24 images of 12 sizes, PNG and JPEG, through
+#      detect --device cuda (decoding ahead, CUDA graphs per input size)
+#      against detect --device cpu, image by image;
+#   5. tests/gpu/gpu_parity.py --ours cuda --torch-device cpu: the whole model
 #      on CUDA against our CPU backend stage by stage and torchvision's
 #      detections and masks in strict fp32 (also --no-fold, and a 4-image
 #      batch whose later images are CUDA-graph replays), then fp16 against
 #      fp32 on random and trained weights.
-# Every step runs; a table at the end; exit 1 if any failed. About 5 minutes
+# Every step runs; a table at the end; exit 1 if any failed. About 6 minutes
 # on 2 cores. Needs build/ (make all, the unit tests) and build-emu/ (make
 # cuda-emu-lib); `make cuda-emu` builds both first.
 set -u
@@ -77,6 +80,8 @@ MR_EMU_MEMORY_LIMIT=50000000 build/detect --device cuda -q --config configs/mask
 cat "$out"; echo "exit $rc"
 [ $rc -eq 2 ] && [ "$(wc -l <"$out")" -eq 1 ] && grep -q "out of GPU memory" "$out"'
 step "out of device memory at load: one line, exit 2" oom.log bash -c "$oom_check"
+step "a folder of mixed sizes, PNG and JPEG, vs the CPU" mixed.log $PY tests/emu/mixed_batch.py \
+    --work build-emu/mixed
 step "end to end (gpu_parity.py, torchvision on CPU)" parity.log $PY tests/gpu/gpu_parity.py \
     --work build-emu/parity --ours cuda --torch-device cpu --threads "$(nproc)"
 grep -E "^  (OK|FAIL)|fp16 vs|shapes model|parity checks" "$LOGS/parity.log" | sed 's/^/    /'
