@@ -91,13 +91,6 @@ cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb
                                                                    : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 
-int sm_of_device()
-{
-    int major = 0;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-    return major * 10;
-}
-
 } // namespace
 
 extern "C" {
@@ -151,7 +144,7 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOper
                               const float *alpha, const float *A, int lda, const float *B, int ldb, const float *beta,
                               float *C, int ldc)
 {
-    int tf32 = h && (h->math & CUBLAS_TF32_TENSOR_OP_MATH) && sm_of_device() >= 80;
+    int tf32 = h && (h->math & CUBLAS_TF32_TENSOR_OP_MATH) && emu_device_sm() >= 80;
     return gemm(h, ta, tb, m, n, k, alpha, A, CUDA_R_32F, lda, B, CUDA_R_32F, ldb, beta, C, CUDA_R_32F, ldc, tf32);
 }
 
@@ -164,7 +157,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
     if (compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_FAST_TF32) return CUBLAS_STATUS_NOT_SUPPORTED;
     if (at != bt || (at != CUDA_R_16F && at != CUDA_R_32F) || (ct != CUDA_R_16F && ct != CUDA_R_32F))
         return CUBLAS_STATUS_NOT_SUPPORTED;
-    int tf32 = at == CUDA_R_32F && sm_of_device() >= 80 &&
+    int tf32 = at == CUDA_R_32F && emu_device_sm() >= 80 &&
                (compute == CUBLAS_COMPUTE_32F_FAST_TF32 || (h && (h->math & CUBLAS_TF32_TENSOR_OP_MATH)));
     return gemm(h, ta, tb, m, n, k, (const float *)alpha, A, at, lda, B, bt, ldb, (const float *)beta, C, ct, ldc,
                 tf32);

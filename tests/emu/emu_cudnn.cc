@@ -79,17 +79,9 @@ void store(cudnnDataType_t t, void *p, size_t i, float v)
     else ((float *)p)[i] = v;
 }
 
-int sm_of_device()
-{
-    int major = 0, minor = 0;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
-    return major * 10 + minor;
-}
-
 int uses_tf32(const cudnnConvolutionStruct *c, cudnnDataType_t data)
 {
-    return data == CUDNN_DATA_FLOAT && c->math != CUDNN_FMA_MATH && sm_of_device() >= 80;
+    return data == CUDNN_DATA_FLOAT && c->math != CUDNN_FMA_MATH && emu_device_sm() >= 80;
 }
 
 /* The checks every forward call shares; the output extent it must have. */
@@ -219,6 +211,28 @@ cudnnStatus_t submit(cudnnHandle_t h, conv_work *w)
     return e == cudaSuccess ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_EXECUTION_FAILED;
 }
 
+/* A descriptor's life: value-initialised, deleted. */
+template <typename T> cudnnStatus_t make(T **d)
+{
+    *d = new T();
+    return CUDNN_STATUS_SUCCESS;
+}
+
+template <typename T> cudnnStatus_t destroy(T *d)
+{
+    delete d;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+/* What a 4-d tensor or filter descriptor may hold here. */
+cudnnStatus_t check_4d(cudnnTensorFormat_t f, cudnnDataType_t t, int a, int b, int c, int d)
+{
+    if (a <= 0 || b <= 0 || c <= 0 || d <= 0) return CUDNN_STATUS_BAD_PARAM;
+    if (f != CUDNN_TENSOR_NCHW && f != CUDNN_TENSOR_NHWC) return CUDNN_STATUS_NOT_SUPPORTED;
+    if (t != CUDNN_DATA_FLOAT && t != CUDNN_DATA_HALF) return CUDNN_STATUS_NOT_SUPPORTED;
+    return CUDNN_STATUS_SUCCESS;
+}
+
 } // namespace
 
 extern "C" {
@@ -253,48 +267,25 @@ const char *cudnnGetErrorString(cudnnStatus_t s)
     }
 }
 
-cudnnStatus_t cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t *d)
-{
-    *d = new cudnnTensorStruct();
-    return CUDNN_STATUS_SUCCESS;
-}
-
-cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t d)
-{
-    delete d;
-    return CUDNN_STATUS_SUCCESS;
-}
+cudnnStatus_t cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t *d) { return make(d); }
+cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t d) { return destroy(d); }
+cudnnStatus_t cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t *d) { return make(d); }
+cudnnStatus_t cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t d) { return destroy(d); }
 
 cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d, cudnnTensorFormat_t f, cudnnDataType_t t, int n,
                                          int c, int h, int w)
 {
-    if (n <= 0 || c <= 0 || h <= 0 || w <= 0) return CUDNN_STATUS_BAD_PARAM;
-    if (f != CUDNN_TENSOR_NCHW && f != CUDNN_TENSOR_NHWC) return CUDNN_STATUS_NOT_SUPPORTED;
-    if (t != CUDNN_DATA_FLOAT && t != CUDNN_DATA_HALF) return CUDNN_STATUS_NOT_SUPPORTED;
-    *d = cudnnTensorStruct{1, f, t, n, c, h, w};
-    return CUDNN_STATUS_SUCCESS;
-}
-
-cudnnStatus_t cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t *d)
-{
-    *d = new cudnnFilterStruct();
-    return CUDNN_STATUS_SUCCESS;
-}
-
-cudnnStatus_t cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t d)
-{
-    delete d;
-    return CUDNN_STATUS_SUCCESS;
+    cudnnStatus_t s = check_4d(f, t, n, c, h, w);
+    if (s == CUDNN_STATUS_SUCCESS) *d = cudnnTensorStruct{1, f, t, n, c, h, w};
+    return s;
 }
 
 cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, cudnnDataType_t t, cudnnTensorFormat_t f, int k,
                                          int c, int h, int w)
 {
-    if (k <= 0 || c <= 0 || h <= 0 || w <= 0) return CUDNN_STATUS_BAD_PARAM;
-    if (f != CUDNN_TENSOR_NCHW && f != CUDNN_TENSOR_NHWC) return CUDNN_STATUS_NOT_SUPPORTED;
-    if (t != CUDNN_DATA_FLOAT && t != CUDNN_DATA_HALF) return CUDNN_STATUS_NOT_SUPPORTED;
-    *d = cudnnFilterStruct{1, f, t, k, c, h, w};
-    return CUDNN_STATUS_SUCCESS;
+    cudnnStatus_t s = check_4d(f, t, k, c, h, w);
+    if (s == CUDNN_STATUS_SUCCESS) *d = cudnnFilterStruct{1, f, t, k, c, h, w};
+    return s;
 }
 
 cudnnStatus_t cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t *d)
@@ -305,11 +296,7 @@ cudnnStatus_t cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t *d)
     return CUDNN_STATUS_SUCCESS;
 }
 
-cudnnStatus_t cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t d)
-{
-    delete d;
-    return CUDNN_STATUS_SUCCESS;
-}
+cudnnStatus_t cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t d) { return destroy(d); }
 
 cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t d, int pad_h, int pad_w, int u, int v,
                                               int dil_h, int dil_w, cudnnConvolutionMode_t mode,
@@ -336,17 +323,8 @@ cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t d, cudnnM
     return CUDNN_STATUS_SUCCESS;
 }
 
-cudnnStatus_t cudnnCreateActivationDescriptor(cudnnActivationDescriptor_t *d)
-{
-    *d = new cudnnActivationStruct();
-    return CUDNN_STATUS_SUCCESS;
-}
-
-cudnnStatus_t cudnnDestroyActivationDescriptor(cudnnActivationDescriptor_t d)
-{
-    delete d;
-    return CUDNN_STATUS_SUCCESS;
-}
+cudnnStatus_t cudnnCreateActivationDescriptor(cudnnActivationDescriptor_t *d) { return make(d); }
+cudnnStatus_t cudnnDestroyActivationDescriptor(cudnnActivationDescriptor_t d) { return destroy(d); }
 
 cudnnStatus_t cudnnSetActivationDescriptor(cudnnActivationDescriptor_t d, cudnnActivationMode_t mode,
                                            cudnnNanPropagation_t nan, double coef)

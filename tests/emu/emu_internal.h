@@ -24,6 +24,15 @@ void emu_set_launch_error(cudaError_t e);
 /* Runs `work` now, or records it while `stream` is captured. */
 cudaError_t emu_submit(cudaStream_t stream, const char *name, std::shared_ptr<emu_body> work);
 
+/* The emulated device's compute capability, as 10 * major + minor. */
+static inline int emu_device_sm(void)
+{
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+    return major * 10 + minor;
+}
+
 /* The emulated device's limits (an sm_90 part). */
 constexpr unsigned EMU_MAX_THREADS = 1024;
 constexpr int EMU_DEFAULT_SHARED = 48 * 1024, EMU_OPTIN_SHARED = 227 * 1024;
