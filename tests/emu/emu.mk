@@ -28,6 +28,9 @@ $(EMU)/gen/%.cc: cuda/%.cu tests/emu/rewrite_launches.py
 	@mkdir -p $(dir $@)
 	$(PYTHON) tests/emu/rewrite_launches.py $< $@
 
+# the rewritten sources stay, to read beside a compiler message
+.PRECIOUS: $(EMU)/gen/%.cc
+
 $(EMU)/gen/test_emu.cc: tests/emu/test_emu.cu tests/emu/rewrite_launches.py
 	@mkdir -p $(dir $@)
 	$(PYTHON) tests/emu/rewrite_launches.py $< $@
