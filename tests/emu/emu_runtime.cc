@@ -287,6 +287,9 @@ cudaError_t cudaMalloc(void **p, size_t bytes)
     if (sticky_error != cudaSuccess) return sticky_error;
     *p = malloc(bytes ? bytes : 1);
     if (!*p) return cudaErrorMemoryAllocation;
+    /* not zeros: a GPU's fresh memory holds whatever was there; all ones
+     * bytes read as NaN (floats, halves) and -1 (ints), which the tests see */
+    memset(*p, 0xFF, bytes);
     cudaError_t e = record_allocation(*p, bytes, 0);
     if (e != cudaSuccess) *p = nullptr;
     return e;
