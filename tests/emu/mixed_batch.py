@@ -60,7 +60,8 @@ def run(folder, device, out):
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed:\n{r.stderr}")
-    return {os.path.basename(im["file"]): im["detections"] for im in json.load(open(out))["images"]}
+    from test_cli import detect_json_images
+    return {os.path.basename(f): (dets, masks) for f, dets, masks in detect_json_images(out)}
 
 
 def main():
@@ -68,25 +69,17 @@ def main():
     ap.add_argument("--work", required=True)
     a = ap.parse_args()
     from metrics import mask_iou, match_detections, near_tie
-    from test_cli import rle_decode
     folder, paths = make_folder(a.work)
     cpu = run(folder, "cpu", os.path.join(a.work, "cpu.json"))
     cuda = run(folder, "cuda", os.path.join(a.work, "cuda.json"))
     bad, total = 0, 0
-
-    def arrays(d):
-        return (np.array([x["box"] for x in d], np.float32).reshape(-1, 4), np.array([x["score"] for x in d]),
-                np.array([x["class_id"] for x in d]))
-
     for p in paths:
         name = os.path.basename(p)
-        ref, ours = cpu[name], cuda[name]
-        (rb, rs, rl), (ob, os_, ol) = arrays(ref), arrays(ours)
+        ((rb, rs, rl), ref_masks), ((ob, os_, ol), our_masks) = cpu[name], cuda[name]
         pairs, missed, extra = match_detections(rb, rs, rl, ob, os_, ol, iou=0.99, score_tol=1e-3)
         missed = [i for i in missed if not near_tie(rs[i], [SCORE_THRESH], 2e-4)]
         extra = [j for j in extra if not near_tie(os_[j], [SCORE_THRESH], 2e-4)]
-        ious = [mask_iou(rle_decode(ours[j]["mask"]["counts"], *ours[j]["mask"]["size"]) > 0,
-                         rle_decode(ref[i]["mask"]["counts"], *ref[i]["mask"]["size"]) > 0) for i, j in pairs]
+        ious = [mask_iou(our_masks[j], ref_masks[i]) for i, j in pairs]
         ok = not missed and not extra and all(v >= 0.98 for v in ious)
         bad += not ok
         total += len(rb)

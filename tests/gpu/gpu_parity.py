@@ -138,20 +138,14 @@ def ours_stage_times(work, png, device, args, runs, env=None):
 def batch_detections(work, device, pngs, precision="fp32", config=CONFIG, weights=None, tag="batch"):
     """detect --json over `pngs` in one process (decoding ahead on its
     default threads): per image (boxes, scores, labels) and its masks."""
-    from test_cli import rle_decode
+    from test_cli import detect_json_images
     out = os.path.join(work, f"{tag}_{device}_{precision}.json")
     cmd = [os.path.join(BUILD, "detect"), "--config", config, "--weights", weights or os.path.join(work, "w.safetensors"),
            "--device", device, "-q", "--json", out] + (["--precision", precision] if device == "cuda" else []) + pngs
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed:\n{r.stderr}")
-    res = []
-    for im in json.load(open(out))["images"]:
-        d = im["detections"]
-        dets = (np.array([x["box"] for x in d], np.float32).reshape(-1, 4), np.array([x["score"] for x in d]),
-                np.array([x["class_id"] for x in d]))
-        res.append((dets, [rle_decode(x["mask"]["counts"], *x["mask"]["size"]) > 0 for x in d]))
-    return res
+    return [(dets, masks) for _, dets, masks in detect_json_images(out)]
 
 
 def precision_report(label, ref, ours, top=20):

@@ -127,6 +127,19 @@ def rle_decode(counts_str, h, w):
     return flat.reshape(w, h).T  # column-major
 
 
+def detect_json_images(path):
+    """detect --json's document, image by image in its order (a file given
+    twice is there twice): [(file, (boxes [N,4], scores, class ids), [N
+    boolean masks])], for the tests that compare it."""
+    out = []
+    for im in json.load(open(path))["images"]:
+        d = im["detections"]
+        dets = (np.array([x["box"] for x in d], np.float32).reshape(-1, 4),
+                np.array([x["score"] for x in d], np.float32), np.array([x["class_id"] for x in d]))
+        out.append((im["file"], dets, [rle_decode(x["mask"]["counts"], *x["mask"]["size"]) > 0 for x in d]))
+    return out
+
+
 def test_json_output(tmp_path, seeded_weights):
     coco_mask = pytest.importorskip("pycocotools.mask", reason="pycocotools missing (scripts/install_deps.sh installs it)")
     out = tmp_path / "out.json"

@@ -120,11 +120,10 @@ def test_every_image_of_a_batch(case, tmp_path):
     (The CPU backend once mistook the second run's input for the layout a
     tensor of the first run had left in the same memory: the second image
     of a full-size batch came out different.)"""
-    import json
     import subprocess
     import oracle
     from conftest import BUILD, detect_device_args
-    from test_cli import rle_decode
+    from test_cli import detect_json_images
     other = str(tmp_path / "other.png")
     oracle.save_png(oracle.make_synthetic_image(480, 640, 7), other)
     out = tmp_path / "batch.json"
@@ -133,14 +132,11 @@ def test_every_image_of_a_batch(case, tmp_path):
                        detect_device_args(),
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    images = json.loads(out.read_text())["images"]
+    images = detect_json_images(str(out))
     ref = (case.ref("12_final_boxes"), case.ref("12_final_scores"), case.ref("12_final_labels"))
     ref_masks = case.ref("12_final_masks")[:, 0] > 0.5
     for k in (0, 2):
-        dets = images[k]["detections"]
-        ours = (np.array([d["box"] for d in dets], np.float32).reshape(-1, 4),
-                np.array([d["score"] for d in dets], np.float32), np.array([d["class_id"] for d in dets]))
+        _, ours, our_masks = images[k]
         pairs = check_detections(case, f"batch image {k + 1}", ref, ours, cap=100)
-        ious = [mask_iou(rle_decode(dets[j]["mask"]["counts"], *dets[j]["mask"]["size"]) > 0, ref_masks[i])
-                for i, j in pairs]
+        ious = [mask_iou(our_masks[j], ref_masks[i]) for i, j in pairs]
         assert len(ref[0]) > 0 and min(ious) >= 0.98, f"batch image {k + 1}: mask IoU min {min(ious):.4f}"
