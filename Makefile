@@ -23,7 +23,7 @@ LDFLAGS += -fopenmp
 NVCC    ?= $(shell command -v nvcc 2>/dev/null)
 CUDA    ?= $(if $(NVCC),1,0)
 
-ENGINE_SRC := $(wildcard engine/*.c)
+ENGINE_SRC := $(wildcard engine/*.c engine/*/*.c)
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
 CMD_SRC    := $(wildcard cmd/*.c)
 CMD_OBJ    := $(CMD_SRC:%.c=$(BUILD)/%.o)

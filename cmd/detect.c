@@ -20,7 +20,7 @@
 #include "backend_cuda.h"
 #endif
 #include "coco_results.h"
-#include "config.h"
+#include "core/config.h"
 #include "image.h"
 #include "image_prefetch.h"
 #include "model.h"

@@ -6,7 +6,7 @@
 #ifndef DETECT_INPUTS_H
 #define DETECT_INPUTS_H
 
-#include "status.h"
+#include "core/status.h"
 
 typedef struct {
     char *path;  /* as opened */

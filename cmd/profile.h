@@ -8,7 +8,7 @@
 #include <stdio.h>
 
 #include "model.h"
-#include "status.h"
+#include "core/status.h"
 
 enum {
     PROF_DECODE, PROF_PREPROCESS, PROF_BACKBONE, PROF_FPN, PROF_RPN, PROF_BOX, PROF_MASK, PROF_PASTE,

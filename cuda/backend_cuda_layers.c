@@ -52,9 +52,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "affine_fold.h"
+#include "core/affine_fold.h"
 #include "cuda_internal.h"
-#include "half.h"
+#include "core/half.h"
 
 /* Largest cuDNN workspace an algorithm may ask for. */
 #define CUDA_WS_LIMIT ((size_t)1 << 30)

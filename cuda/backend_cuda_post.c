@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "cuda_internal.h"
-#include "scratch.h"
+#include "core/scratch.h"
 
 static mr_status to_host(cuda_ctx *c, void *dst, const void *src, size_t bytes, const char *op, mr_error *err)
 {

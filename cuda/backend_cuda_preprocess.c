@@ -27,7 +27,7 @@
 #include <string.h>
 
 #include "cuda_internal.h"
-#include "half.h"
+#include "core/half.h"
 
 /* Pixels the image buffers hold at least: 16.7 MP covers the common camera
  * photo (12 MP, 4000x3000) at 48 MiB of device and 48 MiB of pinned

@@ -4,7 +4,7 @@
 #define MR_CUDA_LAUNCH_CUH
 
 extern "C" {
-#include "status.h"
+#include "core/status.h"
 }
 #include "cuda_internal.h"
 

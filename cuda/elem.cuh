@@ -1,4 +1,4 @@
-/* Loads and stores of a feature map's element type (engine/tensor.h): the
+/* Loads and stores of a feature map's element type (engine/core/tensor.h): the
  * kernels that move feature maps (affine, pool, upsample, RoIAlign,
  * depth-to-space, preprocess) are templates on T = float or __half and
  * compute in float either way; a half is converted once on load and

@@ -30,7 +30,7 @@
 #ifndef MR_ANCHORS_H
 #define MR_ANCHORS_H
 
-#include "hd.h"
+#include "core/hd.h"
 
 /* Returns A = num_ratios * num_sizes (0 if either count is <= 0). */
 int anchors_cell(const float *sizes, int num_sizes, const float *ratios, int num_ratios, int round_base, float *out);

@@ -8,7 +8,7 @@
 
 #include <stdio.h>
 
-#include "status.h"
+#include "core/status.h"
 
 typedef struct {
     FILE *f;

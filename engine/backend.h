@@ -25,8 +25,8 @@
 #include "mask_paste.h"
 #include "proposals.h"
 #include "roi_align.h"
-#include "status.h"
-#include "tensor.h"
+#include "core/status.h"
+#include "core/tensor.h"
 
 typedef struct mr_layer mr_layer; /* a backend-prepared conv/linear layer */
 

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "affine_fold.h"
+#include "core/affine_fold.h"
 #include "backend_cpu.h"
 
 /* Why huge pages: a convolution or RoIAlign over a blocked map touches a

@@ -22,7 +22,7 @@
 #ifndef MR_BOX_CODER_H
 #define MR_BOX_CODER_H
 
-#include "hd.h"
+#include "core/hd.h"
 
 #include <math.h>
 

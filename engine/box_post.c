@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "nms.h"
-#include "scratch.h"
+#include "core/scratch.h"
 
 typedef struct {
     float *probs;  /* [n,K] */

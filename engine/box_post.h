@@ -20,7 +20,7 @@
 #include <math.h>
 
 #include "box_coder.h"
-#include "hd.h"
+#include "core/hd.h"
 
 typedef struct {
     int num_classes;  /* K, including background at 0 */

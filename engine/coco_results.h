@@ -22,9 +22,9 @@
 
 #include <stddef.h>
 
-#include "config.h"
+#include "core/config.h"
 #include "model.h"
-#include "status.h"
+#include "core/status.h"
 
 /* COCO's category id for one of our class ids. With cfg->classes.num_classes
  * == 81 the model is taken to be in COCO's contiguous order (index 0

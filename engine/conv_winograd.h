@@ -48,7 +48,7 @@
 
 #include <stddef.h>
 
-#include "hd.h"
+#include "core/hd.h"
 
 #ifndef WINO_T
 #define WINO_T float

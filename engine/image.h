@@ -43,13 +43,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
-#include "hd.h"
+#include "core/config.h"
+#include "core/hd.h"
 #include "preprocess.h"
 #include "resize_cv2.h"
 #include "resize_pil.h"
-#include "status.h"
-#include "tensor.h"
+#include "core/status.h"
+#include "core/tensor.h"
 
 typedef struct {
     uint8_t *pixels; /* [h, w, 3] RGB, row-major; owned, free with image_free */

@@ -24,7 +24,7 @@
 #define MR_IMAGE_PREFETCH_H
 
 #include "image.h"
-#include "status.h"
+#include "core/status.h"
 
 typedef struct image_prefetch image_prefetch;
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "scratch.h"
+#include "core/scratch.h"
 
 /* ---- Geometry ----------------------------------------------------------- */
 

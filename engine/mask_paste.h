@@ -59,8 +59,8 @@
 #ifndef MR_MASK_PASTE_H
 #define MR_MASK_PASTE_H
 
-#include "hd.h"
-#include "status.h"
+#include "core/hd.h"
+#include "core/status.h"
 
 #include <math.h>
 #include <stddef.h>

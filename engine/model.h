@@ -23,10 +23,10 @@
 #include <stdint.h>
 
 #include "backend.h"
-#include "config.h"
+#include "core/config.h"
 #include "image.h"
-#include "status.h"
-#include "tensor.h"
+#include "core/status.h"
+#include "core/tensor.h"
 
 typedef struct mr_model mr_model;
 

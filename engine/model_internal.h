@@ -7,7 +7,7 @@
 #include "model.h"
 #include "nms.h"
 #include "roi_align.h"
-#include "weights.h"
+#include "core/weights.h"
 
 #define MR_STAGES 4      /* res2..res5 */
 #define MR_MAX_LEVELS 5  /* P2..P6 */

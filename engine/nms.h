@@ -52,7 +52,7 @@
 #include <stdint.h>
 
 #include "box_coder.h"
-#include "hd.h"
+#include "core/hd.h"
 
 /* Bits of the `flags` argument. 0 and 1 are the plain plus_one values, so
  * a caller passing box_coder's plus_one gets the default rule. */

@@ -12,9 +12,9 @@
 #include <stdio.h>
 
 #include "atomic_file.h"
-#include "config.h"
+#include "core/config.h"
 #include "model.h"
-#include "status.h"
+#include "core/status.h"
 
 typedef struct {
     atomic_file file;

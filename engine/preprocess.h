@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hd.h"
+#include "core/hd.h"
 #include "resize_cv2.h"
 
 /* ---- normalisation ---- */

@@ -6,7 +6,7 @@
 
 #include "anchors.h"
 #include "nms.h"
-#include "scratch.h"
+#include "core/scratch.h"
 
 typedef struct {
     float value;

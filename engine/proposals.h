@@ -25,8 +25,8 @@
 
 #include "anchors.h"
 #include "box_coder.h"
-#include "hd.h"
-#include "status.h"
+#include "core/hd.h"
+#include "core/status.h"
 
 #define MR_PROPOSAL_MAX_LEVELS 8
 

@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "scratch.h"
+#include "core/scratch.h"
 
 /* Weights and bounds of one axis: out taps of ksize weights each. */
 typedef struct {

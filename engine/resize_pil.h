@@ -37,7 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hd.h"
+#include "core/hd.h"
 
 typedef struct {
     int in_h, in_w;   /* source size, >= 1   */

@@ -19,7 +19,7 @@
 #ifndef MR_RLE_H
 #define MR_RLE_H
 
-#include "status.h"
+#include "core/status.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -33,8 +33,8 @@
 #define MR_ROI_ALIGN_H
 
 #include "box_coder.h"
-#include "hd.h"
-#include "tensor.h"
+#include "core/hd.h"
+#include "core/tensor.h"
 
 #include <math.h>
 

@@ -27,10 +27,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "core/config.h"
 #include "image.h"
 #include "model.h"
-#include "status.h"
+#include "core/status.h"
 
 /* out receives a new image (free it with image_free) the size of img.
  * res->width x res->height must be img's size when there are detections

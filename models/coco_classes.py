@@ -3,7 +3,7 @@
 COCO_81: background + the 80 COCO categories in category-id order, one row per class of
 Detectron (`detectron/datasets/dummy_datasets.py` get_coco_dataset), maskrcnn-benchmark and
 detectron2 (after convert.py moves detectron2's background row to 0).  The same list as
-engine/config_table.c's default names.
+engine/core/config_table.c's default names.
 
 TORCHVISION_91: torchvision's COCO layout (`MaskRCNN_ResNet50_FPN_Weights.COCO_V1.meta
 ["categories"]`): row k is COCO category id k, with "N/A" for the 11 ids COCO never used.

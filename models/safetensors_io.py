@@ -6,7 +6,7 @@ The header maps each tensor name to {"dtype", "shape", "data_offsets": [begin, e
 offsets relative to the start of the data section, plus an optional "__metadata__" object of
 string -> string.  The data section is covered exactly, without holes or overlaps.
 
-Our writer's additional guarantees (the C loader in engine/weights.c may rely on them):
+Our writer's additional guarantees (the C loader in engine/core/weights.c may rely on them):
   * the JSON header is padded with spaces so the data section starts at a multiple of 8;
   * tensors are laid out in order of decreasing element size (stable, so within one dtype the
     caller's order is kept), hence every tensor starts at a multiple of its element size;

@@ -67,11 +67,11 @@ CFLAGS="-g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-
 CFLAGS+=" -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unknown-pragmas -Iengine -Itests/fuzz"
 LIBS="-lpng -ljpeg -lcjson -lm"
 declare -A SOURCES=(
-  [config]="engine/status.c engine/config.c engine/config_table.c"
-  [weights]="engine/status.c engine/weights.c"
-  [png]="engine/status.c engine/image.c engine/image_preprocess.c engine/resize_pil.c engine/resize_cv2.c engine/config.c engine/config_table.c"
-  [jpeg]="engine/status.c engine/image.c engine/image_preprocess.c engine/resize_pil.c engine/resize_cv2.c engine/config.c engine/config_table.c"
-  [rle]="engine/status.c engine/rle.c"
+  [config]="engine/core/status.c engine/core/config.c engine/core/config_table.c"
+  [weights]="engine/core/status.c engine/core/weights.c"
+  [png]="engine/core/status.c engine/image.c engine/image_preprocess.c engine/resize_pil.c engine/resize_cv2.c engine/core/config.c engine/core/config_table.c"
+  [jpeg]="engine/core/status.c engine/image.c engine/image_preprocess.c engine/resize_pil.c engine/resize_cv2.c engine/core/config.c engine/core/config_table.c"
+  [rle]="engine/core/status.c engine/rle.c"
 )
 for t in $TARGETS; do
   [ "$t" = convert ] && continue

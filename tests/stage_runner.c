@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "core/config.h"
 #include "image.h"
 #include "model.h"
 #ifdef MR_HAVE_CUDA

@@ -16,7 +16,7 @@ EMU_RT_OBJ := $(EMU_RT_SRC:tests/emu/%.cc=$(EMU)/%.o)
 EMU_CXX    ?= g++
 EMU_CXXFLAGS := -std=c++17 -O2 -g -fPIC -fopenmp -Wall -Wno-unused-function -Iengine -Icuda -Itests/emu \
                 -Itests/emu/include -isystem $(CUDA_HOME)/include $(foreach d,$(CUDA_INC_DIRS),-isystem $(d))
-EMU_HEADERS := $(wildcard tests/emu/*.h tests/emu/include/cub/device/*.cuh cuda/*.cuh cuda/*.h engine/*.h)
+EMU_HEADERS := $(wildcard tests/emu/*.h tests/emu/include/cub/device/*.cuh cuda/*.cuh cuda/*.h engine/*.h engine/*/*.h)
 
 .PHONY: cuda-emu cuda-emu-lib
 cuda-emu-lib: $(EMU)/libdetect_cuda.so $(EMU)/libcuda.so.1 $(EMU)/test_emu

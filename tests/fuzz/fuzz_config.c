@@ -1,4 +1,4 @@
-/* libFuzzer target: JSON text -> config_parse (engine/config.c).
+/* libFuzzer target: JSON text -> config_parse (engine/core/config.c).
  *
  * Any input must give MR_OK or an error status with a one-line message that
  * starts with the origin; on success the struct must pass config_validate
@@ -6,7 +6,7 @@
  * of the text), and a failure must leave the caller's struct untouched. */
 #include <string.h>
 
-#include "config.h"
+#include "core/config.h"
 #include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -14,7 +14,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "config.h"
+#include "core/config.h"
 #include "fuzz_common.h"
 #include "image.h"
 

@@ -1,4 +1,4 @@
-/* libFuzzer target: bytes -> a file -> weights_open (engine/weights.c).
+/* libFuzzer target: bytes -> a file -> weights_open (engine/core/weights.c).
  *
  * On success every tensor is read with its own shape through
  * weights_read_f32 into a buffer of exactly shape-product floats (ASan
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "fuzz_common.h"
-#include "weights.h"
+#include "core/weights.h"
 
 static size_t dtype_bytes(mr_dtype d)
 {

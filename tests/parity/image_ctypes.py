@@ -9,11 +9,11 @@ import numpy as np
 from conftest import engine_library_path
 
 MR_OK, MR_ERR_FORMAT = 0, 2
-ROUNDING = {"floor": 0, "round": 1, "detectron2": 2, "maskrcnn_benchmark": 3}           # engine/config.h mr_resize_rounding
+ROUNDING = {"floor": 0, "round": 1, "detectron2": 2, "maskrcnn_benchmark": 3}           # engine/core/config.h mr_resize_rounding
 METHOD = {"torch_bilinear": 0, "pil_bilinear": 1, "cv2_linear": 2}  # mr_resize_method
 
 
-class InputConfig(C.Structure):  # engine/config.h: mr_input_config
+class InputConfig(C.Structure):  # engine/core/config.h: mr_input_config
     _fields_ = [("channel_order", C.c_int), ("pixel_scale", C.c_float),
                 ("pixel_mean", C.c_float * 3), ("pixel_std", C.c_float * 3),
                 ("min_size", C.c_int), ("max_size", C.c_int), ("resize_rounding", C.c_int),
@@ -36,12 +36,12 @@ class Image_(C.Structure):  # mr_image
     _fields_ = [("pixels", C.POINTER(C.c_uint8)), ("h", C.c_int), ("w", C.c_int)]
 
 
-class Tensor(C.Structure):  # engine/tensor.h: mr_tensor (cap is read by nobody here)
+class Tensor(C.Structure):  # engine/core/tensor.h: mr_tensor (cap is read by nobody here)
     _fields_ = [("data", C.POINTER(C.c_float)), ("n", C.c_int), ("h", C.c_int), ("w", C.c_int),
                 ("c", C.c_int), ("cap", C.c_size_t)]
 
 
-class Error(C.Structure):  # engine/status.h: mr_error
+class Error(C.Structure):  # engine/core/status.h: mr_error
     _fields_ = [("status", C.c_int), ("msg", C.c_char * 1024)]
 
 

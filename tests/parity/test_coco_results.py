@@ -35,7 +35,7 @@ COCO_IDS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 14, 15, 16, 17, 18, 19, 20, 2
 CONFIG_BYTES = 1 << 20
 
 
-class Error(C.Structure):  # engine/status.h: mr_error
+class Error(C.Structure):  # engine/core/status.h: mr_error
     _fields_ = [("status", C.c_int), ("msg", C.c_char * 1024)]
 
 

@@ -31,7 +31,7 @@ class Image_(C.Structure):  # engine/image.h: mr_image
     _fields_ = [("pixels", C.POINTER(C.c_uint8)), ("h", C.c_int), ("w", C.c_int)]
 
 
-class Error(C.Structure):  # engine/status.h: mr_error
+class Error(C.Structure):  # engine/core/status.h: mr_error
     _fields_ = [("status", C.c_int), ("msg", C.c_char * 1024)]
 
 

@@ -47,7 +47,7 @@ U8P = C.POINTER(C.c_uint8)
 U32P = C.POINTER(C.c_uint32)
 
 
-class Tensor(C.Structure):  # engine/tensor.h
+class Tensor(C.Structure):  # engine/core/tensor.h
     _fields_ = [("data", FP), ("n", C.c_int), ("h", C.c_int), ("w", C.c_int), ("c", C.c_int)]
 
 

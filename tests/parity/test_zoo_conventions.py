@@ -751,7 +751,7 @@ def test_resize_geometry_per_zoo_config(shim, zoo):
     with open(os.path.join(REPO, "configs", f"mask_rcnn_R-101-FPN_{zoo}.json")) as f:
         inp = json.load(f)["input"]
     rounding = {"floor": RESIZE_FLOOR, "round": RESIZE_ROUND, "detectron2": 2,
-                "maskrcnn_benchmark": 3}[inp["resize_rounding"]]  # engine/config.h mr_resize_rounding
+                "maskrcnn_benchmark": 3}[inp["resize_rounding"]]  # engine/core/config.h mr_resize_rounding
     rule = zoo_resize_rule(zoo)
     rng = seeded(5850)
     out, s = np.zeros(4, np.int32), C.c_double()

@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "coco_results.h"
-#include "config.h"
+#include "core/config.h"
 #include "rle.h"
 
 /* The defaults as a config file would give them (COCO's 81 classes and

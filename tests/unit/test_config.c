@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "config_table.h"
+#include "core/config.h"
+#include "core/config_table.h"
 
 #define CONFIG_FULL "configs/mask_rcnn_R-101-FPN_torchvision.json"
 #define CONFIG_SMALL "configs/mask_rcnn_R-101-FPN_torchvision_small.json"

@@ -30,7 +30,7 @@
 
 #include "backend.h"
 #include "ref_ops.h"
-#include "half.h"
+#include "core/half.h"
 #ifdef MR_HAVE_CUDA
 #include "backend_cuda.h"
 #endif

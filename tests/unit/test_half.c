@@ -1,4 +1,4 @@
-/* engine/half.h against the compiler's own IEEE binary16 (_Float16, GCC
+/* engine/core/half.h against the compiler's own IEEE binary16 (_Float16, GCC
  * on x86-64 since 12): every one of the 65536 halves to float, and floats
  * to half over every float exponent with mantissas near the rounding
  * boundaries (ties, one ulp either side), subnormals, the overflow edge,
@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "half.h"
+#include "core/half.h"
 
 static uint16_t reference_half(float f)
 {

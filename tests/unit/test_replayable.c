@@ -19,7 +19,7 @@
 #include <cmocka.h>
 
 #include "backend.h"
-#include "config.h"
+#include "core/config.h"
 #include "image.h"
 #include "model.h"
 

@@ -19,7 +19,7 @@
 
 #include <cmocka.h>
 
-#include "config.h"
+#include "core/config.h"
 #include "image.h"
 #include "visualize.h"
 

@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "weights.h"
+#include "core/weights.h"
 
 /* ---- temp files ---- */
 

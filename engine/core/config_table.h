@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#include "config.h"
+#include "core/config.h"
 
 typedef enum {
     CFG_INT,          /* int: a JSON number without a fraction                 */

@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#include "hd.h"
+#include "core/hd.h"
 
 /* The bias that goes with the folded weights (and the shift applied after
  * an unfolded conv): b*s + t. */

@@ -4,7 +4,7 @@
  * and the key's full path, e.g.
  *   configs/x.json: unknown key "rpn.nms_tresh" (did you mean "rpn.nms_thresh"?)
  *   configs/x.json: rpn.nms_thresh: expected a number in [0,1], got 1.5 */
-#include "config.h"
+#include "core/config.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config_table.h"
+#include "core/config_table.h"
 
 #define PATH_LEN 256
 #define MAX_CONFIG_BYTES (1 << 20) /* 81 class names take ~1 KiB; anything near this is not a config */

@@ -1,4 +1,4 @@
-#include "weights.h"
+#include "core/weights.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

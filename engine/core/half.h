@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "hd.h"
+#include "core/hd.h"
 
 MR_HD static inline uint16_t mr_float_to_half(float f)
 {

@@ -10,7 +10,7 @@
 #ifndef MR_CONFIG_H
 #define MR_CONFIG_H
 
-#include "status.h"
+#include "core/status.h"
 
 #define MR_MAX_CLASSES 1024
 #define MR_MAX_CLASS_NAME 64

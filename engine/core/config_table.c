@@ -1,7 +1,7 @@
 /* The config's data: its defaults (torchvision's Mask R-CNN R-101-FPN) and
  * the table of JSON keys with their types and ranges. The parser and the
  * validator that walk the table are in config.c. */
-#include "config_table.h"
+#include "core/config_table.h"
 
 #include <math.h>
 #include <string.h>
