@@ -14,21 +14,21 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "atomic_file.h"
+#include "io/atomic_file.h"
 #include "backend.h"
 #ifdef MR_HAVE_CUDA
 #include "backend_cuda.h"
 #endif
-#include "coco_results.h"
+#include "io/coco_results.h"
 #include "core/config.h"
-#include "image.h"
-#include "image_prefetch.h"
+#include "io/image.h"
+#include "io/image_prefetch.h"
 #include "model.h"
 #include "options.h"
-#include "output.h"
+#include "io/output.h"
 #include "profile.h"
 #include "progress.h"
-#include "visualize.h"
+#include "io/visualize.h"
 
 /* Set by SIGINT/SIGTERM: a signal handler can only talk through a global. */
 static volatile sig_atomic_t stop_requested;

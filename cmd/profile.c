@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "atomic_file.h"
+#include "io/atomic_file.h"
 
 static const char *const stage_names[PROF_STAGES] = {
     "decode", "preprocess", "backbone", "fpn", "rpn", "box_head", "mask_head", "mask_paste", "output",

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "box_post.h"
-#include "image.h"
+#include "io/image.h"
 #include "mask_paste.h"
 #include "proposals.h"
 #include "roi_align.h"

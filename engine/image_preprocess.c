@@ -2,7 +2,7 @@
  * the network input, on the host. Contracts in image.h; the per-pixel
  * math is preprocess.h's, shared with cuda/preprocess.cu. Decoding is
  * image.c. */
-#include "image.h"
+#include "io/image.h"
 
 #include <math.h>
 #include <stdlib.h>

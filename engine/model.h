@@ -24,7 +24,7 @@
 
 #include "backend.h"
 #include "core/config.h"
-#include "image.h"
+#include "io/image.h"
 #include "core/status.h"
 #include "core/tensor.h"
 

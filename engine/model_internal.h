@@ -3,7 +3,7 @@
 #ifndef MR_MODEL_INTERNAL_H
 #define MR_MODEL_INTERNAL_H
 
-#include "image.h"
+#include "io/image.h"
 #include "model.h"
 #include "nms.h"
 #include "roi_align.h"

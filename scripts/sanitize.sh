@@ -26,7 +26,7 @@
 #    by design at exit).
 # 5. Builds tests/unit/test_image_prefetch.c with ThreadSanitizer (the
 #    only threads of ours outside OpenMP: the decoders of
-#    engine/image_prefetch.c) from the engine sources it needs, without
+#    engine/io/image_prefetch.c) from the engine sources it needs, without
 #    OpenMP (libgomp is not TSan-instrumented), and runs it.
 # test_convert.py is not run: it is pure python and never touches the engine.
 #
@@ -114,7 +114,7 @@ fi
 echo "== ThreadSanitizer: the image prefetcher's decoder threads"
 TSAN_BIN="$SAN_BUILD/tests/test_image_prefetch_tsan"
 if gcc -O1 -g -fsanitize=thread -std=c11 -D_GNU_SOURCE -Iengine tests/unit/test_image_prefetch.c \
-        engine/image_prefetch.c engine/image.c engine/core/status.c -lpng -ljpeg -lm -lcmocka -o "$TSAN_BIN"; then
+        engine/io/image_prefetch.c engine/io/image.c engine/core/status.c -lpng -ljpeg -lm -lcmocka -o "$TSAN_BIN"; then
     TSAN_OPTIONS="halt_on_error=1:exitcode=97:log_path=$LOGS/tsan" "$TSAN_BIN" || failed+=("$TSAN_BIN")
 else
     failed+=("$TSAN_BIN (build)")

@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "core/config.h"
-#include "image.h"
+#include "io/image.h"
 #include "model.h"
 #ifdef MR_HAVE_CUDA
 #include "backend_cuda.h"

@@ -16,7 +16,7 @@
 
 #include "core/config.h"
 #include "fuzz_common.h"
-#include "image.h"
+#include "io/image.h"
 
 #define FUZZ_MAX_SIDE 4096
 

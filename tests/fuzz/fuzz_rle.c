@@ -1,4 +1,4 @@
-/* libFuzzer target: COCO RLE (engine/rle.c).
+/* libFuzzer target: COCO RLE (engine/io/rle.c).
  *
  * Input: byte 0 and 1 give a mask size h, w in 0..63; the rest is used
  * twice.
@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "fuzz_common.h"
-#include "rle.h"
+#include "io/rle.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

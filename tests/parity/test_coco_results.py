@@ -1,4 +1,4 @@
-"""engine/coco_results.c against pycocotools, through ctypes.
+"""engine/io/coco_results.c against pycocotools, through ctypes.
 
 A results file built by coco_results_add / coco_results_write must be
 accepted by pycocotools' COCO.loadRes; every mask must come back exactly

@@ -1,4 +1,4 @@
-"""EXIF orientation of JPEGs (engine/image.c) against Pillow, through ctypes.
+"""EXIF orientation of JPEGs (engine/io/image.c) against Pillow, through ctypes.
 
 image_load must give exactly the pixels of
     ImageOps.exif_transpose(Image.open(p)).convert('RGB')
@@ -27,7 +27,7 @@ from conftest import engine_library_path
 MR_OK = 0
 
 
-class Image_(C.Structure):  # engine/image.h: mr_image
+class Image_(C.Structure):  # engine/io/image.h: mr_image
     _fields_ = [("pixels", C.POINTER(C.c_uint8)), ("h", C.c_int), ("w", C.c_int)]
 
 

@@ -1,4 +1,4 @@
-"""The detectron2 and Detectron input conventions of engine/image.c and
+"""The detectron2 and Detectron input conventions of engine/io/image.c and
 engine/resize_{pil,cv2}.c, through ctypes (build/libdetect.so or $DETECT_LIB).
 
 (a) resize_pil_bilinear equals Pillow's Image.resize((w, h), BILINEAR)

@@ -1,9 +1,9 @@
-"""engine/image.c against Pillow and torchvision, through ctypes.
+"""engine/io/image.c against Pillow and torchvision, through ctypes.
 
 (a) Decoding: PNG variants (written by Pillow, or by the small PNG writer
     below for what Pillow cannot write: 16-bit RGB/RGBA and Adam7) must give
     exactly the pixels of PIL.Image.open(p).convert('RGB'). One deliberate
-    exception, documented in engine/image.h: 16-bit greyscale keeps the high
+    exception, documented in engine/io/image.h: 16-bit greyscale keeps the high
     byte, where Pillow (mode 'I') clamps every value to 255.
     JPEGs written by Pillow decode to Pillow's pixels (same libjpeg).
 (b) Preprocessing: image_geometry + image_preprocess must equal

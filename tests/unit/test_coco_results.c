@@ -21,9 +21,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "coco_results.h"
+#include "io/coco_results.h"
 #include "core/config.h"
-#include "rle.h"
+#include "io/rle.h"
 
 /* The defaults as a config file would give them (COCO's 81 classes and
  * names). Static: mr_config holds 64 KB of class names. */

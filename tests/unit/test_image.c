@@ -1,4 +1,4 @@
-/* Unit tests for engine/image.c and image_preprocess.c: geometry, PNG/JPEG decoding and errors,
+/* Unit tests for engine/io/image.c and image_preprocess.c: geometry, PNG/JPEG decoding and errors,
  * preprocessing on hand-checked cases. Bit-exact agreement with torchvision
  * is tests/parity/test_image_torch.py. */
 #define _POSIX_C_SOURCE 200809L
@@ -15,7 +15,7 @@
 #include <jpeglib.h>
 #include <png.h>
 
-#include "image.h"
+#include "io/image.h"
 
 /* torchvision's defaults, filled by hand (config.c is not linked here). */
 static mr_input_config tv_config(void)

@@ -1,4 +1,4 @@
-/* Unit tests for engine/image_prefetch.c: whatever the thread count and
+/* Unit tests for engine/io/image_prefetch.c: whatever the thread count and
  * depth, each image taken equals image_load() of its file called directly
  * (status, message, pixels), in order; skipped entries, indices passed
  * over, out-of-order takes and stopping early. Leaks and races show under
@@ -16,7 +16,7 @@
 #include <cmocka.h>
 #include <png.h>
 
-#include "image_prefetch.h"
+#include "io/image_prefetch.h"
 
 #define FILES 13
 

@@ -20,7 +20,7 @@
 #include "mask_paste.h"
 #include "nms.h"
 #include "proposals.h"
-#include "rle.h"
+#include "io/rle.h"
 #include "roi_align.h"
 
 #define ASSERT_FEQ(a, b, tol) assert_true(fabsf((float)(a) - (float)(b)) <= (tol))

@@ -20,7 +20,7 @@
 
 #include "backend.h"
 #include "core/config.h"
-#include "image.h"
+#include "io/image.h"
 #include "model.h"
 
 #define CONFIG "configs/mask_rcnn_R-101-FPN_shapes.json"

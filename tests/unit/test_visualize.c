@@ -1,4 +1,4 @@
-/* Unit tests for engine/visualize.c: what each pass draws and where, what it
+/* Unit tests for engine/io/visualize.c: what each pass draws and where, what it
  * leaves alone, clipping at the image edges, and the PNG writer's round trip
  * and failures (missing directory, /dev/full, a file-size limit). */
 #define _POSIX_C_SOURCE 200809L
@@ -20,8 +20,8 @@
 #include <cmocka.h>
 
 #include "core/config.h"
-#include "image.h"
-#include "visualize.h"
+#include "io/image.h"
+#include "io/visualize.h"
 
 enum { H = 64, W = 80 };
 

@@ -1,5 +1,5 @@
 /* COCO RLE; see rle.h for the format. */
-#include "rle.h"
+#include "io/rle.h"
 
 #include "mask_paste.h"
 

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "image_prefetch.h"
+#include "io/image_prefetch.h"
 
 typedef enum { SLOT_EMPTY, SLOT_DECODING, SLOT_DONE } slot_state;
 

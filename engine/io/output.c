@@ -1,9 +1,9 @@
-#include "output.h"
+#include "io/output.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "rle.h"
+#include "io/rle.h"
 
 mr_status output_json_open(output_json *out, const char *path, mr_error *err)
 {

@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 #include "core/config.h"
-#include "image.h"
+#include "io/image.h"
 #include "model.h"
 #include "core/status.h"
 

@@ -23,7 +23,7 @@
 #ifndef MR_IMAGE_PREFETCH_H
 #define MR_IMAGE_PREFETCH_H
 
-#include "image.h"
+#include "io/image.h"
 #include "core/status.h"
 
 typedef struct image_prefetch image_prefetch;

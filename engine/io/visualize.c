@@ -1,9 +1,9 @@
 /* Drawing detections (masks, outlines, boxes, labels) and writing PNGs
  * atomically. Contracts in visualize.h. */
-#include "visualize.h"
+#include "io/visualize.h"
 
-#include "atomic_file.h"
-#include "rle.h"
+#include "io/atomic_file.h"
+#include "io/rle.h"
 
 #include <errno.h>
 #include <math.h>
@@ -16,7 +16,7 @@
 
 #include <png.h>
 
-#include "font_6x13.h"
+#include "io/font_6x13.h"
 
 /* Kelly's colours of maximum contrast (K. L. Kelly, "Twenty-two colors of
  * maximum contrast", 1965) without white and black, in his order, so

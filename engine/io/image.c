@@ -1,6 +1,6 @@
 /* Image decoding (libpng, libjpeg-turbo) and the EXIF orientation.
  * Contracts in image.h; geometry and preprocessing are image_preprocess.c. */
-#include "image.h"
+#include "io/image.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,5 +1,5 @@
 /* COCO results files; the format and the rules are in coco_results.h. */
-#include "coco_results.h"
+#include "io/coco_results.h"
 
 #include <limits.h>
 #include <math.h>
@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "atomic_file.h"
-#include "rle.h"
+#include "io/atomic_file.h"
+#include "io/rle.h"
 
 /* COCO's category ids (instances_*.json) for contiguous classes 1..80,
  * the table in pycocotools-era Detectron (json_dataset.py) and detectron2's

@@ -1,4 +1,4 @@
-#include "atomic_file.h"
+#include "io/atomic_file.h"
 
 #include <errno.h>
 #include <stdarg.h>

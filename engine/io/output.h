@@ -11,7 +11,7 @@
 
 #include <stdio.h>
 
-#include "atomic_file.h"
+#include "io/atomic_file.h"
 #include "core/config.h"
 #include "model.h"
 #include "core/status.h"

@@ -1,5 +1,5 @@
 /* X11 misc-fixed "6x13" (-Misc-Fixed-Medium-R-SemiCondensed--13-120-75-75-C-60-ISO8859-1),
- * printable ASCII 32..126, for the labels engine/visualize.c draws.
+ * printable ASCII 32..126, for the labels engine/io/visualize.c draws.
  *
  * Generated once from Debian's xfonts-base 1:1.0.5+nmu1,
  * /usr/share/fonts/X11/misc/6x13-ISO8859-1.pcf.gz. The font is in the public
