@@ -35,7 +35,7 @@ ifeq ($(CUDA),1)
 # compute_90 PTX for later GPUs. -fmad=false keeps our kernels' float
 # arithmetic unfused, as the CPU's (roi_align.h: bitwise-equal RoIAlign);
 # cuDNN and cuBLAS are unaffected. Objects are named *.cu.o so that
-# cuda/roi_align.cu and engine/roi_align.c stay distinct members of libdetect.a.
+# cuda/roi_align.cu and engine/ops/roi_align.c stay distinct members of libdetect.a.
 CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_SRC   := $(wildcard cuda/*.cu)
 CUDA_CSRC  := $(wildcard cuda/*.c)

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "cuda_internal.h"
-#include "mask_paste_chunk.h"
+#include "ops/mask_paste_chunk.h"
 
 static mr_status to_host(cuda_ctx *c, void *dst, const void *src, size_t bytes, const char *op, mr_error *err)
 {
@@ -113,7 +113,7 @@ mr_status cuda_mask_paste(void *vctx, const mr_mask_paste_params *p, const mr_te
 {
     cuda_ctx *c = vctx;
     const char *op = "mask_paste";
-    /* the CPU's checks (engine/mask_paste.c), in its order */
+    /* the CPU's checks (engine/ops/mask_paste.c), in its order */
     if (p->rule != MR_PASTE_TORCHVISION && p->rule != MR_PASTE_DETECTRON2)
         return mr_fail(err, MR_ERR_UNSUPPORTED, "%s: paste rule %d is not implemented", op, (int)p->rule);
     if (p->mask_size <= 0 || p->mask_size > 4096 || p->padding < 0 || p->padding > 4096)

@@ -6,7 +6,7 @@
  * decode, clip, size rule and score threshold (proposals.cu, proposals.h's
  * proposal_candidate), NMS per level (nms.cu, bitmask NMS), the
  * post_nms_top_n best over the levels (proposals.cu). proposals_select's
- * result and order (engine/proposals.c).
+ * result and order (engine/ops/proposals.c).
  *
  * box_detections: softmax and every (RoI, class) candidate (box_post.cu,
  * box_post.h's math), NMS per class (nms.cu), max_dets with keep_ties

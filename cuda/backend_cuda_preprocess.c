@@ -13,7 +13,7 @@
  *                   the kernel normalises, orders and pads it (a copy
  *                   sampler). Porting its two integer passes is future work.
  * Either way the result is image_preprocess's, bit for bit (the kernel runs
- * engine/preprocess.h's math).
+ * engine/ops/preprocess.h's math).
  *
  * Memory: the device image buffer and its pinned twin are sized once by
  * cuda_preprocess_reserve (on first use, or when the model's plan calls it

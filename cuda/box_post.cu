@@ -1,5 +1,5 @@
 /* Box head post-processing on the GPU (box_post_cpu's steps, in its
- * order, engine/box_post.c):
+ * order, engine/ops/box_post.c):
  *  - softmax_kernel: every RoI's class probabilities (softmax_row);
  *  - candidate_kernel: every (RoI, class >= 1) slot, RoI-major and
  *    class-minor as torchvision flattens them, decoded, clipped and tested
@@ -12,7 +12,7 @@
  * The math is box_post.h's MR_HD functions, the CPU's own. Device expf may
  * differ from glibc's by an ulp, so a score can differ by an ulp from the
  * CPU's. */
-#include "box_post.h"
+#include "ops/box_post.h"
 #include "cuda_launch.cuh"
 
 static __global__ void softmax_kernel(const float *logits, float *probs, int n, int K)

@@ -34,7 +34,7 @@
 
 #include "backend.h"
 #include "backend_cuda.h"
-#include "mask_paste_chunk.h"
+#include "ops/mask_paste_chunk.h"
 
 #ifdef __cplusplus
 extern "C" {

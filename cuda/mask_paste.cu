@@ -4,7 +4,7 @@
  * torchvision rule (padded mask, expanded and truncated box, bilinear
  * resize with the double-precision taps of torch's CPU kernel) or the
  * detectron2 rule (grid_sample of the unpadded mask). The same functions as
- * engine/mask_paste.c, in the same operation order (-fmad=false), so the
+ * engine/ops/mask_paste.c, in the same operation order (-fmad=false), so the
  * windows equal the CPU's. Binary output: prob > threshold (GT) or >=
  * (GE); the soft windows (tests) are the probabilities.
  *
@@ -16,8 +16,8 @@
 #include <stdint.h>
 
 #include "cuda_launch.cuh"
-#include "mask_paste.h"
-#include "mask_paste_chunk.h"
+#include "ops/mask_paste.h"
+#include "ops/mask_paste_chunk.h"
 
 static __global__ void pad_kernel(const float *probs, float *padded, int D, int M, int pad)
 {

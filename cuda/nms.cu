@@ -1,5 +1,5 @@
 /* Batched (per-group) NMS on the GPU: batched_nms_cpu's result and order
- * (engine/nms.c), with the bitmask algorithm of Detectron's and
+ * (engine/ops/nms.c), with the bitmask algorithm of Detectron's and
  * maskrcnn-benchmark's GPU NMS, and no host round trip.
  *
  * Input: n candidate slots (cuda_box_cand: box, score, group) and valid[n];
@@ -34,7 +34,7 @@
 #include <cub/device/device_radix_sort.cuh>
 
 #include "cuda_launch.cuh"
-#include "nms.h"
+#include "ops/nms.h"
 
 typedef struct {
     int start, size, words, rb; /* first sorted position, valid slots, words per row, first row block */

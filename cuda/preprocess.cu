@@ -1,7 +1,7 @@
 /* The network input on the GPU: one pass that reads the uint8 HWC image and
  * writes the resized, normalised, channel-ordered, zero-padded NHWC float
  * input [1, padded_h, padded_w, 3], one thread per output pixel. The
- * per-pixel math is engine/preprocess.h's (mr_pre_pixel), which
+ * per-pixel math is engine/ops/preprocess.h's (mr_pre_pixel), which
  * engine/io/image.c runs on the CPU, so both give the same bits (the build's
  * -fmad=false keeps every product and sum rounded as on the CPU; the lerps'
  * fmaf is exact on both). Which samplers come here, and from which image,

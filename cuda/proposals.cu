@@ -1,5 +1,5 @@
 /* RPN proposal selection on the GPU, after the per-level ranking
- * (rpn_rank.cu), in proposals_select's order (engine/proposals.c):
+ * (rpn_rank.cu), in proposals_select's order (engine/ops/proposals.c):
  *  - cand_kernel: every ranked anchor (slot t, level after level, rank
  *    order within a level) decoded, clipped and tested by
  *    proposal_candidate (proposals.h, the CPU's own function), written as
@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "cuda_launch.cuh"
-#include "proposals.h"
+#include "ops/proposals.h"
 
 typedef struct {
     mr_proposal_params p; /* its cell_anchors are host pointers: cells below instead */

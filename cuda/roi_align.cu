@@ -13,7 +13,7 @@
 
 #include "cuda_launch.cuh"
 #include "elem.cuh"
-#include "roi_align.h"
+#include "ops/roi_align.h"
 
 #define ROI_MAX_LEVELS 8
 

@@ -2,7 +2,7 @@
  * descending objectness logit with CUB (cub::DeviceRadixSort, from the CUDA
  * toolkit), and the first pre_nms_top_n indices of each level copied, level
  * after level, into one device array, where cuda/proposals.cu decodes and
- * filters them (proposals_select's order: engine/proposals.c). Nothing
+ * filters them (proposals_select's order: engine/ops/proposals.c). Nothing
  * comes to the host. Radix sort is stable, so equal logits stay in
  * ascending anchor order: the CPU's tie rule. (Differences only at exotic
  * keys: CUB orders NaN logits by their bits, and may order -0.0 below

@@ -20,11 +20,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "box_post.h"
+#include "ops/box_post.h"
 #include "io/image.h"
-#include "mask_paste.h"
-#include "proposals.h"
-#include "roi_align.h"
+#include "ops/mask_paste.h"
+#include "ops/proposals.h"
+#include "ops/roi_align.h"
 #include "core/status.h"
 #include "core/tensor.h"
 

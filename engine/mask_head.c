@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "box_coder.h"
+#include "ops/box_coder.h"
 #include "model_internal.h"
 
 /* The mask predictor for mask_class_probs: its [K, D, 1, 1] weights and its

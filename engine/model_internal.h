@@ -5,8 +5,8 @@
 
 #include "io/image.h"
 #include "model.h"
-#include "nms.h"
-#include "roi_align.h"
+#include "ops/nms.h"
+#include "ops/roi_align.h"
 #include "core/weights.h"
 
 #define MR_STAGES 4      /* res2..res5 */

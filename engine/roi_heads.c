@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "box_post.h"
+#include "ops/box_post.h"
 #include "model_internal.h"
-#include "roi_align.h"
+#include "ops/roi_align.h"
 
 /* Reads a linear layer [out, in]. With chw = {C, H, W}, the input columns
  * are stored in PyTorch's flatten order (C, H, W) and are permuted here to

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "anchors.h"
+#include "ops/anchors.h"
 #include "model_internal.h"
-#include "proposals.h"
+#include "ops/proposals.h"
 
 mr_status rpn_load(mr_model *m, mr_weights *w, mr_error *err)
 {

@@ -69,8 +69,8 @@ LIBS="-lpng -ljpeg -lcjson -lm"
 declare -A SOURCES=(
   [config]="engine/core/status.c engine/core/config.c engine/core/config_table.c"
   [weights]="engine/core/status.c engine/core/weights.c"
-  [png]="engine/core/status.c engine/io/image.c engine/image_preprocess.c engine/resize_pil.c engine/resize_cv2.c engine/core/config.c engine/core/config_table.c"
-  [jpeg]="engine/core/status.c engine/io/image.c engine/image_preprocess.c engine/resize_pil.c engine/resize_cv2.c engine/core/config.c engine/core/config_table.c"
+  [png]="engine/core/status.c engine/io/image.c engine/ops/image_preprocess.c engine/ops/resize_pil.c engine/ops/resize_cv2.c engine/core/config.c engine/core/config_table.c"
+  [jpeg]="engine/core/status.c engine/io/image.c engine/ops/image_preprocess.c engine/ops/resize_pil.c engine/ops/resize_cv2.c engine/core/config.c engine/core/config_table.c"
   [rle]="engine/core/status.c engine/io/rle.c"
 )
 for t in $TARGETS; do

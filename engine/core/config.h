@@ -34,9 +34,9 @@ typedef enum { MR_RESIZE_FLOOR = 0, MR_RESIZE_ROUND, MR_RESIZE_DETECTRON2, MR_RE
 /* Which resampler makes the resized image (engine/io/image.h):
  *  TORCH_BILINEAR: torchvision, F.interpolate bilinear on the normalised float image
  *  PIL_BILINEAR: detectron2, Pillow's Image.resize(BILINEAR) on the uint8 image,
- *                before normalising (engine/resize_pil.h)
+ *                before normalising (engine/ops/resize_pil.h)
  *  CV2_LINEAR: Detectron, cv2.resize INTER_LINEAR on the normalised float image
- *              (engine/resize_cv2.h). */
+ *              (engine/ops/resize_cv2.h). */
 typedef enum {
     MR_RESIZE_TORCH_BILINEAR = 0,
     MR_RESIZE_PIL_BILINEAR,

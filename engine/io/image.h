@@ -23,10 +23,10 @@
  *     (aten/src/ATen/native/cpu/UpSampleKernel.cpp, UpSample.h);
  *   PIL_BILINEAR (detectron2's DefaultPredictor: ResizeShortestEdge, then
  *     GeneralizedRCNN.preprocess_image): resize the uint8 image with
- *     Pillow's bilinear filter (engine/resize_pil.h), then normalise;
+ *     Pillow's bilinear filter (engine/ops/resize_pil.h), then normalise;
  *   CV2_LINEAR (Detectron's prep_im_for_blob): normalise, then resize as
  *     cv2.resize INTER_LINEAR with the factor of image_geometry
- *     (engine/resize_cv2.h). Detectron subtracts its float64 means from
+ *     (engine/ops/resize_cv2.h). Detectron subtracts its float64 means from
  *     the float32 image in double; ours are float32 (a last-bit
  *     difference, up to ~1e-5);
  *   then pad with zeros at the bottom and right to a multiple of
@@ -45,9 +45,9 @@
 
 #include "core/config.h"
 #include "core/hd.h"
-#include "preprocess.h"
-#include "resize_cv2.h"
-#include "resize_pil.h"
+#include "ops/preprocess.h"
+#include "ops/resize_cv2.h"
+#include "ops/resize_pil.h"
 #include "core/status.h"
 #include "core/tensor.h"
 

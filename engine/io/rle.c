@@ -1,7 +1,7 @@
 /* COCO RLE; see rle.h for the format. */
 #include "io/rle.h"
 
-#include "mask_paste.h"
+#include "ops/mask_paste.h"
 
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /* libFuzzer target: JPEG files through image_load, image_geometry and
- * image_preprocess (engine/image_preprocess.c; body in fuzz_image.h), plus the EXIF
+ * image_preprocess (engine/ops/image_preprocess.c; body in fuzz_image.h), plus the EXIF
  * parser on its own: the input's bytes after the first APP1 marker found
  * (or the whole input) go to image_exif_orientation, whose result must be
  * 1..8 whatever the bytes. The seed corpus (corpus/jpeg) holds baseline,

@@ -45,16 +45,16 @@ class Error(C.Structure):  # engine/core/status.h: mr_error
     _fields_ = [("status", C.c_int), ("msg", C.c_char * 1024)]
 
 
-class ResizePil(C.Structure):  # engine/resize_pil.h: mr_resize_pil
+class ResizePil(C.Structure):  # engine/ops/resize_pil.h: mr_resize_pil
     _fields_ = [(n, C.c_int) for n in ("in_h", "in_w", "out_h", "out_w")]
 
 
-class ResizeCv2(C.Structure):  # engine/resize_cv2.h: mr_resize_cv2
+class ResizeCv2(C.Structure):  # engine/ops/resize_cv2.h: mr_resize_cv2
     _fields_ = [(n, C.c_int) for n in ("in_h", "in_w", "out_h", "out_w")] + \
                [("fx", C.c_double), ("fy", C.c_double)]
 
 
-class PixelLut(C.Structure):  # engine/resize_cv2.h: mr_pixel_lut
+class PixelLut(C.Structure):  # engine/ops/resize_cv2.h: mr_pixel_lut
     _fields_ = [("v", (C.c_float * 256) * 3), ("src_ch", C.c_int * 3)]
 
 

@@ -39,7 +39,7 @@ class Error(C.Structure):  # engine/core/status.h: mr_error
     _fields_ = [("status", C.c_int), ("msg", C.c_char * 1024)]
 
 
-class MaskWindow(C.Structure):  # engine/mask_paste.h: mr_mask_window
+class MaskWindow(C.Structure):  # engine/ops/mask_paste.h: mr_mask_window
     _fields_ = [(n, C.c_int) for n in ("x0", "y0", "w", "h")]
 
 

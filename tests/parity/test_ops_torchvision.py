@@ -51,22 +51,22 @@ class Tensor(C.Structure):  # engine/core/tensor.h
     _fields_ = [("data", FP), ("n", C.c_int), ("h", C.c_int), ("w", C.c_int), ("c", C.c_int)]
 
 
-class RoiAlignParams(C.Structure):  # engine/roi_align.h
+class RoiAlignParams(C.Structure):  # engine/ops/roi_align.h
     _fields_ = [("out_h", C.c_int), ("out_w", C.c_int), ("sampling_ratio", C.c_int),
                 ("aligned", C.c_int), ("spatial_scale", C.c_float)]
 
 
-class LevelMap(C.Structure):  # engine/roi_align.h
+class LevelMap(C.Structure):  # engine/ops/roi_align.h
     _fields_ = [("min_level", C.c_int), ("max_level", C.c_int), ("canonical_size", C.c_int),
                 ("canonical_level", C.c_int), ("eps", C.c_float), ("plus_one", C.c_int),
                 ("eps_inside_log", C.c_int)]
 
 
-class BoxCoderParams(C.Structure):  # engine/box_coder.h
+class BoxCoderParams(C.Structure):  # engine/ops/box_coder.h
     _fields_ = [("weights", C.c_float * 4), ("clip", C.c_float), ("plus_one", C.c_int)]
 
 
-class PasteParams(C.Structure):  # engine/mask_paste.h
+class PasteParams(C.Structure):  # engine/ops/mask_paste.h
     _fields_ = [("mask_size", C.c_int), ("padding", C.c_int), ("threshold", C.c_float),
                 ("cmp", C.c_int), ("rule", C.c_int)]
 

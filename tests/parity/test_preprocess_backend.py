@@ -1,5 +1,5 @@
 """The backend's preprocess entry (engine/backend.h) and the GPU kernel's
-per-pixel math (engine/preprocess.h), on the CPU, against torchvision.
+per-pixel math (engine/ops/preprocess.h), on the CPU, against torchvision.
 
 (a) The CPU backend's `preprocess` entry, called through its table, for
     resize_method "torch_bilinear" equals torchvision's

@@ -26,7 +26,7 @@
 
 #include <cmocka.h>
 
-#include "anchors.h"
+#include "ops/anchors.h"
 #include "backend.h"
 #include "ref_ops.h"
 #ifdef MR_HAVE_CUDA

@@ -1,5 +1,5 @@
 /* The CUDA backend's batched bitmask NMS (cuda/nms.cu), emulated on the
- * CPU, against engine/nms.c and against a brute-force greedy NMS written
+ * CPU, against engine/ops/nms.c and against a brute-force greedy NMS written
  * here.
  *
  * Nothing CUDA can run on the machines these tests run on. The emulation
@@ -12,7 +12,7 @@
  * the thread-level details (shared-memory tiles, atomics, the parallel OR)
  * are not exercised.
  *
- * The brute-force reference is independent of engine/nms.c: its own sort,
+ * The brute-force reference is independent of engine/ops/nms.c: its own sort,
  * its own IoU (torchvision's formula written out), the threshold compared
  * in double (default rule) or as `>= (float)thresh` (Detectron's rule).
  * Cases: random boxes on a coarse integer grid (many exact IoU ties at the
@@ -30,8 +30,8 @@
 
 #include <cmocka.h>
 
-#include "box_post.h"
-#include "nms.h"
+#include "ops/box_post.h"
+#include "ops/nms.h"
 
 #define SEED 20240531u
 #define MAX_N 300

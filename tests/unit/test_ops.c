@@ -15,13 +15,13 @@
 
 #include <cmocka.h>
 
-#include "anchors.h"
-#include "box_coder.h"
-#include "mask_paste.h"
-#include "nms.h"
-#include "proposals.h"
+#include "ops/anchors.h"
+#include "ops/box_coder.h"
+#include "ops/mask_paste.h"
+#include "ops/nms.h"
+#include "ops/proposals.h"
 #include "io/rle.h"
-#include "roi_align.h"
+#include "ops/roi_align.h"
 
 #define ASSERT_FEQ(a, b, tol) assert_true(fabsf((float)(a) - (float)(b)) <= (tol))
 

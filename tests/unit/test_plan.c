@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "backend.h"
-#include "mask_paste_chunk.h"
+#include "ops/mask_paste_chunk.h"
 
 /* Walks the chunks as cuda_mask_paste does and checks that every row of
  * every window is pasted exactly once, each chunk within the region and

@@ -21,7 +21,7 @@
 
 #include <stddef.h>
 
-#include "mask_paste.h"
+#include "ops/mask_paste.h"
 
 /* A kernel takes one block row per window of a chunk, and CUDA's grid has
  * at most 65535 of them. */

@@ -1,4 +1,4 @@
-/* Preprocessing's per-pixel math, shared by the CPU (engine/image_preprocess.c) and
+/* Preprocessing's per-pixel math, shared by the CPU (engine/ops/image_preprocess.c) and
  * the GPU (cuda/preprocess.cu), so the CPU tests exercise the arithmetic
  * the kernel runs. The contract of the whole step (which resize, in which
  * order, against which reference) is image.h's; this header holds:
@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "core/hd.h"
-#include "resize_cv2.h"
+#include "ops/resize_cv2.h"
 
 /* ---- normalisation ---- */
 

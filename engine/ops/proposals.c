@@ -1,11 +1,11 @@
-#include "proposals.h"
+#include "ops/proposals.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "anchors.h"
-#include "nms.h"
+#include "ops/anchors.h"
+#include "ops/nms.h"
 #include "core/scratch.h"
 
 typedef struct {

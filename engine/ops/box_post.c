@@ -1,9 +1,9 @@
-#include "box_post.h"
+#include "ops/box_post.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "nms.h"
+#include "ops/nms.h"
 #include "core/scratch.h"
 
 typedef struct {

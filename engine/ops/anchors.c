@@ -1,5 +1,5 @@
 /* Cell anchor tables; see anchors.h for the contract. */
-#include "anchors.h"
+#include "ops/anchors.h"
 
 #include <math.h>
 

@@ -1,6 +1,6 @@
 /* OpenCV's INTER_LINEAR resize on the CPU. Contract and shared math in
  * resize_cv2.h. */
-#include "resize_cv2.h"
+#include "ops/resize_cv2.h"
 
 size_t resize_cv2_scratch_bytes(const mr_resize_cv2 *p)
 {

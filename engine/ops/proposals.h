@@ -23,8 +23,8 @@
 
 #include <math.h>
 
-#include "anchors.h"
-#include "box_coder.h"
+#include "ops/anchors.h"
+#include "ops/box_coder.h"
 #include "core/hd.h"
 #include "core/status.h"
 

@@ -1,7 +1,7 @@
 /* Pillow's bilinear resize on the CPU. Contract and shared math in
  * resize_pil.h; Pillow's structure is ImagingResampleInner in
  * src/libImaging/Resample.c. */
-#include "resize_pil.h"
+#include "ops/resize_pil.h"
 
 #include <string.h>
 

@@ -19,7 +19,7 @@
 
 #include <math.h>
 
-#include "box_coder.h"
+#include "ops/box_coder.h"
 #include "core/hd.h"
 
 typedef struct {

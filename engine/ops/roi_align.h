@@ -32,7 +32,7 @@
 #ifndef MR_ROI_ALIGN_H
 #define MR_ROI_ALIGN_H
 
-#include "box_coder.h"
+#include "ops/box_coder.h"
 #include "core/hd.h"
 #include "core/tensor.h"
 

@@ -1,5 +1,5 @@
 /* CPU mask paste; see mask_paste.h for the contract. */
-#include "mask_paste.h"
+#include "ops/mask_paste.h"
 
 #include <stdlib.h>
 #include <string.h>

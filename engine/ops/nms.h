@@ -51,7 +51,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "box_coder.h"
+#include "ops/box_coder.h"
 #include "core/hd.h"
 
 /* Bits of the `flags` argument. 0 and 1 are the plain plus_one values, so

@@ -1,7 +1,7 @@
 /* CPU NMS; see nms.h for the contract. */
-#include "nms.h"
+#include "ops/nms.h"
 
-#include "box_coder.h"
+#include "ops/box_coder.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -8,7 +8,7 @@
  * convolutions) runs the same multiply-add per B-channel block: the same operations per
  * channel, so the same bits, without turning the FPN maps back to NHWC
  * first. Nothing is precomputed per roi, so no scratch. */
-#include "roi_align.h"
+#include "ops/roi_align.h"
 
 #include <math.h>
 #include <stddef.h>
