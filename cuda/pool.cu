@@ -1,7 +1,7 @@
 /* Max pooling and nearest-neighbour upsampling over NHWC tensors, one
  * thread per output element (consecutive threads: consecutive channels,
  * so loads and stores coalesce). Same rules as the CPU backend
- * (engine/backend_cpu.c): padded taps never win (PyTorch's -inf padding),
+ * (engine/cpu/backend_cpu.c): padded taps never win (PyTorch's -inf padding),
  * NaN propagates; the nearest source index is floor(dst * in/out) in
  * float, clamped (PyTorch's "nearest"). Float or half tensors (x and y of
  * one type; a max or a copy of halves is exact, so fp16 changes nothing

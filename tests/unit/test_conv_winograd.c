@@ -33,7 +33,7 @@
 #include <cmocka.h>
 
 #include "backend.h"
-#include "conv_winograd.h"
+#include "cpu/conv_winograd.h"
 
 #define SEED 0x77696e6f67726164ull
 #define TOL_WINO 2e-5

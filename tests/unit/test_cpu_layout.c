@@ -1,6 +1,6 @@
 /* The CPU backend keeps convolution outputs in nChw8c in place and turns
  * them back into NHWC only when something else reads them
- * (engine/backend_cpu_layout.c). These cases chain ops through the backend
+ * (engine/cpu/backend_cpu_layout.c). These cases chain ops through the backend
  * table the ways the model does (conv into conv, a residual sum into a
  * blocked tensor, pooling and a linear layer reading a blocked output, the
  * same memory seen with another shape, part of a tensor copied to the host,

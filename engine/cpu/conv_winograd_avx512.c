@@ -11,7 +11,7 @@
 typedef float wino_v16 __attribute__((vector_size(64), aligned(64)));
 typedef float wino_v16u __attribute__((vector_size(64), aligned(4), may_alias)); /* unaligned access */
 #define WINO_T wino_v16
-#include "conv_winograd_cpu.h"
+#include "cpu/conv_winograd_cpu.h"
 
 #include <immintrin.h>
 
@@ -62,4 +62,4 @@ AVX512 void wino_kernel6x32(int cin, const float *a, size_t lda, const float *b0
 #define WINO_SCOPE
 #define WINO_RELU(v) ((wino_v16)_mm512_max_ps((__m512)(v), _mm512_setzero_ps()))
 #define WINO_CHUNK(f) wino_##f##16
-#include "conv_winograd_chunks.inc"
+#include "cpu/conv_winograd_chunks.inc"

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend_cpu.h"
+#include "cpu/backend_cpu.h"
 
 static mr_status post_scratch(cpu_ctx *c, size_t bytes, void **out, mr_error *err)
 {

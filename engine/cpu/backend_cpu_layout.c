@@ -20,7 +20,7 @@
 #include <malloc.h>
 #include <string.h>
 
-#include "backend_cpu.h"
+#include "cpu/backend_cpu.h"
 
 static size_t rec_bytes(const cpu_blocked_rec *r)
 {

@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "conv_winograd.h"
+#include "cpu/conv_winograd.h"
 
 /* A tile's row in V (M) is 36 cin (36 cout) floats plus this pad: 36 cin
  * floats are a multiple of 4 KiB at cin 256 and 512, which put the six

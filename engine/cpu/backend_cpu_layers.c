@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend_cpu.h"
-#include "conv_winograd.h"
+#include "cpu/backend_cpu.h"
+#include "cpu/conv_winograd.h"
 
 #define DNNL_TRY(call, what)                                                                      \
     do {                                                                                          \

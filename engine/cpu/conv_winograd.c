@@ -22,7 +22,7 @@
 typedef float wino_v8 __attribute__((vector_size(32), aligned(32)));
 typedef float wino_v8u __attribute__((vector_size(32), aligned(4), may_alias)); /* unaligned access */
 #define WINO_T wino_v8
-#include "conv_winograd_cpu.h"
+#include "cpu/conv_winograd_cpu.h"
 
 #include <immintrin.h>
 
@@ -114,7 +114,7 @@ void wino_weights_transform(const mr_wino_params *p, const float *w_oihw, float 
 #define WINO_SCOPE static
 #define WINO_RELU(v) ((wino_v8)_mm256_max_ps((__m256)(v), _mm256_setzero_ps()))
 #define WINO_CHUNK(f) f##8
-#include "conv_winograd_chunks.inc"
+#include "cpu/conv_winograd_chunks.inc"
 
 /* --------------------------------------------------------------- GEMM */
 
