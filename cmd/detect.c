@@ -23,7 +23,7 @@
 #include "core/config.h"
 #include "io/image.h"
 #include "io/image_prefetch.h"
-#include "model.h"
+#include "model/model.h"
 #include "options.h"
 #include "io/output.h"
 #include "profile.h"

@@ -7,7 +7,7 @@
 
 #include <stdio.h>
 
-#include "model.h"
+#include "model/model.h"
 #include "core/status.h"
 
 enum {

@@ -26,7 +26,7 @@
 
 #include "core/config.h"
 #include "io/image.h"
-#include "model.h"
+#include "model/model.h"
 #ifdef MR_HAVE_CUDA
 #include "backend_cuda.h"
 #endif

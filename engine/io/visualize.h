@@ -29,7 +29,7 @@
 
 #include "core/config.h"
 #include "io/image.h"
-#include "model.h"
+#include "model/model.h"
 #include "core/status.h"
 
 /* out receives a new image (free it with image_free) the size of img.

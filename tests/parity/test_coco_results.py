@@ -43,12 +43,12 @@ class MaskWindow(C.Structure):  # engine/ops/mask_paste.h: mr_mask_window
     _fields_ = [(n, C.c_int) for n in ("x0", "y0", "w", "h")]
 
 
-class Detection(C.Structure):  # engine/model.h: mr_detection
+class Detection(C.Structure):  # engine/model/model.h: mr_detection
     _fields_ = [("box", C.c_float * 4), ("score", C.c_float), ("class_id", C.c_int),
                 ("mask", C.POINTER(C.c_uint8)), ("mask_win", MaskWindow)]
 
 
-class Result(C.Structure):  # engine/model.h: mr_result
+class Result(C.Structure):  # engine/model/model.h: mr_result
     _fields_ = [("width", C.c_int), ("height", C.c_int), ("count", C.c_int),
                 ("dets", C.POINTER(Detection)), ("mask_storage", C.POINTER(C.c_uint8))]
 

@@ -21,7 +21,7 @@
 #include "backend.h"
 #include "core/config.h"
 #include "io/image.h"
-#include "model.h"
+#include "model/model.h"
 
 #define CONFIG "configs/mask_rcnn_R-101-FPN_shapes.json"
 #define WEIGHTS "models/shapes_r101_narrow.safetensors"

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "ops/box_coder.h"
-#include "model_internal.h"
+#include "model/model_internal.h"
 
 /* The mask predictor for mask_class_probs: its [K, D, 1, 1] weights and its
  * bias, copied once into backend memory (one block: weights, then bias). */

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "model_internal.h"
+#include "model/model_internal.h"
 
 mr_status tensor_shape(mr_tensor *t, int n, int h, int w, int c, mr_error *err)
 {

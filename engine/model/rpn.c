@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "ops/anchors.h"
-#include "model_internal.h"
+#include "model/model_internal.h"
 #include "ops/proposals.h"
 
 mr_status rpn_load(mr_model *m, mr_weights *w, mr_error *err)

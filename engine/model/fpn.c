@@ -4,7 +4,7 @@
  * lateral's output buffer and the lateral conv accumulates onto it. */
 #include <stdio.h>
 
-#include "model_internal.h"
+#include "model/model_internal.h"
 
 mr_status fpn_load(mr_model *m, mr_weights *w, mr_error *err)
 {

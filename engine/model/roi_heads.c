@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "ops/box_post.h"
-#include "model_internal.h"
+#include "model/model_internal.h"
 #include "ops/roi_align.h"
 
 /* Reads a linear layer [out, in]. With chw = {C, H, W}, the input columns

@@ -4,7 +4,7 @@
 #define MR_MODEL_INTERNAL_H
 
 #include "io/image.h"
-#include "model.h"
+#include "model/model.h"
 #include "ops/nms.h"
 #include "ops/roi_align.h"
 #include "core/weights.h"
