@@ -43,7 +43,7 @@ CUDA_ARCHS ?= 75 80 86 89 90
 NVCCFLAGS  ?= -O2 -std=c++17 -Iengine -Icuda $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) \
               -gencode arch=compute_90,code=compute_90 -fmad=false -Xcompiler -fPIC,-Wall,-Wextra -MMD -MP
 # The backend is its own shared library, loaded on first use by
-# engine/backend_cuda_loader.c: only it links the CUDA libraries, so a CPU
+# engine/backend/backend_cuda_loader.c: only it links the CUDA libraries, so a CPU
 # run does not map them (about 200 MB resident).
 CUDA_OBJ   := $(CUDA_SRC:%.cu=$(BUILD)/%.cu.o) $(CUDA_CSRC:%.c=$(BUILD)/%.o)
 CUDA_SO    := $(BUILD)/libdetect_cuda.so

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 
 typedef struct {
     const char *what;

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "io/atomic_file.h"
-#include "backend.h"
+#include "backend/backend.h"
 #ifdef MR_HAVE_CUDA
 #include "backend_cuda.h"
 #endif

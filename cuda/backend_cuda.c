@@ -322,7 +322,7 @@ static mr_status cuda_create(mr_backend *out, const mr_cuda_params *p, mr_error 
     return MR_OK;
 }
 
-/* The one symbol engine/backend_cuda_loader.c looks up in libdetect_cuda.so. */
+/* The one symbol engine/backend/backend_cuda_loader.c looks up in libdetect_cuda.so. */
 const mr_cuda_entry *mr_cuda_backend_entry(void)
 {
     static const mr_cuda_entry entry = {MR_CUDA_ENTRY_VERSION, cuda_device_count, cuda_has_tf32, cuda_create};

@@ -1,4 +1,4 @@
-/* The CUDA backend: the backend interface (engine/backend.h) on one NVIDIA
+/* The CUDA backend: the backend interface (engine/backend/backend.h) on one NVIDIA
  * GPU, with cuDNN for convolutions, cuBLAS for the GEMMs and kernels in
  * cuda/<op>.cu for the rest. Plain C; see cuda/cuda_internal.h for how it is
  * built and README.md (Options) for the command-line switches.
@@ -11,12 +11,12 @@
  *
  * The backend lives in its own shared library, build/libdetect_cuda.so,
  * which alone links cuDNN, cuBLAS and the CUDA runtime; the functions below
- * (engine/backend_cuda_loader.c) load it on first use. A CPU run never maps
+ * (engine/backend/backend_cuda_loader.c) load it on first use. A CPU run never maps
  * those libraries: about 200 MB of resident memory and their start-up time. */
 #ifndef MR_BACKEND_CUDA_H
 #define MR_BACKEND_CUDA_H
 
-#include "backend.h"
+#include "backend/backend.h"
 
 #ifdef __cplusplus
 extern "C" {

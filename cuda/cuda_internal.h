@@ -32,7 +32,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "backend_cuda.h"
 #include "ops/mask_paste_chunk.h"
 

@@ -4,7 +4,7 @@
 
 #include <dnnl.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 
 /* Primitives are created per input shape and cached in the layer; a handful
  * of shapes (image orientations, RoI counts) is all one run sees. */

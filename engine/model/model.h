@@ -22,7 +22,7 @@
 
 #include <stdint.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "core/config.h"
 #include "io/image.h"
 #include "core/status.h"

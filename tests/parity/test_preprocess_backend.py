@@ -1,4 +1,4 @@
-"""The backend's preprocess entry (engine/backend.h) and the GPU kernel's
+"""The backend's preprocess entry (engine/backend/backend.h) and the GPU kernel's
 per-pixel math (engine/ops/preprocess.h), on the CPU, against torchvision.
 
 (a) The CPU backend's `preprocess` entry, called through its table, for

@@ -9,7 +9,7 @@
 #include <math.h>
 #include <stddef.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 
 /* ||got - ref|| / ||ref|| in double, or ||got - ref|| when ref is all zero;
  * NaN when either side holds a NaN or an infinity. */

@@ -27,7 +27,7 @@
 #include <cmocka.h>
 
 #include "ops/anchors.h"
-#include "backend.h"
+#include "backend/backend.h"
 #include "ref_ops.h"
 #ifdef MR_HAVE_CUDA
 #include "backend_cuda.h"

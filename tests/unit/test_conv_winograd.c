@@ -32,7 +32,7 @@
 
 #include <cmocka.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "cpu/conv_winograd.h"
 
 #define SEED 0x77696e6f67726164ull

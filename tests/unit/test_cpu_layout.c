@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 
 #define TOL 1e-5
 

@@ -28,7 +28,7 @@
 
 #include <cmocka.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "ref_ops.h"
 #include "core/half.h"
 #ifdef MR_HAVE_CUDA

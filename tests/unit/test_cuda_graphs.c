@@ -19,7 +19,7 @@
 
 #include <cmocka.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #ifdef MR_HAVE_CUDA
 #include "backend_cuda.h"
 #endif

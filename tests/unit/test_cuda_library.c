@@ -1,5 +1,5 @@
 /* The CUDA backend is a separate library, build/libdetect_cuda.so, loaded
- * on first use (engine/backend_cuda_loader.c). A machine without a GPU
+ * on first use (engine/backend/backend_cuda_loader.c). A machine without a GPU
  * never loads it on its own (no driver, nothing to load it for), so this
  * test loads it on purpose: every symbol must resolve against cuDNN, cuBLAS
  * and the runtime, and its entry table must be this build's. Then the ways
@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #ifdef MR_HAVE_CUDA
 #include "backend_cuda.h"
 #endif

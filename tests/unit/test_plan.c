@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "ops/mask_paste_chunk.h"
 
 /* Walks the chunks as cuda_mask_paste does and checks that every row of

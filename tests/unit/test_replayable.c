@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "core/config.h"
 #include "io/image.h"
 #include "model/model.h"
