@@ -1,6 +1,9 @@
 # detect: Mask R-CNN R-101-FPN inference in C (CPU: oneDNN + OpenMP; CUDA: see cuda/).
 #
-#   make            build build/detect and build/libdetect.{a,so}
+#   make            build build/detect, build/libdetect.so (the public library) and build/libdetect.a
+#   make install    PREFIX=/usr/local (DESTDIR too): bin/detect, lib/libdetect.so.*, include/detect.h,
+#                   lib/pkgconfig/detect.pc, share/detect/configs; make uninstall removes them
+#   make python-test  the Python package: pip install . into a temporary venv, then its tests
 #   make check      the README's test command and CI's: make test, make sanitize, make fuzz, make cuda-emu (~25 min)
 #   make test       unit tests (cmocka) + parity tests against torchvision (pytest)
 #   make bench      CPU time per stage beside torchvision's: one full-size image, a mixed-size batch
@@ -16,7 +19,7 @@ CC      ?= gcc
 PYTHON  ?= /usr/bin/python3
 BUILD   ?= build
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=c11 -Wall -Wextra -fopenmp -fPIC -Iengine -MMD -MP -D_GNU_SOURCE
+CFLAGS  += -std=c11 -Wall -Wextra -fopenmp -fPIC -Iinclude -Iengine -MMD -MP -D_GNU_SOURCE
 LDLIBS  += -ldnnl -lcjson -lpng -ljpeg -lm
 LDFLAGS += -fopenmp
 
@@ -29,6 +32,13 @@ CMD_SRC    := $(wildcard cmd/*.c)
 CMD_OBJ    := $(CMD_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC   := $(wildcard tests/unit/test_*.c)
 TEST_BIN   := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+
+# The public library: include/detect.h's symbols only (engine/api/libdetect.map),
+# soname libdetect.so.ABI, which changes only when the ABI does (detect.h says when).
+DETECT_ABI     := $(shell sed -n 's/^\#define DETECT_ABI_VERSION \([0-9]*\).*/\1/p' include/detect.h)
+DETECT_VERSION := $(shell sed -n 's/^\#define DETECT_VERSION_STRING "\(.*\)"/\1/p' include/detect.h)
+LIB_SONAME     := libdetect.so.$(DETECT_ABI)
+LIB_REAL       := libdetect.so.$(DETECT_VERSION)
 
 ifeq ($(CUDA),1)
 # The CUDA backend (cuda/): cuDNN, cuBLAS and kernels for sm_75..sm_90, plus
@@ -60,17 +70,19 @@ NVCCFLAGS  += $(foreach d,$(CUDA_INC_DIRS),-isystem $(d))
 LDLIBS     += -ldl
 endif
 
-.PHONY: all check test unit-test parity-test bench demo deps clean sanitize valgrind fuzz cuda-report
+.PHONY: all install uninstall python-test check test unit-test parity-test bench demo deps clean sanitize valgrind fuzz cuda-report
 FUZZ_SECONDS ?= 60
-all: $(BUILD)/detect $(BUILD)/libdetect.so $(BUILD)/stage_runner $(CUDA_SO)
+all: $(BUILD)/detect $(BUILD)/libdetect.so $(BUILD)/libdetect_internal.so $(BUILD)/stage_runner $(CUDA_SO)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+# The command is a client of include/detect.h like any other: engine/ and
+# cuda/ are not on its include path.
 $(BUILD)/cmd/%.o: cmd/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Icmd -c $< -o $@
+	$(CC) $(filter-out -Iengine -Icuda,$(CFLAGS)) -Icmd -c $< -o $@
 
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
@@ -80,15 +92,26 @@ $(BUILD)/libdetect.a: $(ENGINE_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/libdetect.so: $(ENGINE_OBJ)
+$(BUILD)/$(LIB_REAL): $(ENGINE_OBJ) engine/api/libdetect.map
+	$(CC) -shared $(LDFLAGS) -Wl,-soname,$(LIB_SONAME) -Wl,--version-script=engine/api/libdetect.map \
+	    $(ENGINE_OBJ) $(LDLIBS) -o $@
+
+$(BUILD)/libdetect.so: $(BUILD)/$(LIB_REAL)
+	ln -sf $(LIB_REAL) $(BUILD)/$(LIB_SONAME)
+	ln -sf $(LIB_SONAME) $@
+
+# Every engine symbol, for the tests that call internals through ctypes
+# (tests/parity: image decoding, resizes, ops). Never installed.
+$(BUILD)/libdetect_internal.so: $(ENGINE_OBJ)
 	$(CC) -shared $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 # The engine's own objects it uses are copied in from libdetect.a, not exported.
 $(BUILD)/libdetect_cuda.so: $(CUDA_OBJ) $(BUILD)/libdetect.a
 	$(CC) -shared $(LDFLAGS) -Wl,--exclude-libs,ALL $(CUDA_OBJ) $(BUILD)/libdetect.a $(LDLIBS) $(CUDA_LIBS) -o $@
 
-$(BUILD)/detect: $(CMD_OBJ) $(BUILD)/libdetect.a
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+# Found beside it in build/, and in ../lib once installed.
+$(BUILD)/detect: $(CMD_OBJ) $(BUILD)/libdetect.so
+	$(CC) $(LDFLAGS) $(CMD_OBJ) -L$(BUILD) -ldetect -lm -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib' -o $@
 
 $(BUILD)/stage_runner: $(BUILD)/tests/stage_runner.o $(BUILD)/libdetect.a
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
@@ -109,7 +132,7 @@ parity-test: all
 # Installs what is missing first, so a fresh clone needs nothing else.
 test: deps
 	$(MAKE) all
-	$(MAKE) -k unit-test parity-test
+	$(MAKE) -k unit-test parity-test python-test
 
 # Everything CI must run, each step even after a failure; a summary table at the end.
 check: deps
@@ -136,6 +159,33 @@ fuzz: deps
 CUDA_REPORT_ARCH ?= 90
 cuda-report:
 	scripts/cuda_report.sh $(CUDA_REPORT_ARCH)
+
+PREFIX  ?= /usr/local
+LIBDIR  ?= $(PREFIX)/lib
+INSTALL_LIB := $(DESTDIR)$(LIBDIR)
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(INSTALL_LIB)/pkgconfig $(DESTDIR)$(PREFIX)/include \
+	    $(DESTDIR)$(PREFIX)/share/detect/configs
+	install -m 755 $(BUILD)/detect $(DESTDIR)$(PREFIX)/bin/detect
+	install -m 755 $(BUILD)/$(LIB_REAL) $(INSTALL_LIB)/$(LIB_REAL)
+	ln -sf $(LIB_REAL) $(INSTALL_LIB)/$(LIB_SONAME)
+	ln -sf $(LIB_SONAME) $(INSTALL_LIB)/libdetect.so
+	$(if $(CUDA_SO),install -m 755 $(CUDA_SO) $(INSTALL_LIB)/libdetect_cuda.so)
+	install -m 644 include/detect.h $(DESTDIR)$(PREFIX)/include/detect.h
+	install -m 644 configs/*.json $(DESTDIR)$(PREFIX)/share/detect/configs/
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@VERSION@|$(DETECT_VERSION)|' \
+	    engine/api/detect.pc.in > $(INSTALL_LIB)/pkgconfig/detect.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/detect $(INSTALL_LIB)/$(LIB_REAL) $(INSTALL_LIB)/$(LIB_SONAME) \
+	    $(INSTALL_LIB)/libdetect.so $(INSTALL_LIB)/libdetect_cuda.so $(DESTDIR)$(PREFIX)/include/detect.h \
+	    $(INSTALL_LIB)/pkgconfig/detect.pc
+	rm -rf $(DESTDIR)$(PREFIX)/share/detect
+
+# The Python package and the library's tests against the installed tree
+# (examples/embed.c, the Python API), each compared with detect --json.
+python-test: all
+	$(PYTHON) -m pytest -q -rs tests/library
 
 clean:
 	rm -rf $(BUILD) build-san

@@ -14,21 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "io/atomic_file.h"
-#include "backend/backend.h"
-#ifdef MR_HAVE_CUDA
-#include "backend_cuda.h"
-#endif
-#include "io/coco_results.h"
-#include "core/config.h"
-#include "io/image.h"
-#include "io/image_prefetch.h"
-#include "model/model.h"
+#include "detect.h"
 #include "options.h"
-#include "io/output.h"
 #include "profile.h"
 #include "progress.h"
-#include "io/visualize.h"
 
 /* Set by SIGINT/SIGTERM: a signal handler can only talk through a global. */
 static volatile sig_atomic_t stop_requested;
@@ -49,113 +38,58 @@ static double now(void)
 /* Everything a run holds. */
 typedef struct {
     options opt;
-    mr_config cfg;
-    mr_backend be;
-    mr_model *model;
-    unsigned char *keep_class; /* --classes filter, per class id; NULL = all */
-    output_json json;
-    int json_open;
-    coco_results *coco;
+    detect_model *model;
+    detect_document *json;    /* --json */
+    detect_document *coco;    /* --coco-results */
     profile_log prof;
     progress prog;
     const char **decode_list; /* per input: its path, or NULL when --skip-existing skips it */
-    image_prefetch *prefetch; /* decodes ahead; NULL: each image decoded in turn */
+    detect_image_queue *queue; /* decodes ahead; NULL: each image decoded in turn */
     double start;             /* now() when the command started */
 } run_state;
 
-#ifdef MR_HAVE_CUDA
-/* The CUDA backend when device `index` exists; otherwise (or when the GPU
- * cannot be set up) *why says why and the caller uses the CPU. */
-static mr_status create_cuda(run_state *r, int index, char *why, size_t why_len, mr_error *err)
+/* The command line's model settings as library options. The library names
+ * the option at fault ("device x: ..."); its flag is the same word. */
+static int open_model(run_state *r, cli_error *err)
 {
-    char reason[256];
-    if (backend_cuda_device_count(reason, sizeof reason) == 0) {
-        snprintf(why, why_len, "no CUDA device (%s)", reason);
-        return MR_ERR_UNSUPPORTED;
+    const options *o = &r->opt;
+    detect_options *opts;
+    CLI_TRY(cli_api(err, detect_options_create(&opts)));
+    detect_status st = DETECT_OK;
+    if (o->device) st = detect_options_set_device(opts, o->device);
+    if (st == DETECT_OK && o->precision) st = detect_options_set_precision(opts, o->precision);
+    if (st == DETECT_OK) st = detect_options_set_threads(opts, o->threads);
+    if (st == DETECT_OK && o->score_thresh >= 0) st = detect_options_set_score_threshold(opts, o->score_thresh);
+    if (st == DETECT_OK && o->max_dets > 0) st = detect_options_set_max_detections(opts, o->max_dets);
+    if (st == DETECT_OK) st = detect_options_set_classes(opts, o->classes);
+    if (st == DETECT_OK) st = detect_options_set_fold_batchnorm(opts, !o->no_fold);
+    if (st != DETECT_OK) {
+        detect_options_free(opts);
+        return cli_fail(err, "--%s", detect_last_error());
     }
-    mr_cuda_params p = {index, 0, !r->opt.no_fold, 0};
-    p.fp16 = r->opt.precision && strcmp(r->opt.precision, "fp16") == 0;
-    p.tf32 = r->opt.precision ? strcmp(r->opt.precision, "tf32") == 0 : backend_cuda_has_tf32(index);
-    mr_error e = {0};
-    mr_status st = backend_cuda_create_ex(&r->be, &p, &e);
-    if (st == MR_ERR_BACKEND) {
-        snprintf(why, why_len, "%s", e.msg);
-        return MR_ERR_UNSUPPORTED;
+    st = detect_model_open(&r->model, o->config_path, o->weights_path, opts);
+    detect_options_free(opts);
+    CLI_TRY(cli_api(err, st));
+    /* One line per notice: the library's text starts with the option's name. */
+    for (const char *n = detect_model_notice(r->model); *n;) {
+        size_t len = strcspn(n, "\n");
+        fprintf(stderr, "detect: notice: --%.*s\n", (int)len, n);
+        n += len + (n[len] == '\n');
     }
-    if (st != MR_OK) return mr_fail(err, st, "--device cuda:%d: %s", index, e.msg);
-    return MR_OK;
-}
-#endif
-
-static mr_status create_cpu(run_state *r, mr_error *err)
-{
-    /* the CPU computes in fp32 whatever --precision asks of a GPU */
-    if (r->opt.precision && strcmp(r->opt.precision, "fp32") != 0)
-        fprintf(stderr, "detect: notice: --precision %s applies to the GPU; the CPU computes in fp32\n",
-                r->opt.precision);
-    return backend_cpu_create(&r->be, r->opt.threads, err);
+    return 0;
 }
 
-/* --device: cpu; cuda[:N] (a notice and the CPU when there is no usable
- * GPU); by default the GPU when there is one, silently the CPU otherwise. */
-static mr_status create_backend(run_state *r, mr_error *err)
+/* One line per detection: "file: class score box x1,y1,x2,y2 mask N px". */
+static void print_text(const run_state *r, const char *file, const detect_result *res)
 {
-    const char *dev = r->opt.device;
-    int index = 0;
-    if (dev && strcmp(dev, "cpu") == 0) return create_cpu(r, err);
-    if (dev) {
-        char *end = NULL;
-        int ok = strncmp(dev, "cuda", 4) == 0 && (dev[4] == '\0' || dev[4] == ':');
-        if (ok && dev[4] == ':') {
-            long v = strtol(dev + 5, &end, 10);
-            ok = dev[5] != '\0' && *end == '\0' && v >= 0 && v < 1024;
-            index = (int)v;
-        }
-        if (!ok) return mr_fail(err, MR_ERR_CONFIG, "--device %s: expected cpu, cuda or cuda:N", dev);
+    for (int i = 0; i < detect_result_count(res); i++) {
+        detect_instance d;
+        if (detect_result_instance(res, i, &d) != DETECT_OK) continue;
+        size_t px = 0, n = d.mask ? (size_t)d.mask_w * (size_t)d.mask_h : 0;
+        for (size_t p = 0; p < n; p++) px += d.mask[p];
+        printf("%s: %-14s %.3f  box %.1f,%.1f,%.1f,%.1f  mask %zu px\n", file,
+               detect_model_class_name(r->model, d.class_id), d.score, d.box[0], d.box[1], d.box[2], d.box[3], px);
     }
-#ifdef MR_HAVE_CUDA
-    char why[MR_ERROR_MSG_LEN] = "";
-    mr_status st = create_cuda(r, index, why, sizeof why, err);
-    if (st != MR_ERR_UNSUPPORTED) return st;
-    if (dev) fprintf(stderr, "detect: notice: --device %s: %s; running on the CPU\n", dev, why);
-#else
-    (void)index;
-    if (dev) fprintf(stderr, "detect: notice: --device %s: this build has no CUDA backend; running on the CPU\n", dev);
-#endif
-    return create_cpu(r, err);
-}
-
-/* Applies --score-thresh, --max-dets and --classes to the config. */
-static mr_status apply_overrides(run_state *r, mr_error *err)
-{
-    if (r->opt.score_thresh >= 0) r->cfg.box_head.score_thresh = (float)r->opt.score_thresh;
-    if (r->opt.max_dets > 0) r->cfg.box_head.detections_per_image = r->opt.max_dets;
-    MR_TRY(config_validate(&r->cfg, "command line", err));
-    if (!r->opt.classes) return MR_OK;
-    r->keep_class = calloc((size_t)r->cfg.classes.num_classes, 1);
-    if (!r->keep_class) return mr_fail(err, MR_ERR_OOM, "out of memory");
-    const char *s = r->opt.classes;
-    while (*s) {
-        size_t len = strcspn(s, ",");
-        int found = 0;
-        for (int k = 1; k < r->cfg.classes.num_classes; k++)
-            if (strlen(r->cfg.classes.class_names[k]) == len && strncmp(r->cfg.classes.class_names[k], s, len) == 0)
-                r->keep_class[k] = found = 1;
-        if (!found)
-            return mr_fail(err, MR_ERR_CONFIG, "--classes: no class named \"%.*s\" in %s", (int)len, s,
-                           r->opt.config_path);
-        s += len + (s[len] == ',');
-    }
-    return MR_OK;
-}
-
-static void filter_classes(const run_state *r, mr_result *res)
-{
-    if (!r->keep_class) return;
-    int kept = 0;
-    for (int i = 0; i < res->count; i++)
-        if (r->keep_class[res->dets[i].class_id]) res->dets[kept++] = res->dets[i];
-    res->count = kept; /* the dropped masks stay in res->mask_storage until result_free */
 }
 
 static char *output_path(const run_state *r, const char *name, const char *ext)
@@ -173,46 +107,45 @@ static int file_exists(const char *p)
 }
 
 /* The per-image files of --output: NAME.png and NAME.json. */
-static mr_status write_image_outputs(run_state *r, const input_item *in, const mr_image *img, const mr_result *res,
-                                     mr_error *err)
+static int write_image_outputs(run_state *r, const input_item *in, const detect_image *img, const detect_result *res,
+                               cli_error *err)
 {
     char *png = output_path(r, in->name, ".png"), *json = output_path(r, in->name, ".json");
-    mr_status st = png && json ? MR_OK : mr_fail(err, MR_ERR_OOM, "out of memory");
-    mr_image vis = {0};
-    if (st == MR_OK) st = visualize_render(img, res, &r->cfg, &vis, err);
-    if (st == MR_OK) st = visualize_write_png(png, &vis, err);
-    output_json one;
-    if (st == MR_OK && (st = output_json_open(&one, json, err)) == MR_OK) {
-        st = output_json_add(&one, in->path, res, &r->cfg, err);
-        if (st == MR_OK) st = output_json_close(&one, err);
-        else output_json_abort(&one);
+    int rc = png && json ? 0 : cli_fail(err, "out of memory");
+    detect_image *drawn = NULL;
+    if (rc == 0) rc = cli_api(err, detect_render(r->model, img, res, &drawn));
+    if (rc == 0) rc = cli_api(err, detect_image_write_png(drawn, png));
+    detect_document *one = NULL;
+    if (rc == 0 && (rc = cli_api(err, detect_document_open(&one, DETECT_DOCUMENT_JSON, json))) == 0) {
+        rc = cli_api(err, detect_document_add(one, r->model, in->path, 0, res));
+        if (rc == 0) rc = cli_api(err, detect_document_close(one));
+        else detect_document_abort(one);
     }
-    image_free(&vis);
+    detect_image_free(drawn);
     free(png);
     free(json);
-    return st;
+    return rc;
 }
 
-/* One image, start to finish. Returns the number of detections, or -1 when
- * skipped; a failure is reported in err. */
-static mr_status process(run_state *r, int index, int *detections, mr_error *err)
+/* One image, start to finish. *detections is the number of detections, or
+ * -1 when skipped; a failure is reported in err. */
+static int process(run_state *r, int index, int *detections, cli_error *err)
 {
     const input_item *in = &r->opt.inputs.items[index];
     *detections = -1;
-    if (!r->decode_list[index]) return MR_OK; /* --skip-existing */
+    if (!r->decode_list[index]) return 0; /* --skip-existing */
     profile_run run = {0};
     double t0 = now();
-    mr_image img = {0};
-    mr_result res = {0};
-    mr_stage_times times;
-    mr_status st;
-    if (r->prefetch) {
+    detect_image *img = NULL;
+    detect_result *res = NULL;
+    int rc;
+    if (r->queue) {
         /* Decoded ahead: the decode's own time counts in this image's
          * total, not the (usually zero) wait for it. */
-        st = image_prefetch_take(r->prefetch, index, &img, &run.stage[PROF_DECODE], err);
+        rc = cli_api(err, detect_image_queue_take(r->queue, index, &img, &run.stage[PROF_DECODE]));
         t0 = now() - run.stage[PROF_DECODE];
     } else {
-        st = image_load(in->path, r->cfg.input.max_image_side, &img, err);
+        rc = cli_api(err, detect_image_load(in->path, detect_model_max_image_side(r->model), &img));
         run.stage[PROF_DECODE] = now() - t0;
     }
     /* --profile-runs N: one warm-up run, then N measured runs of the model;
@@ -220,40 +153,40 @@ static mr_status process(run_state *r, int index, int *detections, mr_error *err
      * model + output time, measured by its own clock. */
     int profiling = r->opt.profile || r->opt.profile_json, runs = r->opt.profile_runs > 1 ? r->opt.profile_runs + 1 : 1;
     double model_total = 0;
-    for (int k = 0; st == MR_OK && k < runs; k++) {
-        result_free(&res);
+    for (int k = 0; rc == 0 && k < runs; k++) {
+        detect_result_free(res);
+        res = NULL;
         double m0 = now();
-        st = model_detect(r->model, &img, &res, &times, err);
+        detect_status st = detect_run_image(r->model, img, &res);
         model_total = now() - m0;
-        if (st != MR_OK) mr_error_prefix(err, "%s", in->path); /* the engine does not know the file */
-        if (st != MR_OK || k == 0 || k + 1 == runs) continue; /* warm-up, or the last (recorded below) */
-        profile_set_model(&run, &times);
+        /* the library does not know the file */
+        if (st != DETECT_OK) rc = cli_fail(err, "%s: %s", in->path, detect_last_error());
+        if (rc != 0 || k == 0 || k + 1 == runs) continue; /* warm-up, or the last (recorded below) */
+        profile_set_model(&run, res);
         run.total = run.stage[PROF_DECODE] + model_total;
         run.finished = now() - r->start;
-        if (profiling) st = profile_add(&r->prof, in->path, &run, err);
+        if (profiling) rc = profile_add(&r->prof, in->path, &run, err);
     }
     double o0 = now();
-    if (st == MR_OK) {
-        filter_classes(r, &res);
-        if (!r->opt.quiet) output_print_text(stdout, in->path, &res, &r->cfg);
-        if (r->opt.output_dir) st = write_image_outputs(r, in, &img, &res, err);
-        if (st == MR_OK && r->json_open) st = output_json_add(&r->json, in->path, &res, &r->cfg, err);
-        if (st == MR_OK && r->coco)
-            st = coco_results_add(r->coco, coco_image_id(in->path, index), &res, &r->cfg, err);
+    if (rc == 0) {
+        if (!r->opt.quiet) print_text(r, in->path, res);
+        if (r->opt.output_dir) rc = write_image_outputs(r, in, img, res, err);
+        if (rc == 0 && r->json) rc = cli_api(err, detect_document_add(r->json, r->model, in->path, index, res));
+        if (rc == 0 && r->coco) rc = cli_api(err, detect_document_add(r->coco, r->model, in->path, index, res));
     }
-    if (st == MR_OK) {
+    if (rc == 0) {
         double t1 = now();
-        *detections = res.count;
-        profile_set_model(&run, &times);
+        *detections = detect_result_count(res);
+        profile_set_model(&run, res);
         run.stage[PROF_OUTPUT] = t1 - o0;
         run.total = runs == 1 ? t1 - t0 : run.stage[PROF_DECODE] + model_total + run.stage[PROF_OUTPUT];
         run.finished = t1 - r->start;
-        if (profiling) st = profile_add(&r->prof, in->path, &run, err);
-        if (st == MR_OK && r->opt.profile) profile_print_run(stderr, in->path, &run);
+        if (profiling) rc = profile_add(&r->prof, in->path, &run, err);
+        if (rc == 0 && r->opt.profile) profile_print_run(stderr, in->path, &run);
     }
-    result_free(&res);
-    image_free(&img);
-    return st;
+    detect_result_free(res);
+    detect_image_free(img);
+    return rc;
 }
 
 /* --decode-threads' default: the cores the model leaves free, at most 4
@@ -268,18 +201,18 @@ static mr_status process(run_state *r, int index, int *detections, mr_error *err
 static int default_decode_threads(const run_state *r)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN), spare = cores - 1;
-    if (strcmp(r->be.i->name, "cpu") == 0) spare = r->opt.threads > 0 ? cores - r->opt.threads : 0;
+    if (strcmp(detect_model_device(r->model), "cpu") == 0) spare = r->opt.threads > 0 ? cores - r->opt.threads : 0;
     return spare < 0 ? 0 : spare > 4 ? 4 : (int)spare;
 }
 
 /* Which inputs --skip-existing skips (decided once, up front: only this
  * run writes outputs, and only for inputs it does not skip), and the
- * prefetcher that decodes the others ahead of the model. */
-static mr_status plan_inputs(run_state *r, mr_error *err)
+ * queue that decodes the others ahead of the model. */
+static int plan_inputs(run_state *r, cli_error *err)
 {
     int n = r->opt.inputs.count;
     r->decode_list = calloc((size_t)n, sizeof *r->decode_list);
-    if (!r->decode_list) return mr_fail(err, MR_ERR_OOM, "out of memory");
+    if (!r->decode_list) return cli_fail(err, "out of memory");
     for (int i = 0; i < n; i++) {
         const input_item *in = &r->opt.inputs.items[i];
         int skip = 0;
@@ -292,64 +225,66 @@ static mr_status plan_inputs(run_state *r, mr_error *err)
         r->decode_list[i] = skip ? NULL : in->path;
     }
     int threads = r->opt.decode_threads < 0 ? default_decode_threads(r) : r->opt.decode_threads;
-    if (threads == 0 || n < 2) return MR_OK; /* one image: nothing to overlap */
+    if (threads == 0 || n < 2) return 0; /* one image: nothing to overlap */
     /* One more image than decoders: each decoder can start the next while
      * the model runs on the one taken. */
-    image_prefetch_params p = {threads, threads + 1, r->cfg.input.max_image_side};
-    return image_prefetch_start(&r->prefetch, r->decode_list, n, &p, err);
+    return cli_api(err, detect_image_queue_start(&r->queue, r->decode_list, n, threads, threads + 1,
+                                                 detect_model_max_image_side(r->model)));
+}
+
+/* A document written only at the end (--profile-json) is checked now, so a
+ * bad path fails before hours of work rather than after: its folder must
+ * be writable, or the path an existing device or FIFO. */
+static int check_late_output(const char *path, cli_error *err)
+{
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode)) return 0;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return cli_fail(err, "%s: is a folder", path);
+    char *dir = strdup(path);
+    if (!dir) return cli_fail(err, "out of memory");
+    char *slash = strrchr(dir, '/');
+    const char *d = slash ? (slash == dir ? "/" : (*slash = '\0', dir)) : ".";
+    int rc = access(d, W_OK) == 0 ? 0 : cli_fail(err, "%s: cannot write there: %s", path, strerror(errno));
+    free(dir);
+    return rc;
 }
 
 /* Loads everything; on failure the message is in err and the exit code is 2. */
-static mr_status setup(run_state *r, mr_error *err)
+static int setup(run_state *r, cli_error *err)
 {
-    MR_TRY(config_load(&r->cfg, r->opt.config_path, err));
-    MR_TRY(apply_overrides(r, err));
     if (r->opt.output_dir) {
         struct stat sb;
         if (stat(r->opt.output_dir, &sb) != 0 && mkdir(r->opt.output_dir, 0777) != 0)
-            return mr_fail(err, MR_ERR_IO, "%s: cannot create output folder: %s", r->opt.output_dir, strerror(errno));
+            return cli_fail(err, "%s: cannot create output folder: %s", r->opt.output_dir, strerror(errno));
         if (stat(r->opt.output_dir, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(r->opt.output_dir, W_OK) != 0)
-            return mr_fail(err, MR_ERR_IO, "%s: not a writable folder", r->opt.output_dir);
+            return cli_fail(err, "%s: not a writable folder", r->opt.output_dir);
     }
-    MR_TRY(create_backend(r, err));
-    MR_TRY(model_load(&r->model, &r->cfg, r->opt.weights_path, r->be, err));
-    if (r->opt.json_path) {
-        MR_TRY(output_json_open(&r->json, r->opt.json_path, err));
-        r->json_open = 1;
-    }
-    if (r->opt.coco_path) MR_TRY(coco_results_create(&r->coco, err));
-    MR_TRY(plan_inputs(r, err));
-    /* Documents written at the end are tried now, so a bad path fails before
-     * hours of work rather than after. */
-    const char *late[2] = {r->opt.coco_path, r->opt.profile_json};
-    for (int i = 0; i < 2; i++) {
-        atomic_file probe;
-        if (!late[i]) continue;
-        MR_TRY(atomic_file_open(&probe, late[i], err));
-        atomic_file_abort(&probe);
-    }
+    CLI_TRY(open_model(r, err));
+    if (r->opt.json_path) CLI_TRY(cli_api(err, detect_document_open(&r->json, DETECT_DOCUMENT_JSON, r->opt.json_path)));
+    if (r->opt.coco_path) CLI_TRY(cli_api(err, detect_document_open(&r->coco, DETECT_DOCUMENT_COCO, r->opt.coco_path)));
+    if (r->opt.profile_json) CLI_TRY(check_late_output(r->opt.profile_json, err));
+    CLI_TRY(plan_inputs(r, err));
     if (r->opt.verbose)
-        fprintf(stderr, "detect: %s (%d classes), weights %s, device %s, %d inputs\n", r->cfg.name,
-                r->cfg.classes.num_classes, r->opt.weights_path, r->be.i->name, r->opt.inputs.count);
-    return MR_OK;
+        fprintf(stderr, "detect: %s (%d classes), weights %s, device %s, %d inputs\n", detect_model_name(r->model),
+                detect_model_num_classes(r->model), r->opt.weights_path, detect_model_device(r->model),
+                r->opt.inputs.count);
+    return 0;
 }
 
 /* Closes the documents that span the run; failures count as failed outputs. */
 static int finish(run_state *r, double wall)
 {
-    mr_error err = {0};
+    cli_error err = {0};
     int failed = 0;
-    if (r->json_open && output_json_close(&r->json, &err) != MR_OK) {
-        progress_error(&r->prog, err.msg);
-        failed++;
-    }
-    r->json_open = 0;
-    if (r->coco && coco_results_write(r->coco, r->opt.coco_path, &err) != MR_OK) {
-        progress_error(&r->prog, err.msg);
-        failed++;
-    }
+    detect_document *docs[2] = {r->json, r->coco};
+    r->json = r->coco = NULL;
+    for (int i = 0; i < 2; i++)
+        if (docs[i] && cli_api(&err, detect_document_close(docs[i])) != 0) {
+            progress_error(&r->prog, err.msg);
+            failed++;
+        }
     if (r->opt.profile) profile_print_summary(stderr, &r->prof, wall);
-    if (r->opt.profile_json && profile_write_json(&r->prof, wall, r->opt.profile_json, &err) != MR_OK) {
+    if (r->opt.profile_json && profile_write_json(&r->prof, wall, r->opt.profile_json, &err) != 0) {
         progress_error(&r->prog, err.msg);
         failed++;
     }
@@ -358,29 +293,27 @@ static int finish(run_state *r, double wall)
 
 static void teardown(run_state *r)
 {
-    image_prefetch_stop(r->prefetch); /* first: its threads read the input paths */
+    detect_image_queue_stop(r->queue); /* first: its threads read the input paths */
     free(r->decode_list);
-    if (r->json_open) output_json_abort(&r->json);
-    coco_results_free(r->coco);
+    detect_document_abort(r->json);
+    detect_document_abort(r->coco);
     profile_free(&r->prof);
-    free(r->keep_class);
-    model_free(r->model);
-    if (r->be.i) r->be.i->destroy(r->be.ctx);
+    detect_model_free(r->model);
     options_free(&r->opt);
 }
 
 int main(int argc, char **argv)
 {
-    static run_state r; /* large (class names): keep it off the stack */
+    static run_state r;
     int rc = options_parse(argc, argv, &r.opt);
     if (rc) {
         options_free(&r.opt);
         return rc < 0 ? 0 : rc;
     }
-    mr_error err = {0};
+    cli_error err = {0};
     double start = now();
     r.start = start;
-    if (setup(&r, &err) != MR_OK) {
+    if (setup(&r, &err) != 0) {
         fprintf(stderr, "detect: %s\n", err.msg);
         teardown(&r);
         return 2;
@@ -397,7 +330,7 @@ int main(int argc, char **argv)
     for (; i < total && !stop_requested; i++) {
         double t0 = now();
         int dets;
-        if (process(&r, i, &dets, &err) != MR_OK) {
+        if (process(&r, i, &dets, &err) != 0) {
             progress_error(&r.prog, err.msg);
             failed++;
             progress_step(&r.prog, r.opt.inputs.items[i].path, 0, now() - t0, 0);

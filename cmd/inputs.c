@@ -9,12 +9,12 @@
 
 #define MAX_DEPTH 64
 
-static mr_status push(input_list *l, const char *path, const char *rel, mr_error *err)
+static int push(input_list *l, const char *path, const char *rel, cli_error *err)
 {
     if (l->count == l->cap) {
         int cap = l->cap ? 2 * l->cap : 64;
         input_item *p = realloc(l->items, sizeof *p * (size_t)cap);
-        if (!p) return mr_fail(err, MR_ERR_OOM, "out of memory listing inputs");
+        if (!p) return cli_fail(err, "out of memory listing inputs");
         l->items = p;
         l->cap = cap;
     }
@@ -23,7 +23,7 @@ static mr_status push(input_list *l, const char *path, const char *rel, mr_error
     if (!name || !copy) {
         free(name);
         free(copy);
-        return mr_fail(err, MR_ERR_OOM, "out of memory listing inputs");
+        return cli_fail(err, "out of memory listing inputs");
     }
     if (dot && dot != name && (!slash || dot > slash + 1)) *dot = '\0';
     for (char *c = name; *c; c++)
@@ -31,38 +31,38 @@ static mr_status push(input_list *l, const char *path, const char *rel, mr_error
     l->items[l->count].path = copy;
     l->items[l->count].name = name;
     l->count++;
-    return MR_OK;
+    return 0;
 }
 
 static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* `rel` is the path below the folder given on the command line. */
-static mr_status walk(input_list *l, const char *dir, const char *rel, int depth, mr_error *err)
+static int walk(input_list *l, const char *dir, const char *rel, int depth, cli_error *err)
 {
-    if (depth > MAX_DEPTH) return mr_fail(err, MR_ERR_RANGE, "%s: folders nested deeper than %d", dir, MAX_DEPTH);
+    if (depth > MAX_DEPTH) return cli_fail(err, "%s: folders nested deeper than %d", dir, MAX_DEPTH);
     DIR *d = opendir(dir);
-    if (!d) return mr_fail(err, MR_ERR_IO, "%s: cannot open folder: %s", dir, strerror(errno));
+    if (!d) return cli_fail(err, "%s: cannot open folder: %s", dir, strerror(errno));
     char **names = NULL;
     int n = 0, cap = 0;
-    mr_status st = MR_OK;
+    int st = 0;
     struct dirent *e;
-    while (st == MR_OK && (e = readdir(d))) {
+    while (st == 0 && (e = readdir(d))) {
         if (e->d_name[0] == '.') continue; /* ., .., and hidden files */
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
             char **p = realloc(names, sizeof *p * (size_t)cap);
-            if (!p) st = mr_fail(err, MR_ERR_OOM, "out of memory listing %s", dir);
+            if (!p) st = cli_fail(err, "out of memory listing %s", dir);
             else names = p;
         }
-        if (st == MR_OK && !(names[n++] = strdup(e->d_name))) st = mr_fail(err, MR_ERR_OOM, "out of memory");
+        if (st == 0 && !(names[n++] = strdup(e->d_name))) st = cli_fail(err, "out of memory");
     }
     closedir(d);
-    if (st == MR_OK && n > 1) qsort(names, (size_t)n, sizeof *names, cmp_names);
-    for (int i = 0; i < n && st == MR_OK; i++) {
+    if (st == 0 && n > 1) qsort(names, (size_t)n, sizeof *names, cmp_names);
+    for (int i = 0; i < n && st == 0; i++) {
         size_t plen = strlen(dir) + strlen(names[i]) + 2, rlen = strlen(rel) + strlen(names[i]) + 2;
         char *path = malloc(plen), *sub = malloc(rlen);
         if (!path || !sub) {
-            st = mr_fail(err, MR_ERR_OOM, "out of memory");
+            st = cli_fail(err, "out of memory");
         } else {
             snprintf(path, plen, "%s/%s", dir, names[i]);
             snprintf(sub, rlen, "%s%s%s", rel, *rel ? "/" : "", names[i]);
@@ -78,15 +78,15 @@ static mr_status walk(input_list *l, const char *dir, const char *rel, int depth
     return st;
 }
 
-mr_status inputs_add_path(input_list *l, const char *arg, mr_error *err)
+int inputs_add_path(input_list *l, const char *arg, cli_error *err)
 {
     struct stat sb;
     if (stat(arg, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         size_t len = strlen(arg);
         char *dir = strdup(arg);
-        if (!dir) return mr_fail(err, MR_ERR_OOM, "out of memory");
+        if (!dir) return cli_fail(err, "out of memory");
         while (len > 1 && dir[len - 1] == '/') dir[--len] = '\0';
-        mr_status st = walk(l, dir, "", 0, err);
+        int st = walk(l, dir, "", 0, err);
         free(dir);
         return st;
     }
@@ -94,20 +94,20 @@ mr_status inputs_add_path(input_list *l, const char *arg, mr_error *err)
     return push(l, arg, base ? base + 1 : arg, err);
 }
 
-mr_status inputs_add_list(input_list *l, const char *list_path, mr_error *err)
+int inputs_add_list(input_list *l, const char *list_path, cli_error *err)
 {
     FILE *f = fopen(list_path, "r");
-    if (!f) return mr_fail(err, MR_ERR_IO, "%s: cannot open list: %s", list_path, strerror(errno));
+    if (!f) return cli_fail(err, "%s: cannot open list: %s", list_path, strerror(errno));
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;
-    mr_status st = MR_OK;
-    while (st == MR_OK && (len = getline(&line, &cap, f)) >= 0) {
+    int st = 0;
+    while (st == 0 && (len = getline(&line, &cap, f)) >= 0) {
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
         if (len == 0 || line[0] == '#') continue;
         st = inputs_add_path(l, line, err);
     }
-    if (st == MR_OK && ferror(f)) st = mr_fail(err, MR_ERR_IO, "%s: read error", list_path);
+    if (st == 0 && ferror(f)) st = cli_fail(err, "%s: read error", list_path);
     free(line);
     fclose(f);
     return st;

@@ -6,7 +6,7 @@
 #ifndef DETECT_INPUTS_H
 #define DETECT_INPUTS_H
 
-#include "core/status.h"
+#include "cli_error.h"
 
 typedef struct {
     char *path;  /* as opened */
@@ -19,9 +19,9 @@ typedef struct {
 } input_list;
 
 /* Adds `arg`: a file, or a folder (recursively). */
-mr_status inputs_add_path(input_list *l, const char *arg, mr_error *err);
+int inputs_add_path(input_list *l, const char *arg, cli_error *err);
 /* Adds every non-empty line of `list_path` (a path each; '#' starts a comment). */
-mr_status inputs_add_list(input_list *l, const char *list_path, mr_error *err);
+int inputs_add_list(input_list *l, const char *list_path, cli_error *err);
 /* Makes output stems unique ("x", "x-2", ...), in input order. */
 void inputs_unique_names(input_list *l);
 void inputs_free(input_list *l);

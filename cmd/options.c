@@ -87,7 +87,7 @@ int options_parse(int argc, char **argv, options *o)
     o->decode_threads = -1;
     const char *lists[64];
     int nlists = 0, c;
-    mr_error err = {0};
+    cli_error err = {0};
     opterr = 0;
     while ((c = getopt_long(argc, argv, "qvh", longs, NULL)) != -1) {
         switch (c) {
@@ -145,12 +145,12 @@ int options_parse(int argc, char **argv, options *o)
         return 2;
     }
     for (int i = optind; i < argc; i++)
-        if (inputs_add_path(&o->inputs, argv[i], &err) != MR_OK) {
+        if (inputs_add_path(&o->inputs, argv[i], &err) != 0) {
             fprintf(stderr, "detect: %s\n", err.msg);
             return 2;
         }
     for (int i = 0; i < nlists; i++)
-        if (inputs_add_list(&o->inputs, lists[i], &err) != MR_OK) {
+        if (inputs_add_list(&o->inputs, lists[i], &err) != 0) {
             fprintf(stderr, "detect: %s\n", err.msg);
             return 2;
         }

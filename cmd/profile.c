@@ -3,37 +3,32 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/atomic_file.h"
 
 static const char *const stage_names[PROF_STAGES] = {
     "decode", "preprocess", "backbone", "fpn", "rpn", "box_head", "mask_head", "mask_paste", "output",
 };
 
-void profile_set_model(profile_run *run, const mr_stage_times *t)
+void profile_set_model(profile_run *run, const detect_result *r)
 {
-    run->stage[PROF_PREPROCESS] = t->preprocess;
-    run->stage[PROF_BACKBONE] = t->backbone;
-    run->stage[PROF_FPN] = t->fpn;
-    run->stage[PROF_RPN] = t->rpn;
-    run->stage[PROF_BOX] = t->box_head;
-    run->stage[PROF_MASK] = t->mask_head;
-    run->stage[PROF_PASTE] = t->paste;
+    /* The model's stages are the library's, in its order, after decode. */
+    for (int s = 0; s < DETECT_STAGE_COUNT; s++)
+        run->stage[PROF_PREPROCESS + s] = detect_result_stage_seconds(r, (detect_stage)s);
 }
 
-mr_status profile_add(profile_log *log, const char *file, const profile_run *run, mr_error *err)
+int profile_add(profile_log *log, const char *file, const profile_run *run, cli_error *err)
 {
     if (log->count == log->cap) {
         int cap = log->cap ? 2 * log->cap : 64;
         profile_run *r = realloc(log->runs, sizeof *r * (size_t)cap);
         if (r) log->runs = r;
         const char **f = r ? realloc(log->files, sizeof *f * (size_t)cap) : NULL;
-        if (!f) return mr_fail(err, MR_ERR_OOM, "out of memory recording the profile");
+        if (!f) return cli_fail(err, "out of memory recording the profile");
         log->files = f;
         log->cap = cap;
     }
     log->runs[log->count] = *run;
     log->files[log->count++] = file;
-    return MR_OK;
+    return 0;
 }
 
 void profile_print_run(FILE *f, const char *file, const profile_run *run)
@@ -110,41 +105,48 @@ void profile_print_summary(FILE *f, const profile_log *log, double wall_seconds)
     free(scratch);
 }
 
-mr_status profile_write_json(const profile_log *log, double wall_seconds, const char *path, mr_error *err)
+int profile_write_json(const profile_log *log, double wall_seconds, const char *path, cli_error *err)
 {
-    atomic_file af;
-    MR_TRY(atomic_file_open(&af, path, err));
+    /* Built in memory, then written so that it appears whole or not at all. */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *af = open_memstream(&text, &len);
     double *scratch = malloc(sizeof(double) * (size_t)(log->count ? log->count : 1));
-    if (!scratch) {
-        atomic_file_abort(&af);
-        return mr_fail(err, MR_ERR_OOM, "out of memory");
+    if (!scratch || !af) {
+        if (af) fclose(af);
+        free(text);
+        free(scratch);
+        return cli_fail(err, "out of memory");
     }
-    atomic_file_printf(&af, "{\"runs\": [");
+    fprintf(af, "{\"runs\": [");
     for (int i = 0; i < log->count; i++) {
-        atomic_file_printf(&af, "%s\n  {\"file\": \"", i ? "," : "");
+        fprintf(af, "%s\n  {\"file\": \"", i ? "," : "");
         for (const char *c = log->files[i]; *c; c++) {
-            if (*c == '"' || *c == '\\') atomic_file_printf(&af, "\\%c", *c);
-            else if ((unsigned char)*c < 0x20) atomic_file_printf(&af, "\\u%04x", (unsigned char)*c);
-            else atomic_file_write(&af, c, 1);
+            if (*c == '"' || *c == '\\') fprintf(af, "\\%c", *c);
+            else if ((unsigned char)*c < 0x20) fprintf(af, "\\u%04x", (unsigned char)*c);
+            else fputc(*c, af);
         }
-        atomic_file_printf(&af, "\"");
-        for (int s = 0; s < PROF_STAGES; s++) atomic_file_printf(&af, ", \"%s\": %.6f", stage_names[s], log->runs[i].stage[s]);
-        atomic_file_printf(&af, ", \"total\": %.6f, \"finished\": %.6f}", log->runs[i].total,
+        fprintf(af, "\"");
+        for (int s = 0; s < PROF_STAGES; s++) fprintf(af, ", \"%s\": %.6f", stage_names[s], log->runs[i].stage[s]);
+        fprintf(af, ", \"total\": %.6f, \"finished\": %.6f}", log->runs[i].total,
                            log->runs[i].finished);
     }
-    atomic_file_printf(&af, "\n], \"summary\": {");
+    fprintf(af, "\n], \"summary\": {");
     for (int s = 0; s <= PROF_STAGES; s++) {
         stats st = compute(log, s, scratch);
-        atomic_file_printf(&af, "%s\n  \"%s\": {\"mean\": %.6f, \"median\": %.6f, \"p90\": %.6f, \"min\": %.6f, "
+        fprintf(af, "%s\n  \"%s\": {\"mean\": %.6f, \"median\": %.6f, \"p90\": %.6f, \"min\": %.6f, "
                            "\"max\": %.6f}", s ? "," : "", s < PROF_STAGES ? stage_names[s] : "total", st.mean,
                            st.median, st.p90, st.min, st.max);
     }
     stats total = compute(log, PROF_STAGES, scratch);
-    atomic_file_printf(&af, "\n}, \"images_per_second\": %.4f, \"steady_images_per_second\": %.4f, "
+    fprintf(af, "\n}, \"images_per_second\": %.4f, \"steady_images_per_second\": %.4f, "
                        "\"wall_seconds\": %.4f}\n", total.mean > 0 ? 1.0 / total.mean : 0.0,
                        profile_steady_rate(log), wall_seconds);
     free(scratch);
-    return atomic_file_commit(&af, err);
+    int failed = fclose(af) != 0 || !text;
+    int rc = failed ? cli_fail(err, "out of memory") : cli_api(err, detect_write_file(path, text, len));
+    free(text);
+    return rc;
 }
 
 void profile_free(profile_log *log)

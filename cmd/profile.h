@@ -7,8 +7,8 @@
 
 #include <stdio.h>
 
-#include "model/model.h"
-#include "core/status.h"
+#include "detect.h"
+#include "cli_error.h"
 
 enum {
     PROF_DECODE, PROF_PREPROCESS, PROF_BACKBONE, PROF_FPN, PROF_RPN, PROF_BOX, PROF_MASK, PROF_PASTE,
@@ -27,16 +27,16 @@ typedef struct {
     int count, cap;
 } profile_log;
 
-/* Fills the model's stages from its stage times. */
-void profile_set_model(profile_run *run, const mr_stage_times *t);
-mr_status profile_add(profile_log *log, const char *file, const profile_run *run, mr_error *err);
+/* Fills the model's stages from a result's stage times. */
+void profile_set_model(profile_run *run, const detect_result *r);
+int profile_add(profile_log *log, const char *file, const profile_run *run, cli_error *err);
 /* Runs finished per second between the first run's end and the last's:
  * the batch rate, in which decoding ahead overlaps the model (1/mean of
  * the totals does not see that). 0 for fewer than 2 runs. */
 double profile_steady_rate(const profile_log *log);
 void profile_print_run(FILE *f, const char *file, const profile_run *run);
 void profile_print_summary(FILE *f, const profile_log *log, double wall_seconds);
-mr_status profile_write_json(const profile_log *log, double wall_seconds, const char *path, mr_error *err);
+int profile_write_json(const profile_log *log, double wall_seconds, const char *path, cli_error *err);
 void profile_free(profile_log *log);
 
 #endif

@@ -6,7 +6,7 @@
 #   SAN_QUICK=1                    unit tests and test_bad_inputs.py only
 #   SAN_EXTRA="-fsanitize=..."     more sanitizers, e.g. float-cast-overflow (not in GCC's "undefined")
 #
-# 1. Builds the whole project (engine, detect, stage_runner, libdetect.so,
+# 1. Builds the whole project (engine, detect, stage_runner, libdetect.so and libdetect_internal.so,
 #    every unit test) with -fsanitize=address,undefined into $SAN_BUILD.
 #    The flags go in through the environment, not the make command line:
 #    the Makefile appends its own (-std=c11 -fopenmp -fPIC -Iengine ...) with
@@ -20,7 +20,7 @@
 #    cost minutes), test_cli.py, test_cli_batch.py, test_bad_inputs.py, and
 #    test_big_batch.py with 200 images instead of 1,000.
 # 4. Runs the ctypes tests (test_ops_torchvision.py, test_image_torch.py,
-#    test_exif.py, test_coco_results.py, test_image_pil.py, test_zoo_conventions.py), which load $SAN_BUILD/libdetect.so
+#    test_exif.py, test_coco_results.py, test_image_pil.py, test_zoo_conventions.py), which load $SAN_BUILD/libdetect_internal.so
 #    into Debian's python: libasan is preloaded (LD_PRELOAD) and leak
 #    checking is off there (python itself is not built for LSan and "leaks"
 #    by design at exit).
@@ -105,7 +105,7 @@ DETECT_BUILD="$ROOT/$SAN_BUILD" DETECT_BIG_BATCH_N=200 "$PYTHON" -m pytest -q -r
     "${parity_files[@]}" || failed+=("${parity_files[*]}")
 
 if [ ${#ctypes_files[@]} -gt 0 ]; then
-    echo "== ctypes tests: $SAN_BUILD/libdetect.so in python with libasan preloaded (no leak checking)"
+    echo "== ctypes tests: $SAN_BUILD/libdetect_internal.so in python with libasan preloaded (no leak checking)"
     LD_PRELOAD="$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS="detect_leaks=0:$ASAN_COMMON" \
         DETECT_BUILD="$ROOT/$SAN_BUILD" "$PYTHON" -m pytest -q -rs -p no:cacheprovider "${ctypes_files[@]}" \
         || failed+=("${ctypes_files[*]}")

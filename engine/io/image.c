@@ -23,13 +23,29 @@ void image_free(mr_image *img)
     img->h = img->w = 0;
 }
 
-/* Opens path and reads up to n bytes from its start into buf (*got is 0
- * for an empty file), leaving the file positioned at its start again.
- * On failure returns MR_ERR_IO naming the file, with *f NULL. */
-static mr_status open_head(const char *path, FILE **f, uint8_t *buf, size_t n, size_t *got,
+/* Where encoded bytes come from: a file, or memory (data != NULL) read
+ * through fmemopen, so both take the same decoding path. `name` labels
+ * every message: the path, or what the caller calls the bytes. */
+typedef struct {
+    const char *name;
+    const void *data;
+    size_t size;
+} image_source;
+
+/* Opens src and reads up to n bytes from its start into buf (*got is 0
+ * for an empty source), leaving the stream positioned at its start again.
+ * On failure returns MR_ERR_IO naming the source, with *f NULL. */
+static mr_status open_head(const image_source *src, FILE **f, uint8_t *buf, size_t n, size_t *got,
                            mr_error *err)
 {
-    *f = fopen(path, "rb");
+    const char *path = src->name;
+    if (src->data && src->size == 0) {
+        /* fmemopen refuses a zero size; an empty buffer reads as an empty file */
+        *f = NULL;
+        *got = 0;
+        return MR_OK;
+    }
+    *f = src->data ? fmemopen((void *)src->data, src->size, "rb") : fopen(path, "rb");
     if (!*f) return mr_fail(err, MR_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     *got = fread(buf, 1, n, *f);
     if (ferror(*f) || fseek(*f, 0, SEEK_SET) != 0) {
@@ -38,6 +54,11 @@ static mr_status open_head(const char *path, FILE **f, uint8_t *buf, size_t n, s
         return mr_fail(err, MR_ERR_IO, "%s: read error", path);
     }
     return MR_OK;
+}
+
+static void close_source(FILE *f)
+{
+    if (f) fclose(f);
 }
 
 static uint32_t be32(const uint8_t *p)
@@ -170,8 +191,9 @@ static int png_decode(png_job *job, int max_side)
     return 0;
 }
 
-mr_status image_load_png(const char *path, int max_side, mr_image *out, mr_error *err)
+static mr_status load_png(const image_source *src, int max_side, mr_image *out, mr_error *err)
 {
+    const char *path = src->name;
     out->pixels = NULL;
     out->h = out->w = 0;
 
@@ -180,7 +202,7 @@ mr_status image_load_png(const char *path, int max_side, mr_image *out, mr_error
     uint8_t head[24];
     size_t got;
     FILE *f;
-    MR_TRY(open_head(path, &f, head, sizeof head, &got, err));
+    MR_TRY(open_head(src, &f, head, sizeof head, &got, err));
     mr_status st = MR_OK;
     if (got == 0)
         st = mr_fail(err, MR_ERR_FORMAT, "%s: empty file", path);
@@ -193,7 +215,7 @@ mr_status image_load_png(const char *path, int max_side, mr_image *out, mr_error
     else
         st = check_side_limit(path, "PNG", be32(head + 20), be32(head + 16), max_side, err);
     if (st != MR_OK) {
-        fclose(f);
+        close_source(f);
         return st;
     }
 
@@ -485,14 +507,15 @@ static int jpeg_decode(jpeg_job *job, mr_error *err)
     return 0;
 }
 
-mr_status image_load_jpeg(const char *path, int max_side, mr_image *out, mr_error *err)
+static mr_status load_jpeg(const image_source *src, int max_side, mr_image *out, mr_error *err)
 {
+    const char *path = src->name;
     out->pixels = NULL;
     out->h = out->w = 0;
     uint8_t head[3];
     size_t got;
     FILE *f;
-    MR_TRY(open_head(path, &f, head, sizeof head, &got, err));
+    MR_TRY(open_head(src, &f, head, sizeof head, &got, err));
     mr_status st = MR_OK;
     if (got == 0)
         st = mr_fail(err, MR_ERR_FORMAT, "%s: empty file", path);
@@ -501,7 +524,7 @@ mr_status image_load_jpeg(const char *path, int max_side, mr_image *out, mr_erro
     jpeg_job *job = st == MR_OK ? calloc(1, sizeof *job) : NULL;
     if (st == MR_OK && !job) st = mr_fail(err, MR_ERR_OOM, "%s: out of memory", path);
     if (st != MR_OK) {
-        fclose(f);
+        close_source(f);
         return st;
     }
     job->path = path;
@@ -535,18 +558,51 @@ mr_status image_load_jpeg(const char *path, int max_side, mr_image *out, mr_erro
 
 /* ---- Sniffing ----------------------------------------------------------- */
 
-mr_status image_load(const char *path, int max_side, mr_image *out, mr_error *err)
+static mr_status load_any(const image_source *src, int max_side, mr_image *out, mr_error *err)
 {
+    const char *path = src->name;
     out->pixels = NULL;
     out->h = out->w = 0;
     uint8_t head[8];
     size_t got;
     FILE *f;
-    MR_TRY(open_head(path, &f, head, sizeof head, &got, err));
-    fclose(f);
+    MR_TRY(open_head(src, &f, head, sizeof head, &got, err));
+    close_source(f);
     if (got == 0) return mr_fail(err, MR_ERR_FORMAT, "%s: empty file", path);
-    if (got >= 8 && memcmp(head, png_signature, 8) == 0) return image_load_png(path, max_side, out, err);
+    if (got >= 8 && memcmp(head, png_signature, 8) == 0) return load_png(src, max_side, out, err);
     if (got >= 3 && head[0] == 0xFF && head[1] == 0xD8 && head[2] == 0xFF)
-        return image_load_jpeg(path, max_side, out, err);
+        return load_jpeg(src, max_side, out, err);
     return mr_fail(err, MR_ERR_FORMAT, "%s: not an image (neither PNG nor JPEG)", path);
+}
+
+mr_status image_load_png(const char *path, int max_side, mr_image *out, mr_error *err)
+{
+    image_source src = {path, NULL, 0};
+    return load_png(&src, max_side, out, err);
+}
+
+mr_status image_load_jpeg(const char *path, int max_side, mr_image *out, mr_error *err)
+{
+    image_source src = {path, NULL, 0};
+    return load_jpeg(&src, max_side, out, err);
+}
+
+mr_status image_load(const char *path, int max_side, mr_image *out, mr_error *err)
+{
+    image_source src = {path, NULL, 0};
+    return load_any(&src, max_side, out, err);
+}
+
+mr_status image_load_memory(const void *data, size_t size, const char *name, int max_side, mr_image *out,
+                            mr_error *err)
+{
+    image_source src = {name ? name : "image bytes", data, size};
+    if (!data && size) {
+        out->pixels = NULL;
+        out->h = out->w = 0;
+        return mr_fail(err, MR_ERR_INTERNAL, "%s: no data", src.name);
+    }
+    static const uint8_t none[1];
+    if (!data) src.data = none; /* NULL with size 0: an empty buffer */
+    return load_any(&src, max_side, out, err);
 }

@@ -110,6 +110,11 @@ mr_status image_apply_orientation(mr_image *img, int orientation, mr_error *err)
  * FF D8 FF; anything else is "not an image" (MR_ERR_FORMAT). */
 mr_status image_load(const char *path, int max_side, mr_image *out, mr_error *err);
 
+/* The same from encoded bytes in memory (read through fmemopen, so exactly
+ * the same decoding); `name` stands for the path in messages. */
+mr_status image_load_memory(const void *data, size_t size, const char *name, int max_side, mr_image *out,
+                            mr_error *err);
+
 void image_free(mr_image *img);
 
 /* Sizes through preprocessing. scale_h and scale_w map input pixels to

@@ -18,13 +18,15 @@
 
 typedef struct {
     atomic_file file;
-    int images;        /* written so far */
-    uint32_t *counts;  /* RLE scratch, grown to the largest image */
-    char *rle;
-    size_t pixels_cap;
+    int images; /* written so far */
 } output_json;
 
 mr_status output_json_open(output_json *out, const char *path, mr_error *err);
+
+/* One image's entry, {"file": ...}, as text: *text (malloc'ed, *len bytes,
+ * NUL-terminated) is what output_json_add writes. */
+mr_status output_json_entry(const char *file, const mr_result *res, const mr_config *cfg, char **text, size_t *len,
+                            mr_error *err);
 
 /* Appends one image's detections (masks RLE-encoded), in the order given. */
 mr_status output_json_add(output_json *out, const char *file, const mr_result *res, const mr_config *cfg,

@@ -133,8 +133,8 @@ def seeded_weights(tmp_path_factory):
 
 
 def engine_library_path():
-    """build/libdetect.so (make builds it before the parity tests), or $DETECT_LIB."""
-    path = os.environ.get("DETECT_LIB") or os.path.join(BUILD, "libdetect.so")
+    """build/libdetect_internal.so (make builds it before the parity tests), or $DETECT_LIB."""
+    path = os.environ.get("DETECT_LIB") or os.path.join(BUILD, "libdetect_internal.so")
     if not os.path.exists(path):
         pytest.fail(f"{path} is missing: run `make` first (or set DETECT_LIB)")
     return path

@@ -1,5 +1,5 @@
 """The detectron2 and Detectron input conventions of engine/io/image.c and
-engine/resize_{pil,cv2}.c, through ctypes (build/libdetect.so or $DETECT_LIB).
+engine/resize_{pil,cv2}.c, through ctypes (build/libdetect_internal.so or $DETECT_LIB).
 
 (a) resize_pil_bilinear equals Pillow's Image.resize((w, h), BILINEAR)
     byte for byte on seeded random RGB images, over size pairs that upscale,

@@ -11,7 +11,7 @@
     on to_tensor(image): same image_sizes and padded shape, max abs error
     <= 1e-5 (we get 0: bit for bit).
 
-The library: $DETECT_LIB, else build/libdetect.so (image_ctypes.py holds
+The library: $DETECT_LIB, else build/libdetect_internal.so (image_ctypes.py holds
 the struct mirrors). Run with /usr/bin/python3 -m pytest."""
 
 import ctypes as C

@@ -22,7 +22,7 @@ What is compared, and how strictly:
 
 The header-only (MR_HD) functions are reached through a small shim compiled
 here from the engine headers. The library: $DETECT_LIB, else
-build/libdetect.so, else the op sources compiled into a temporary .so.
+build/libdetect_internal.so, else the op sources compiled into a temporary .so.
 Run with /usr/bin/python3 -m pytest. Every random case prints its seed."""
 
 import ctypes as C

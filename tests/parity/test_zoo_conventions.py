@@ -7,7 +7,7 @@ batched_nms_cpu, proposals_cpu, box_post_cpu, anchors_cell_detectron,
 image_geometry, mask_paste_prob/binary) and its header-only MR_HD math
 (box_decode, box_clip, box_area/box_iou, roi_level, proposal_keep), through
 a small C shim compiled here from the engine headers and linked against
-the library ($DETECT_LIB or build/libdetect.so; `make CUDA=0` first).
+the library ($DETECT_LIB or build/libdetect_internal.so; `make CUDA=0` first).
 
 How strictly (per test): integers, levels, anchors, geometry and keep
 lists exactly; floats bitwise where the operation order is the same and no

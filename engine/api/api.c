@@ -1,0 +1,347 @@
+/* The public API (include/detect.h): errors, versions, options, opening a
+ * model on the device asked for, and what a model says about itself. */
+#include "api/api_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef MR_HAVE_CUDA
+#include "backend_cuda.h"
+#endif
+
+/* The message of each thread's last failing call. Thread-local, like errno
+ * and OpenVINO's last-error message: the only state outside the objects,
+ * and no thread ever sees another's. */
+static _Thread_local char last_error[MR_ERROR_MSG_LEN];
+
+detect_status api_status(mr_status st)
+{
+    switch (st) {
+    case MR_OK: return DETECT_OK;
+    case MR_ERR_IO: return DETECT_ERR_IO;
+    case MR_ERR_FORMAT: return DETECT_ERR_FORMAT;
+    case MR_ERR_CONFIG: return DETECT_ERR_CONFIG;
+    case MR_ERR_SHAPE: return DETECT_ERR_SHAPE;
+    case MR_ERR_RANGE: return DETECT_ERR_RANGE;
+    case MR_ERR_OOM: return DETECT_ERR_OOM;
+    case MR_ERR_UNSUPPORTED: return DETECT_ERR_UNSUPPORTED;
+    case MR_ERR_BACKEND: return DETECT_ERR_BACKEND;
+    case MR_ERR_INTERNAL: return DETECT_ERR_INTERNAL;
+    }
+    return DETECT_ERR_INTERNAL;
+}
+
+detect_status api_fail(const mr_error *err)
+{
+    snprintf(last_error, sizeof last_error, "%s", err->msg);
+    return api_status(err->status);
+}
+
+detect_status api_failf(detect_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+const char *detect_last_error(void)
+{
+    return last_error;
+}
+
+const char *detect_status_name(detect_status s)
+{
+    static const char *const names[] = {"DETECT_OK",          "DETECT_ERR_IO",        "DETECT_ERR_FORMAT",
+                                        "DETECT_ERR_CONFIG",  "DETECT_ERR_SHAPE",     "DETECT_ERR_RANGE",
+                                        "DETECT_ERR_OOM",     "DETECT_ERR_UNSUPPORTED", "DETECT_ERR_BACKEND",
+                                        "DETECT_ERR_INTERNAL", "DETECT_ERR_ARGUMENT"};
+    return (unsigned)s < sizeof names / sizeof *names ? names[s] : "unknown";
+}
+
+const char *detect_version(int *abi)
+{
+    if (abi) *abi = DETECT_ABI_VERSION;
+    return DETECT_VERSION_STRING;
+}
+
+void detect_free(void *p)
+{
+    free(p);
+}
+
+/* ---- Options ------------------------------------------------------------ */
+
+detect_status detect_options_create(detect_options **out)
+{
+    if (!out) return api_failf(DETECT_ERR_ARGUMENT, "detect_options_create: out is NULL");
+    detect_options *o = calloc(1, sizeof *o);
+    if (!(*out = o)) return api_failf(DETECT_ERR_OOM, "out of memory");
+    snprintf(o->device, sizeof o->device, "auto");
+    o->score_thresh = -1;
+    o->fold = 1;
+    return DETECT_OK;
+}
+
+void detect_options_free(detect_options *o)
+{
+    if (!o) return;
+    free(o->classes);
+    free(o);
+}
+
+#define NEED_OPTIONS(o)                                                                                              \
+    do {                                                                                                             \
+        if (!(o)) return api_failf(DETECT_ERR_ARGUMENT, "%s: options is NULL", __func__);                           \
+    } while (0)
+
+/* "cuda" or "cuda:N" (N in 0..1023) -> *index; 0 for anything else. */
+static int parse_cuda_device(const char *dev, int *index)
+{
+    if (strncmp(dev, "cuda", 4) != 0 || (dev[4] != '\0' && dev[4] != ':')) return 0;
+    *index = 0;
+    if (dev[4] == '\0') return 1;
+    char *end = NULL;
+    long v = strtol(dev + 5, &end, 10);
+    if (dev[5] < '0' || dev[5] > '9' || *end != '\0' || v < 0 || v >= 1024) return 0;
+    *index = (int)v;
+    return 1;
+}
+
+detect_status detect_options_set_device(detect_options *o, const char *device)
+{
+    NEED_OPTIONS(o);
+    int index;
+    if (!device || (strcmp(device, "auto") && strcmp(device, "cpu") && !parse_cuda_device(device, &index)) ||
+        strlen(device) >= sizeof o->device)
+        return api_failf(DETECT_ERR_CONFIG, "device %s: expected auto, cpu, cuda or cuda:N", device ? device : "NULL");
+    snprintf(o->device, sizeof o->device, "%s", device);
+    return DETECT_OK;
+}
+
+detect_status detect_options_set_precision(detect_options *o, const char *precision)
+{
+    NEED_OPTIONS(o);
+    if (!precision || !*precision || !strcmp(precision, "auto")) {
+        o->precision[0] = '\0';
+        return DETECT_OK;
+    }
+    if (strcmp(precision, "fp32") && strcmp(precision, "tf32") && strcmp(precision, "fp16"))
+        return api_failf(DETECT_ERR_CONFIG, "precision %s: expected fp32, tf32 or fp16", precision);
+    snprintf(o->precision, sizeof o->precision, "%s", precision);
+    return DETECT_OK;
+}
+
+detect_status detect_options_set_threads(detect_options *o, int threads)
+{
+    NEED_OPTIONS(o);
+    if (threads < 0 || threads > 1024) return api_failf(DETECT_ERR_CONFIG, "threads %d: expected 0..1024", threads);
+    o->threads = threads;
+    return DETECT_OK;
+}
+
+detect_status detect_options_set_score_threshold(detect_options *o, double threshold)
+{
+    NEED_OPTIONS(o);
+    if (!(threshold >= 0 && threshold <= 1))
+        return api_failf(DETECT_ERR_CONFIG, "score threshold %g: expected a number in [0,1]", threshold);
+    o->score_thresh = threshold;
+    return DETECT_OK;
+}
+
+detect_status detect_options_set_max_detections(detect_options *o, int max_detections)
+{
+    NEED_OPTIONS(o);
+    if (max_detections < 1)
+        return api_failf(DETECT_ERR_CONFIG, "max detections %d: expected at least 1", max_detections);
+    o->max_dets = max_detections;
+    return DETECT_OK;
+}
+
+detect_status detect_options_set_classes(detect_options *o, const char *names)
+{
+    NEED_OPTIONS(o);
+    char *copy = names && *names ? strdup(names) : NULL;
+    if (names && *names && !copy) return api_failf(DETECT_ERR_OOM, "out of memory");
+    free(o->classes);
+    o->classes = copy;
+    return DETECT_OK;
+}
+
+detect_status detect_options_set_fold_batchnorm(detect_options *o, int fold)
+{
+    NEED_OPTIONS(o);
+    o->fold = fold != 0;
+    return DETECT_OK;
+}
+
+/* ---- Opening a model ----------------------------------------------------- */
+
+/* Appends one line to the model's notice. */
+static void add_notice(detect_model *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add_notice(detect_model *m, const char *fmt, ...)
+{
+    size_t used = strlen(m->notice);
+    if (used && used + 1 < sizeof m->notice) m->notice[used++] = '\n';
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->notice + used, sizeof m->notice - used, fmt, ap);
+    va_end(ap);
+}
+
+static mr_status create_cpu(detect_model *m, const detect_options *o, mr_error *err)
+{
+    if (o->precision[0] && strcmp(o->precision, "fp32") != 0)
+        add_notice(m, "precision %s applies to the GPU; the CPU computes in fp32", o->precision);
+    snprintf(m->device, sizeof m->device, "cpu");
+    return backend_cpu_create(&m->be, o->threads, err);
+}
+
+#ifdef MR_HAVE_CUDA
+/* The CUDA backend on device `index`; MR_ERR_UNSUPPORTED with *why set
+ * when there is no usable GPU (the caller then takes the CPU). */
+static mr_status create_cuda(detect_model *m, const detect_options *o, int index, char *why, size_t why_len,
+                             mr_error *err)
+{
+    char reason[256];
+    if (backend_cuda_device_count(reason, sizeof reason) == 0) {
+        snprintf(why, why_len, "no CUDA device (%s)", reason);
+        return MR_ERR_UNSUPPORTED;
+    }
+    mr_cuda_params p = {index, 0, o->fold, 0};
+    p.fp16 = strcmp(o->precision, "fp16") == 0;
+    p.tf32 = o->precision[0] ? strcmp(o->precision, "tf32") == 0 : backend_cuda_has_tf32(index);
+    mr_error e = {0};
+    mr_status st = backend_cuda_create_ex(&m->be, &p, &e);
+    if (st == MR_ERR_BACKEND) {
+        snprintf(why, why_len, "%s", e.msg);
+        return MR_ERR_UNSUPPORTED;
+    }
+    if (st != MR_OK) return mr_fail(err, st, "device cuda:%d: %s", index, e.msg);
+    snprintf(m->device, sizeof m->device, "cuda:%d", index);
+    return MR_OK;
+}
+#endif
+
+/* "auto": the GPU when there is one, silently the CPU otherwise; "cuda[:N]":
+ * that GPU, or a notice and the CPU. */
+static mr_status create_backend(detect_model *m, const detect_options *o, mr_error *err)
+{
+    int index = 0;
+    if (strcmp(o->device, "cpu") == 0) return create_cpu(m, o, err);
+    int asked = parse_cuda_device(o->device, &index);
+#ifdef MR_HAVE_CUDA
+    char why[MR_ERROR_MSG_LEN] = "";
+    mr_status st = create_cuda(m, o, index, why, sizeof why, err);
+    if (st != MR_ERR_UNSUPPORTED) return st;
+    if (asked) add_notice(m, "device %s: %s; running on the CPU", o->device, why);
+#else
+    if (asked) add_notice(m, "device %s: this build has no CUDA backend; running on the CPU", o->device);
+#endif
+    return create_cpu(m, o, err);
+}
+
+/* The options' overrides of the config, and the class filter. */
+static mr_status apply_options(detect_model *m, const detect_options *o, const char *origin, mr_error *err)
+{
+    if (o->score_thresh >= 0) m->cfg.box_head.score_thresh = (float)o->score_thresh;
+    if (o->max_dets > 0) m->cfg.box_head.detections_per_image = o->max_dets;
+    MR_TRY(config_validate(&m->cfg, "options", err));
+    if (!o->classes) return MR_OK;
+    m->keep_class = calloc((size_t)m->cfg.classes.num_classes, 1);
+    if (!m->keep_class) return mr_fail(err, MR_ERR_OOM, "out of memory");
+    for (const char *s = o->classes; *s;) {
+        size_t len = strcspn(s, ",");
+        int found = 0;
+        for (int k = 1; k < m->cfg.classes.num_classes; k++)
+            if (strlen(m->cfg.classes.class_names[k]) == len && strncmp(m->cfg.classes.class_names[k], s, len) == 0)
+                m->keep_class[k] = found = 1;
+        if (!found) return mr_fail(err, MR_ERR_CONFIG, "classes: no class named \"%.*s\" in %s", (int)len, s, origin);
+        s += len + (s[len] == ',');
+    }
+    return MR_OK;
+}
+
+static mr_status load_config(mr_config *cfg, const char *config, mr_error *err)
+{
+    config_defaults(cfg);
+    const char *p = config;
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+    if (*p == '{') return config_parse(cfg, config, "config text", err);
+    return config_load(cfg, config, err);
+}
+
+detect_status detect_model_open(detect_model **out, const char *config, const char *weights_path,
+                                const detect_options *opts)
+{
+    if (!out) return api_failf(DETECT_ERR_ARGUMENT, "detect_model_open: out is NULL");
+    *out = NULL;
+    if (!config || !weights_path)
+        return api_failf(DETECT_ERR_ARGUMENT, "detect_model_open: %s is NULL", config ? "weights_path" : "config");
+    detect_options defaults;
+    if (!opts) {
+        memset(&defaults, 0, sizeof defaults);
+        snprintf(defaults.device, sizeof defaults.device, "auto");
+        defaults.score_thresh = -1;
+        defaults.fold = 1;
+        opts = &defaults;
+    }
+    detect_model *m = calloc(1, sizeof *m);
+    if (!m) return api_failf(DETECT_ERR_OOM, "out of memory opening a model");
+    pthread_mutex_init(&m->run_lock, NULL);
+    mr_error err = {0};
+    mr_status st = load_config(&m->cfg, config, &err);
+    if (st == MR_OK) st = apply_options(m, opts, config[0] == '{' ? "the config text" : config, &err);
+    if (st == MR_OK) st = create_backend(m, opts, &err);
+    if (st == MR_OK) st = model_load(&m->model, &m->cfg, weights_path, m->be, &err);
+    if (st != MR_OK) {
+        detect_model_free(m);
+        return api_fail(&err);
+    }
+    *out = m;
+    return DETECT_OK;
+}
+
+void detect_model_free(detect_model *m)
+{
+    if (!m) return;
+    model_free(m->model);
+    if (m->be.i) m->be.i->destroy(m->be.ctx);
+    free(m->keep_class);
+    pthread_mutex_destroy(&m->run_lock);
+    free(m);
+}
+
+const char *detect_model_device(const detect_model *m)
+{
+    return m ? m->device : "";
+}
+
+const char *detect_model_notice(const detect_model *m)
+{
+    return m ? m->notice : "";
+}
+
+const char *detect_model_name(const detect_model *m)
+{
+    return m ? m->cfg.name : "";
+}
+
+int detect_model_num_classes(const detect_model *m)
+{
+    return m ? m->cfg.classes.num_classes : 0;
+}
+
+const char *detect_model_class_name(const detect_model *m, int class_id)
+{
+    if (!m || class_id < 0 || class_id >= m->cfg.classes.num_classes) return NULL;
+    return m->cfg.classes.class_names[class_id];
+}
+
+int detect_model_max_image_side(const detect_model *m)
+{
+    return m ? m->cfg.input.max_image_side : 0;
+}

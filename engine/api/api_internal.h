@@ -1,0 +1,57 @@
+/* What the public objects of include/detect.h hold, shared by the files of
+ * engine/api/ (and nothing else: other programs see only the opaque names).
+ *
+ *   api.c         errors, versions, options, opening a model, its facts
+ *   api_image.c   decoding, pixels in, PNG out, the decode-ahead queue
+ *   api_result.c  running the model, results, JSON/RLE, drawing, documents */
+#ifndef MR_API_INTERNAL_H
+#define MR_API_INTERNAL_H
+
+#include <pthread.h>
+
+#include "detect.h"
+
+#include "backend/backend.h"
+#include "core/config.h"
+#include "core/status.h"
+#include "io/image.h"
+#include "model/model.h"
+
+struct detect_options {
+    char device[32];     /* "auto", "cpu", "cuda", "cuda:N" */
+    char precision[8];   /* "" (the device's best), "fp32", "tf32", "fp16" */
+    int threads;         /* 0: every core */
+    double score_thresh; /* < 0: the config's */
+    int max_dets;        /* <= 0: the config's */
+    char *classes;       /* comma-separated names; NULL: all */
+    int fold;            /* 0: batchnorm as a separate pass (GPU) */
+};
+
+struct detect_model {
+    mr_config cfg;
+    mr_backend be;
+    mr_model *model;
+    unsigned char *keep_class; /* per class id, 1 = reported; NULL: all */
+    pthread_mutex_t run_lock;  /* one image at a time: the model's buffers are planned once */
+    char device[32];
+    char notice[2 * MR_ERROR_MSG_LEN];
+};
+
+struct detect_image {
+    mr_image img;
+};
+
+struct detect_result {
+    mr_result res;
+    mr_stage_times times;
+};
+
+/* Records err's message as this thread's last error and returns its status
+ * as the public one. */
+detect_status api_fail(const mr_error *err);
+/* The same for a message made here. */
+detect_status api_failf(detect_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The public status of an internal one. */
+detect_status api_status(mr_status st);
+
+#endif

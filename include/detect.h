@@ -1,0 +1,303 @@
+/* detect.h: Mask R-CNN instance segmentation (ResNet-FPN backbone, RPN, box
+ * and mask heads) on the CPU or a CUDA GPU. The only header of the library;
+ * link with `pkg-config --cflags --libs detect`.
+ *
+ *   detect_model *m;
+ *   if (detect_model_open(&m, "configs/mask_rcnn_R-101-FPN_torchvision.json",
+ *                         "r101.safetensors", NULL) != DETECT_OK)
+ *       fprintf(stderr, "%s\n", detect_last_error());
+ *   detect_result *r;
+ *   if (detect_run_file(m, "photo.jpg", &r) == DETECT_OK) {
+ *       for (int i = 0; i < detect_result_count(r); i++) {
+ *           detect_instance d;
+ *           detect_result_instance(r, i, &d);
+ *           printf("%s %.2f\n", detect_model_class_name(m, d.class_id), d.score);
+ *       }
+ *       detect_result_free(r);
+ *   }
+ *   detect_model_free(m);
+ *
+ * Rules that hold for every function:
+ *  - Errors. Each call that can fail returns a detect_status; on failure
+ *    detect_last_error() gives one line naming the file, option or tensor at
+ *    fault (kept per thread until that thread's next failing call). The
+ *    library never prints, never exits and never aborts on input.
+ *  - Ownership. Every object is created by one call and freed by its
+ *    *_free (which accepts NULL). Strings the library returns through a
+ *    `char **` are the caller's, freed with detect_free(); `const char *`
+ *    results belong to the object they came from and live as long as it.
+ *  - Threads. Functions on different objects may run on any threads at
+ *    once. A model runs one image at a time: detect_run_* calls on one
+ *    model from several threads are serialised by the model (each waits
+ *    for the one before); for parallel images open one model per thread
+ *    (each plans its own memory at open). Results and images are
+ *    independent of their model once returned.
+ *  - Versions. DETECT_VERSION_* is the release (semantic versioning);
+ *    DETECT_ABI_VERSION is the shared library's soname number
+ *    (libdetect.so.DETECT_ABI_VERSION) and changes only when a program
+ *    built against this header could break: a function or field removed or
+ *    changed, an enum value renumbered. New functions and new enum values
+ *    at the end keep the ABI. detect_version() says what is loaded. */
+#ifndef DETECT_H
+#define DETECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DETECT_VERSION_MAJOR 1
+#define DETECT_VERSION_MINOR 0
+#define DETECT_VERSION_PATCH 0
+#define DETECT_VERSION_STRING "1.0.0"
+#define DETECT_ABI_VERSION 1
+
+#if defined(__GNUC__)
+#define DETECT_API __attribute__((visibility("default")))
+#else
+#define DETECT_API
+#endif
+
+typedef enum {
+    DETECT_OK = 0,
+    DETECT_ERR_IO,          /* a file could not be opened, read or written */
+    DETECT_ERR_FORMAT,      /* malformed contents: image, weights, JSON */
+    DETECT_ERR_CONFIG,      /* a config key or an option is unknown, of the wrong type or out of range */
+    DETECT_ERR_SHAPE,       /* a tensor or an image has the wrong shape or is missing */
+    DETECT_ERR_RANGE,       /* a size or value outside what the engine allows */
+    DETECT_ERR_OOM,         /* out of memory (host or GPU) */
+    DETECT_ERR_UNSUPPORTED, /* valid, but not implemented by this build or device */
+    DETECT_ERR_BACKEND,     /* oneDNN, CUDA, cuDNN or cuBLAS failed */
+    DETECT_ERR_INTERNAL,    /* a bug in the library */
+    DETECT_ERR_ARGUMENT     /* a NULL handle or pointer, or an index out of range */
+} detect_status;
+
+/* "DETECT_ERR_IO" etc.; "unknown" outside the enum. */
+DETECT_API const char *detect_status_name(detect_status s);
+
+/* The message of this thread's last failing call ("" before any). */
+DETECT_API const char *detect_last_error(void);
+
+/* The release of the loaded library, "1.0.0"; *abi (may be NULL) receives
+ * its DETECT_ABI_VERSION. */
+DETECT_API const char *detect_version(int *abi);
+
+/* Frees a string the library returned through a `char **`. */
+DETECT_API void detect_free(void *p);
+
+/* ---- Opening a model --------------------------------------------------- */
+
+typedef struct detect_options detect_options;
+
+DETECT_API detect_status detect_options_create(detect_options **out);
+DETECT_API void detect_options_free(detect_options *o);
+
+/* "auto" (the default): the first GPU when this build has the CUDA backend
+ * and one is usable, else the CPU. "cpu". "cuda" or "cuda:N": that GPU; when
+ * it is not usable the model runs on the CPU and detect_model_notice() says
+ * why (DETECT_ERR_CONFIG for any other text). */
+DETECT_API detect_status detect_options_set_device(detect_options *o, const char *device);
+/* GPU arithmetic: "fp32", "tf32" (TF32 tensor cores; the default where the
+ * GPU has them), "fp16" (half-precision storage, fp32 accumulation). The
+ * CPU always computes in fp32 (a notice says so when another is asked). */
+DETECT_API detect_status detect_options_set_precision(detect_options *o, const char *precision);
+/* CPU threads for the model (OpenMP); 0, the default: every core. */
+DETECT_API detect_status detect_options_set_threads(detect_options *o, int threads);
+/* Overrides the config's box_head.score_thresh (0..1). */
+DETECT_API detect_status detect_options_set_score_threshold(detect_options *o, double threshold);
+/* Overrides the config's box_head.detections_per_image (>= 1). */
+DETECT_API detect_status detect_options_set_max_detections(detect_options *o, int max_detections);
+/* Keeps only these classes: comma-separated names of the config's
+ * classes.class_names ("person,dog"); NULL or "" keeps all. An unknown name
+ * fails detect_model_open with DETECT_ERR_CONFIG naming it. */
+DETECT_API detect_status detect_options_set_classes(detect_options *o, const char *names);
+/* GPU only: 0 keeps batchnorm as a separate AffineChannel pass instead of
+ * folding it into the convolutions (a check; default 1). */
+DETECT_API detect_status detect_options_set_fold_batchnorm(detect_options *o, int fold);
+
+typedef struct detect_model detect_model;
+
+/* Loads a config and safetensors weights (models/README.md) and plans every
+ * buffer for the largest input the config allows. `config` is a path to a
+ * JSON config, or the JSON text itself when its first non-blank character
+ * is '{'. opts may be NULL (all defaults). On failure *out is NULL. */
+DETECT_API detect_status detect_model_open(detect_model **out, const char *config, const char *weights_path,
+                                           const detect_options *opts);
+DETECT_API void detect_model_free(detect_model *m);
+
+/* What the model runs on: "cpu" or "cuda:N". */
+DETECT_API const char *detect_model_device(const detect_model *m);
+/* Why the model does not run as asked ("--device cuda: no CUDA device (...);
+ * running on the CPU"), or "" when it does. */
+DETECT_API const char *detect_model_notice(const detect_model *m);
+/* The config's "name". */
+DETECT_API const char *detect_model_name(const detect_model *m);
+/* Classes including the background (index 0): COCO models have 81. */
+DETECT_API int detect_model_num_classes(const detect_model *m);
+/* The name of class id (0..num_classes-1), or NULL outside that range. */
+DETECT_API const char *detect_model_class_name(const detect_model *m, int class_id);
+/* The config's input.max_image_side: larger images are refused. */
+DETECT_API int detect_model_max_image_side(const detect_model *m);
+
+/* ---- Images ------------------------------------------------------------ */
+
+/* A decoded image: 8-bit RGB, rows of 3 * width bytes, top row first. */
+typedef struct detect_image detect_image;
+
+/* Decodes a PNG or a JPEG (told apart by content, not name; a JPEG's EXIF
+ * orientation is applied, as Pillow's ImageOps.exif_transpose). Images with
+ * a side longer than max_side are refused before decoding (DETECT_ERR_RANGE);
+ * max_side <= 0 takes 20000. Errors name the file. */
+DETECT_API detect_status detect_image_load(const char *path, int max_side, detect_image **out);
+/* The same from encoded bytes in memory; `name` labels errors (may be NULL). */
+DETECT_API detect_status detect_image_decode(const void *data, size_t size, const char *name, int max_side,
+                                             detect_image **out);
+
+typedef enum {
+    DETECT_PIXELS_RGB = 0, /* 3 bytes a pixel: red, green, blue */
+    DETECT_PIXELS_BGR,     /* 3 bytes a pixel: blue, green, red (OpenCV) */
+    DETECT_PIXELS_RGBA,    /* 4 bytes a pixel, alpha ignored */
+    DETECT_PIXELS_BGRA,    /* 4 bytes a pixel, alpha ignored */
+    DETECT_PIXELS_GRAY     /* 1 byte a pixel */
+} detect_pixel_format;
+
+/* A copy of caller pixels: height rows of width pixels, row r starting at
+ * pixels + r * stride (stride >= width * bytes per pixel). */
+DETECT_API detect_status detect_image_from_pixels(const uint8_t *pixels, int width, int height, size_t stride,
+                                                  detect_pixel_format format, detect_image **out);
+DETECT_API void detect_image_free(detect_image *img);
+DETECT_API int detect_image_width(const detect_image *img);
+DETECT_API int detect_image_height(const detect_image *img);
+/* RGB bytes, height rows of 3 * width, owned by img. */
+DETECT_API const uint8_t *detect_image_pixels(const detect_image *img);
+/* Writes img as an 8-bit RGB PNG; a regular file appears complete or not
+ * at all (written under a temporary name, synced, renamed). */
+DETECT_API detect_status detect_image_write_png(const detect_image *img, const char *path);
+
+/* Decoding ahead: `threads` workers decode paths[0..count) in order, at
+ * most `depth` images ahead of the next one taken. Taking image i gives
+ * exactly what detect_image_load(paths[i], max_side) would. paths[i] NULL
+ * marks an entry to pass over (taking it gives DETECT_OK and *out NULL).
+ * The paths must outlive the queue. */
+typedef struct detect_image_queue detect_image_queue;
+DETECT_API detect_status detect_image_queue_start(detect_image_queue **out, const char *const *paths, int count,
+                                                  int threads, int depth, int max_side);
+/* Waits for image `index` (increasing from call to call); *decode_seconds
+ * (may be NULL) is the time its decode took on its worker. */
+DETECT_API detect_status detect_image_queue_take(detect_image_queue *q, int index, detect_image **out,
+                                                 double *decode_seconds);
+DETECT_API void detect_image_queue_stop(detect_image_queue *q);
+
+/* ---- Running the model ------------------------------------------------- */
+
+typedef struct detect_result detect_result;
+
+DETECT_API detect_status detect_run_image(detect_model *m, const detect_image *img, detect_result **out);
+/* detect_image_from_pixels, then detect_run_image. */
+DETECT_API detect_status detect_run_pixels(detect_model *m, const uint8_t *pixels, int width, int height,
+                                           size_t stride, detect_pixel_format format, detect_result **out);
+/* detect_image_decode (the model's max_image_side), then detect_run_image. */
+DETECT_API detect_status detect_run_encoded(detect_model *m, const void *data, size_t size, detect_result **out);
+/* detect_image_load, then detect_run_image; errors name the file. */
+DETECT_API detect_status detect_run_file(detect_model *m, const char *path, detect_result **out);
+
+/* ---- Results ----------------------------------------------------------- */
+
+DETECT_API void detect_result_free(detect_result *r);
+/* Instances, best score first (the config's order: per class, then by score). */
+DETECT_API int detect_result_count(const detect_result *r);
+/* The size of the image the result is for. */
+DETECT_API int detect_result_width(const detect_result *r);
+DETECT_API int detect_result_height(const detect_result *r);
+
+typedef struct {
+    int class_id;   /* 1..num_classes-1 (0, the background, is never reported) */
+    float score;    /* 0..1 */
+    float box[4];   /* x1, y1, x2, y2 in image pixels (x2, y2 exclusive edges, as the references) */
+    /* The binary mask (bytes 0/1) over its window, the part of the image
+     * the mask can cover: mask_h rows of mask_w bytes, image pixel (x, y)
+     * at mask[(y - mask_y) * mask_w + (x - mask_x)]; every pixel outside
+     * the window is 0. NULL when the model has no mask head. Owned by the
+     * result. */
+    const uint8_t *mask;
+    int mask_x, mask_y, mask_w, mask_h;
+} detect_instance;
+
+DETECT_API detect_status detect_result_instance(const detect_result *r, int index, detect_instance *out);
+/* Instance `index`'s mask over the whole image: out holds height * width
+ * bytes (row-major), each 0 or 1. */
+DETECT_API detect_status detect_result_mask(const detect_result *r, int index, uint8_t *out);
+/* Instance `index`'s mask as COCO's compressed RLE string (pycocotools'
+ * "counts" of a {"size": [height, width], "counts": ...} object). */
+DETECT_API detect_status detect_result_mask_rle(const detect_result *r, int index, char **out);
+
+typedef enum {
+    DETECT_STAGE_PREPROCESS = 0,
+    DETECT_STAGE_BACKBONE,
+    DETECT_STAGE_FPN,
+    DETECT_STAGE_RPN,
+    DETECT_STAGE_BOX_HEAD,
+    DETECT_STAGE_MASK_HEAD,
+    DETECT_STAGE_MASK_PASTE,
+    DETECT_STAGE_COUNT
+} detect_stage;
+
+/* Seconds the stage took for this result (0 for a stage outside the enum). */
+DETECT_API double detect_result_stage_seconds(const detect_result *r, detect_stage stage);
+/* "preprocess", "backbone", "fpn", "rpn", "box_head", "mask_head", "mask_paste". */
+DETECT_API const char *detect_stage_name(detect_stage stage);
+
+/* One image's entry of `detect --json`, as JSON text:
+ *   {"file": file, "width": w, "height": h, "detections": [{"class_id",
+ *    "class", "score", "box": [x1, y1, x2, y2], "mask": {"size": [h, w],
+ *    "counts": "<RLE>"}}, ...]}
+ * floats with 9 significant digits (exact float32). */
+DETECT_API detect_status detect_result_json(const detect_model *m, const detect_result *r, const char *file,
+                                            char **out);
+
+/* A copy of img with the result drawn on it: masks at half opacity with
+ * outlines, boxes, and "<class> <score>" labels; a colour per class. */
+DETECT_API detect_status detect_render(const detect_model *m, const detect_image *img, const detect_result *r,
+                                       detect_image **out);
+
+/* ---- Documents over many images ---------------------------------------- */
+
+typedef enum {
+    /* {"images": [one detect_result_json entry per image]}; streamed to the file */
+    DETECT_DOCUMENT_JSON = 0,
+    /* COCO's results format (pycocotools loadRes): one array entry per
+     * detection, {"image_id", "category_id", "bbox": [x, y, w, h], "score",
+     * "segmentation": RLE}. Category ids: a model of 81 classes is taken to
+     * be in COCO's order (1..80 -> COCO's 1..90 ids), any other model's are
+     * its class ids. Held in memory, written at the close. */
+    DETECT_DOCUMENT_COCO
+} detect_document_kind;
+
+/* A document written so that it appears complete or not at all: under a
+ * temporary name until detect_document_close moves it into place (a device
+ * or FIFO, such as /dev/stdout, is written in place). Opening fails at once
+ * when the path cannot be written. */
+typedef struct detect_document detect_document;
+
+DETECT_API detect_status detect_document_open(detect_document **out, detect_document_kind kind, const char *path);
+/* Adds one image's result. file: the image's path (its JSON "file"; for
+ * COCO its image id: the file name's digits when it is all digits, as
+ * COCO's "000000397133.jpg", else `index`). */
+DETECT_API detect_status detect_document_add(detect_document *d, const detect_model *m, const char *file, int index,
+                                             const detect_result *r);
+/* Completes the file and frees d (also on failure). */
+DETECT_API detect_status detect_document_close(detect_document *d);
+/* Removes the temporary file and frees d; the path is left as it was. */
+DETECT_API void detect_document_abort(detect_document *d);
+
+/* Writes size bytes to path so that the file appears complete or not at all
+ * (as documents are written). */
+DETECT_API detect_status detect_write_file(const char *path, const void *data, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
