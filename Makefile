@@ -5,7 +5,7 @@
 #                   lib/pkgconfig/detect.pc, share/detect/configs; make uninstall removes them
 #   make python-test  the Python package: pip install . into a temporary venv, then its tests
 #   make check      the README's test command and CI's: make test, make sanitize, make fuzz, make cuda-emu (~25 min)
-#   make test       unit tests (cmocka) + parity tests against torchvision (pytest)
+#   make test       unit tests (cmocka), parity tests against torchvision (pytest), python-test
 #   make bench      CPU time per stage beside torchvision's: one full-size image, a mixed-size batch
 #   make demo       the README's first command: install what is missing, run on an example
 #   make sanitize   unit and end-to-end tests under AddressSanitizer + UBSan (build-san/)
@@ -70,9 +70,12 @@ NVCCFLAGS  += $(foreach d,$(CUDA_INC_DIRS),-isystem $(d))
 LDLIBS     += -ldl
 endif
 
-.PHONY: all install uninstall python-test check test unit-test parity-test bench demo deps clean sanitize valgrind fuzz cuda-report
+.PHONY: all lib install uninstall python-test check test unit-test parity-test bench demo deps clean sanitize valgrind fuzz cuda-report
 FUZZ_SECONDS ?= 60
 all: $(BUILD)/detect $(BUILD)/libdetect.so $(BUILD)/libdetect_internal.so $(BUILD)/stage_runner $(CUDA_SO)
+
+# What the Python package needs (setup.py runs it).
+lib: $(BUILD)/libdetect.so $(CUDA_SO)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -185,7 +188,7 @@ uninstall:
 # The Python package and the library's tests against the installed tree
 # (examples/embed.c, the Python API), each compared with detect --json.
 python-test: all
-	$(PYTHON) -m pytest -q -rs tests/library
+	PYTHON=$(PYTHON) MAKE="$(MAKE)" tests/library/run.sh
 
 clean:
 	rm -rf $(BUILD) build-san

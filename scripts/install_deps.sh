@@ -13,6 +13,8 @@ packages=(
   libjpeg62-turbo-dev  # JPEG decoding
   libcmocka-dev        # C unit tests
   python3-numpy python3-pytest
+  python3-venv python3-setuptools python3-wheel  # make python-test: pip install . into a venv, offline
+  binutils             # readelf, nm: the library's exported symbols and soname (tests/library)
   python3-torch python3-torchvision python3-pil python3-skimage  # the reference (tests, demo weights)
   libopenblas0-openmp  # fast BLAS for the reference's linear layers
   python3-pip          # for pycocotools below (Debian 12 does not package it)

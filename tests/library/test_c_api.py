@@ -1,0 +1,89 @@
+"""The C library as a program that embeds it sees it: the installed tree,
+pkg-config, examples/embed.c, and its detections against detect --json."""
+
+import os
+import subprocess
+
+import pytest
+
+from conftest import CONFIG, REPO, WEIGHTS, cli_json
+
+
+def pkg_config(prefix, *args):
+    env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(prefix, "lib", "pkgconfig"))
+    return subprocess.run(["pkg-config", *args, "detect"], env=env, check=True, capture_output=True,
+                          text=True).stdout.split()
+
+
+@pytest.fixture(scope="module")
+def embed(prefix, tmp_path_factory):
+    exe = str(tmp_path_factory.mktemp("embed") / "embed")
+    subprocess.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", os.path.join(REPO, "examples", "embed.c"),
+                    *pkg_config(prefix, "--cflags", "--libs"), "-lpthread", "-o", exe], check=True)
+    return exe
+
+
+def test_installed_tree(prefix):
+    lib = os.path.join(prefix, "lib")
+    real = [f for f in os.listdir(lib) if f.startswith("libdetect.so.") and f.count(".") == 4]
+    assert len(real) == 1, os.listdir(lib)
+    # soname = libdetect.so.<ABI>, a link to the real file, and libdetect.so to the soname
+    soname = subprocess.run(["readelf", "-d", os.path.join(lib, real[0])], capture_output=True, text=True,
+                            check=True).stdout
+    abi = next(l for l in open(os.path.join(REPO, "include", "detect.h")) if l.startswith("#define DETECT_ABI_VERSION"))
+    assert f"[libdetect.so.{abi.split()[2]}]" in soname
+    assert os.readlink(os.path.join(lib, "libdetect.so")) == f"libdetect.so.{abi.split()[2]}"
+    assert os.path.isfile(os.path.join(prefix, "include", "detect.h"))
+    assert os.path.isfile(os.path.join(prefix, "share", "detect", "configs", os.path.basename(CONFIG)))
+    assert pkg_config(prefix, "--modversion")[0] in open(os.path.join(REPO, "include", "detect.h")).read()
+    # the installed command finds the installed library, not the build tree's
+    ldd = subprocess.run(["ldd", os.path.join(prefix, "bin", "detect")], capture_output=True, text=True).stdout
+    found = [l.split("=>")[1].split("(")[0].strip() for l in ldd.splitlines() if "libdetect.so" in l]
+    assert len(found) == 1 and os.path.dirname(os.path.realpath(found[0])) == os.path.realpath(lib), ldd
+
+
+def test_exports_only_the_public_api(prefix):
+    lib = os.path.join(prefix, "lib", "libdetect.so")
+    syms = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True, check=True).stdout
+    names = [l.split()[-1] for l in syms.splitlines() if l.split()[1] in "TDBR"]
+    assert names and all(n.startswith("detect_") for n in names), [n for n in names if not n.startswith("detect_")]
+    header = open(os.path.join(REPO, "include", "detect.h")).read()
+    for n in names:
+        assert n.split("@")[0] + "(" in header, n  # every export is declared in the header
+
+
+def test_embed_equals_cli_json(prefix, images, reference, embed):
+    """Bitwise: the same text, from 3 request threads sharing one model."""
+    _, text = reference
+    out = subprocess.run([embed, CONFIG, WEIGHTS, "--threads", "3", "--device", "cpu", *images],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == text
+
+
+def test_embed_bad_image_is_named_and_others_complete(prefix, images, embed, tmp_path):
+    bad = tmp_path / "broken.png"
+    bad.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 40)
+    out = subprocess.run([embed, CONFIG, WEIGHTS, "--device", "cpu", images[0], str(bad), images[1]],
+                         capture_output=True, text=True)
+    assert out.returncode == 1
+    assert str(bad) not in out.stdout and images[0] in out.stdout and images[1] in out.stdout
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "broken.png" in lines[0] and "PNG" in lines[0], out.stderr
+
+
+def test_embed_bad_weights(prefix, embed, tmp_path):
+    w = tmp_path / "w.safetensors"
+    w.write_bytes(b"\x10\0\0\0\0\0\0\0{\"x\": 1}      ")
+    out = subprocess.run([embed, CONFIG, str(w), "--device", "cpu", "x.png"], capture_output=True, text=True)
+    assert out.returncode == 2 and str(w) in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_classes_and_threshold_options(prefix, images, reference, tmp_path):
+    """The options reach the library: --classes and --score-thresh keep exactly the
+    unfiltered run's detections of that class above that score."""
+    ref, _ = reference
+    doc, _ = cli_json(prefix, images[:6], "--classes", "star,circle", "--score-thresh", "0.8")
+    for e in doc["images"]:
+        want = [d for d in ref[e["file"]]["detections"] if d["class"] in ("star", "circle") and d["score"] >= 0.8]
+        assert e["detections"] == want
