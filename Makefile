@@ -70,7 +70,7 @@ NVCCFLAGS  += $(foreach d,$(CUDA_INC_DIRS),-isystem $(d))
 LDLIBS     += -ldl
 endif
 
-.PHONY: all lib install uninstall python-test check test unit-test parity-test bench demo deps clean sanitize valgrind fuzz cuda-report
+.PHONY: all lib install uninstall python-test doc-test check test unit-test parity-test bench demo deps clean sanitize valgrind fuzz cuda-report
 FUZZ_SECONDS ?= 60
 all: $(BUILD)/detect $(BUILD)/libdetect.so $(BUILD)/libdetect_internal.so $(BUILD)/stage_runner $(CUDA_SO)
 
@@ -135,7 +135,7 @@ parity-test: all
 # Installs what is missing first, so a fresh clone needs nothing else.
 test: deps
 	$(MAKE) all
-	$(MAKE) -k unit-test parity-test python-test
+	$(MAKE) -k unit-test parity-test python-test doc-test
 
 # Everything CI must run, each step even after a failure; a summary table at the end.
 check: deps
@@ -184,6 +184,10 @@ uninstall:
 	    $(INSTALL_LIB)/libdetect.so $(INSTALL_LIB)/libdetect_cuda.so $(DESTDIR)$(PREFIX)/include/detect.h \
 	    $(INSTALL_LIB)/pkgconfig/detect.pc
 	rm -rf $(DESTDIR)$(PREFIX)/share/detect
+
+# Every example in README.md and docs/*.md runs (tests/docs/test_docs.py).
+doc-test: all
+	$(PYTHON) -m pytest -q -rs -p no:cacheprovider tests/docs
 
 # The Python package and the library's tests against the installed tree
 # (examples/embed.c, the Python API), each compared with detect --json.
