@@ -75,14 +75,20 @@ void detect_free(void *p)
 
 /* ---- Options ------------------------------------------------------------ */
 
-detect_status detect_options_create(detect_options **out)
+static void options_defaults(detect_options *o)
 {
-    if (!out) return api_failf(DETECT_ERR_ARGUMENT, "detect_options_create: out is NULL");
-    detect_options *o = calloc(1, sizeof *o);
-    if (!(*out = o)) return api_failf(DETECT_ERR_OOM, "out of memory");
+    memset(o, 0, sizeof *o);
     snprintf(o->device, sizeof o->device, "auto");
     o->score_thresh = -1;
     o->fold = 1;
+}
+
+detect_status detect_options_create(detect_options **out)
+{
+    if (!out) return api_failf(DETECT_ERR_ARGUMENT, "detect_options_create: out is NULL");
+    detect_options *o = malloc(sizeof *o);
+    if (!(*out = o)) return api_failf(DETECT_ERR_OOM, "out of memory");
+    options_defaults(o);
     return DETECT_OK;
 }
 
@@ -283,10 +289,7 @@ detect_status detect_model_open(detect_model **out, const char *config, const ch
         return api_failf(DETECT_ERR_ARGUMENT, "detect_model_open: %s is NULL", config ? "weights_path" : "config");
     detect_options defaults;
     if (!opts) {
-        memset(&defaults, 0, sizeof defaults);
-        snprintf(defaults.device, sizeof defaults.device, "auto");
-        defaults.score_thresh = -1;
-        defaults.fold = 1;
+        options_defaults(&defaults);
         opts = &defaults;
     }
     detect_model *m = calloc(1, sizeof *m);
