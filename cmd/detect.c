@@ -6,6 +6,7 @@
  * temporary files and renamed, so nothing finished is lost or half-written,
  * also when the run is interrupted (Ctrl-C stops after the current image). */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -232,20 +233,26 @@ static int plan_inputs(run_state *r, cli_error *err)
                                                  detect_model_max_image_side(r->model)));
 }
 
-/* A document written only at the end (--profile-json) is checked now, so a
- * bad path fails before hours of work rather than after: its folder must
- * be writable, or the path an existing device or FIFO. */
+/* A document written only at the end (--profile-json) is tried now, so a
+ * bad path fails before hours of work rather than after: the temporary
+ * file it will be written through is created and removed (an existing
+ * device or FIFO, written in place, needs no try). */
 static int check_late_output(const char *path, cli_error *err)
 {
     struct stat sb;
     if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode)) return 0;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return cli_fail(err, "%s: is a folder", path);
-    char *dir = strdup(path);
-    if (!dir) return cli_fail(err, "out of memory");
-    char *slash = strrchr(dir, '/');
-    const char *d = slash ? (slash == dir ? "/" : (*slash = '\0', dir)) : ".";
-    int rc = access(d, W_OK) == 0 ? 0 : cli_fail(err, "%s: cannot write there: %s", path, strerror(errno));
-    free(dir);
+    size_t n = strlen(path) + 32;
+    char *tmp = malloc(n);
+    if (!tmp) return cli_fail(err, "out of memory");
+    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    int rc = fd >= 0 ? 0 : cli_fail(err, "%s: cannot write: %s", path, strerror(errno));
+    if (fd >= 0) {
+        close(fd);
+        unlink(tmp);
+    }
+    free(tmp);
     return rc;
 }
 
