@@ -72,9 +72,9 @@ class PasteParams(C.Structure):  # engine/ops/mask_paste.h
 
 
 SHIM = r"""
-#include "box_coder.h"
-#include "anchors.h"
-#include "roi_align.h"
+#include "ops/box_coder.h"
+#include "ops/anchors.h"
+#include "ops/roi_align.h"
 void t_box_decode(const mr_box_coder *c, const float *boxes, const float *deltas, int n, float *out)
 { for (int i = 0; i < n; i++) box_decode(c, boxes + 4 * i, deltas + 4 * i, out + 4 * i); }
 void t_roi_level(const mr_level_map *m, const float *boxes, int n, int *out)

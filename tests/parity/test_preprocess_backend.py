@@ -35,8 +35,8 @@ SEED = int(os.environ.get("DETECT_PARITY_SEED", "20240611"))
 SHIM = r"""
 #include <stdlib.h>
 
-#include "backend.h"
-#include "preprocess.h"
+#include "backend/backend.h"
+#include "ops/preprocess.h"
 
 /* The CPU backend's entry through its table. */
 int shim_backend_preprocess(const mr_input_config *cfg, const mr_input_geometry *g, const uint8_t *pix, float *out)

@@ -50,13 +50,13 @@ MASK_GT, MASK_GE = 0, 1
 SHIM = r"""
 #include <stdlib.h>
 #include <string.h>
-#include "box_coder.h"
-#include "roi_align.h"
-#include "proposals.h"
-#include "box_post.h"
-#include "config.h"
-#include "image.h"
-#include "mask_paste.h"
+#include "ops/box_coder.h"
+#include "ops/roi_align.h"
+#include "ops/proposals.h"
+#include "ops/box_post.h"
+#include "core/config.h"
+#include "io/image.h"
+#include "ops/mask_paste.h"
 
 static mr_box_coder coder(const float *w, float clip, int plus_one)
 {
