@@ -130,6 +130,7 @@ static mr_status apply_overrides(run_state *r, mr_error *err)
 {
     if (r->opt.score_thresh >= 0) r->cfg.box_head.score_thresh = (float)r->opt.score_thresh;
     if (r->opt.max_dets > 0) r->cfg.box_head.detections_per_image = r->opt.max_dets;
+    if (r->opt.agnostic_nms) r->cfg.box_head.agnostic_nms = 1;
     MR_TRY(config_validate(&r->cfg, "command line", err));
     if (!r->opt.classes) return MR_OK;
     r->keep_class = calloc((size_t)r->cfg.classes.num_classes, 1);
