@@ -394,6 +394,7 @@ int main(int argc, char **argv)
 
     int total = r.opt.inputs.count, failed = 0;
     progress_init(&r.prog, total, !r.opt.quiet && total > 1);
+    r.prog.not_images = r.opt.inputs.not_images;
     int i = 0;
     for (; i < total && !stop_requested; i++) {
         double t0 = now();
@@ -408,6 +409,9 @@ int main(int argc, char **argv)
     }
     failed += finish(&r, now() - start);
     progress_finish(&r.prog);
+    int n_skip = r.opt.inputs.not_images;
+    if (!r.prog.enabled && !r.opt.quiet && n_skip) /* no summary line to count them in */
+        fprintf(stderr, "detect: %d file%s skipped: not images\n", n_skip, n_skip > 1 ? "s" : "");
     if (stop_requested)
         fprintf(stderr, "detect: interrupted: %d of %d images done (%d failed); finished outputs are complete\n", i,
                 total, failed);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #define MAX_DEPTH 64
@@ -32,6 +33,16 @@ static mr_status push(input_list *l, const char *path, const char *rel, mr_error
     l->items[l->count].name = name;
     l->count++;
     return MR_OK;
+}
+
+int inputs_image_extension(const char *name)
+{
+    static const char *const exts[] = {"png", "jpg", "jpeg", "jpe", "jfif"};
+    const char *dot = strrchr(name, '.');
+    if (!dot || dot == name || strchr(dot, '/')) return 0;
+    for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++)
+        if (strcasecmp(dot + 1, exts[i]) == 0) return 1;
+    return 0;
 }
 
 static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -68,6 +79,7 @@ static mr_status walk(input_list *l, const char *dir, const char *rel, int depth
             snprintf(sub, rlen, "%s%s%s", rel, *rel ? "/" : "", names[i]);
             struct stat sb;
             if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) st = walk(l, path, sub, depth + 1, err);
+            else if (!inputs_image_extension(names[i])) l->not_images++;
             else st = push(l, path, sub, err); /* unreadable or odd files fail later, by name */
         }
         free(path);

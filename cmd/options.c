@@ -12,7 +12,9 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: detect [options] IMAGE|FOLDER...\n"
             "Mask R-CNN R-101-FPN instance segmentation. Folders are walked recursively in sorted\n"
-            "order; PNG and JPEG files are recognised by their content.\n\n"
+            "order, taking the files named .png, .jpg, .jpeg, .jpe or .jfif (any case) and counting\n"
+            "the others as skipped; files named on the command line are always tried. PNG and JPEG\n"
+            "are recognised by their content.\n\n"
             "Model\n"
             "  --config FILE        model config (default configs/mask_rcnn_R-101-FPN_torchvision.json)\n"
             "  --weights FILE       converted weights, .safetensors (default model.safetensors)\n"
@@ -158,7 +160,11 @@ int options_parse(int argc, char **argv, options *o)
             return 2;
         }
     if (o->inputs.count == 0) {
-        fprintf(stderr, "detect: no input images (see --help)\n");
+        if (o->inputs.not_images)
+            fprintf(stderr, "detect: no input images (%d file%s skipped: not images; see --help)\n",
+                    o->inputs.not_images, o->inputs.not_images > 1 ? "s" : "");
+        else
+            fprintf(stderr, "detect: no input images (see --help)\n");
         return 2;
     }
     inputs_unique_names(&o->inputs);
