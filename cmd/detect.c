@@ -64,6 +64,7 @@ static int open_model(run_state *r, cli_error *err)
     if (st == DETECT_OK && o->max_dets > 0) st = detect_options_set_max_detections(opts, o->max_dets);
     if (st == DETECT_OK) st = detect_options_set_classes(opts, o->classes);
     if (st == DETECT_OK) st = detect_options_set_fold_batchnorm(opts, !o->no_fold);
+    if (st == DETECT_OK && o->agnostic_nms) st = detect_options_set_agnostic_nms(opts, 1);
     if (st != DETECT_OK) {
         detect_options_free(opts);
         return cli_fail(err, "--%s", detect_last_error());
@@ -333,6 +334,7 @@ int main(int argc, char **argv)
 
     int total = r.opt.inputs.count, failed = 0;
     progress_init(&r.prog, total, !r.opt.quiet && total > 1);
+    r.prog.not_images = r.opt.inputs.not_images;
     int i = 0;
     for (; i < total && !stop_requested; i++) {
         double t0 = now();
@@ -347,6 +349,9 @@ int main(int argc, char **argv)
     }
     failed += finish(&r, now() - start);
     progress_finish(&r.prog);
+    int n_skip = r.opt.inputs.not_images;
+    if (!r.prog.enabled && !r.opt.quiet && n_skip) /* no summary line to count them in */
+        fprintf(stderr, "detect: %d file%s skipped: not images\n", n_skip, n_skip > 1 ? "s" : "");
     if (stop_requested)
         fprintf(stderr, "detect: interrupted: %d of %d images done (%d failed); finished outputs are complete\n", i,
                 total, failed);

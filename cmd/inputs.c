@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #define MAX_DEPTH 64
@@ -31,6 +32,16 @@ static int push(input_list *l, const char *path, const char *rel, cli_error *err
     l->items[l->count].path = copy;
     l->items[l->count].name = name;
     l->count++;
+    return 0;
+}
+
+int inputs_image_extension(const char *name)
+{
+    static const char *const exts[] = {"png", "jpg", "jpeg", "jpe", "jfif"};
+    const char *dot = strrchr(name, '.');
+    if (!dot || dot == name || strchr(dot, '/')) return 0;
+    for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++)
+        if (strcasecmp(dot + 1, exts[i]) == 0) return 1;
     return 0;
 }
 
@@ -68,6 +79,7 @@ static int walk(input_list *l, const char *dir, const char *rel, int depth, cli_
             snprintf(sub, rlen, "%s%s%s", rel, *rel ? "/" : "", names[i]);
             struct stat sb;
             if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) st = walk(l, path, sub, depth + 1, err);
+            else if (!inputs_image_extension(names[i])) l->not_images++;
             else st = push(l, path, sub, err); /* unreadable or odd files fail later, by name */
         }
         free(path);

@@ -1,8 +1,12 @@
 /* The list of images a run works through: files named on the command line,
  * folders walked recursively in sorted order, and files listed one per line
- * in --list files. Every regular file in a folder is an input; whether it is
- * an image is decided later from its content (PNG or JPEG signature), not
- * its name, so a stray text file is reported as "not an image", once. */
+ * in --list files. In a folder, only files with an image extension
+ * (inputs_image_extension: .png, .jpg, .jpeg, .jpe, .jfif, any case) are
+ * inputs; the others (annotations.json, notes.txt, ...) are counted in
+ * not_images and skipped. Whether an input is an image is then decided from
+ * its content (PNG or JPEG signature): a file named as an image that does
+ * not decode is an error, and a file named on the command line or in a
+ * list is always tried. */
 #ifndef DETECT_INPUTS_H
 #define DETECT_INPUTS_H
 
@@ -16,8 +20,11 @@ typedef struct {
 typedef struct {
     input_item *items;
     int count, cap;
+    int not_images; /* files in walked folders skipped: no image extension */
 } input_list;
 
+/* 1 if the file name ends in an extension the decoder's formats use. */
+int inputs_image_extension(const char *name);
 /* Adds `arg`: a file, or a folder (recursively). */
 int inputs_add_path(input_list *l, const char *arg, cli_error *err);
 /* Adds every non-empty line of `list_path` (a path each; '#' starts a comment). */

@@ -12,7 +12,9 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: detect [options] IMAGE|FOLDER...\n"
             "Mask R-CNN R-101-FPN instance segmentation. Folders are walked recursively in sorted\n"
-            "order; PNG and JPEG files are recognised by their content.\n\n"
+            "order, taking the files named .png, .jpg, .jpeg, .jpe or .jfif (any case) and counting\n"
+            "the others as skipped; files named on the command line are always tried. PNG and JPEG\n"
+            "are recognised by their content.\n\n"
             "Model\n"
             "  --config FILE        model config (default configs/mask_rcnn_R-101-FPN_torchvision.json)\n"
             "  --weights FILE       converted weights, .safetensors (default model.safetensors)\n"
@@ -23,6 +25,8 @@ static void usage(FILE *f)
             "  --threads N          CPU threads (default: all cores)\n"
             "  --score-thresh X     minimum score, 0..1 (default: the config's box_head.score_thresh)\n"
             "  --max-dets N         detections per image (default: the config's box_head.detections_per_image)\n"
+            "  --agnostic-nms       after the per-class NMS, drop a box that overlaps a higher-scored box of any\n"
+            "                       class (IoU above box_head.agnostic_nms_thresh; default: box_head.agnostic_nms)\n"
             "  --classes A,B        report only these classes, by name (default: all)\n"
             "Inputs\n"
             "  --list FILE          also read image paths from FILE, one per line ('#' comments)\n"
@@ -62,7 +66,7 @@ int options_parse(int argc, char **argv, options *o)
 {
     enum { O_CONFIG = 256, O_WEIGHTS, O_DEVICE, O_JSON, O_COCO, O_OUTPUT, O_THREADS, O_SCORE, O_MAXDETS, O_CLASSES,
            O_LIST, O_SKIP, O_PROFILE, O_PROFILE_RUNS, O_PROFILE_JSON, O_VERSION, O_PRECISION, O_NO_FOLD,
-           O_DECODE_THREADS };
+           O_DECODE_THREADS, O_AGNOSTIC };
     static const struct option longs[] = {
         {"config", required_argument, 0, O_CONFIG}, {"weights", required_argument, 0, O_WEIGHTS},
         {"device", required_argument, 0, O_DEVICE}, {"json", required_argument, 0, O_JSON},
@@ -71,7 +75,7 @@ int options_parse(int argc, char **argv, options *o)
         {"threads", required_argument, 0, O_THREADS}, {"score-thresh", required_argument, 0, O_SCORE},
         {"max-dets", required_argument, 0, O_MAXDETS}, {"classes", required_argument, 0, O_CLASSES},
         {"list", required_argument, 0, O_LIST}, {"skip-existing", no_argument, 0, O_SKIP},
-        {"decode-threads", required_argument, 0, O_DECODE_THREADS},
+        {"decode-threads", required_argument, 0, O_DECODE_THREADS}, {"agnostic-nms", no_argument, 0, O_AGNOSTIC},
         {"profile", no_argument, 0, O_PROFILE}, {"profile-runs", required_argument, 0, O_PROFILE_RUNS},
         {"profile-json", required_argument, 0, O_PROFILE_JSON}, {"quiet", no_argument, 0, 'q'},
         {"verbose", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, O_VERSION},
@@ -117,6 +121,7 @@ int options_parse(int argc, char **argv, options *o)
             }
             break;
         }
+        case O_AGNOSTIC: o->agnostic_nms = 1; break;
         case O_CLASSES: o->classes = optarg; break;
         case O_LIST:
             if (nlists == 64) {
@@ -155,7 +160,11 @@ int options_parse(int argc, char **argv, options *o)
             return 2;
         }
     if (o->inputs.count == 0) {
-        fprintf(stderr, "detect: no input images (see --help)\n");
+        if (o->inputs.not_images)
+            fprintf(stderr, "detect: no input images (%d file%s skipped: not images; see --help)\n",
+                    o->inputs.not_images, o->inputs.not_images > 1 ? "s" : "");
+        else
+            fprintf(stderr, "detect: no input images (see --help)\n");
         return 2;
     }
     inputs_unique_names(&o->inputs);

@@ -13,6 +13,7 @@ typedef struct {
     const char *classes;     /* comma-separated class names, or NULL for all */
     double score_thresh;     /* < 0: the config's */
     int max_dets;            /* < 0: the config's */
+    int agnostic_nms;        /* 1: --agnostic-nms (box_head.agnostic_nms on); 0: the config's */
     int threads;             /* 0: all cores */
     int decode_threads;      /* images decoded ahead on this many threads; 0: in turn; -1: the default */
     int quiet, verbose, profile, profile_runs, skip_existing;

@@ -14,7 +14,7 @@ static double now(void)
 void progress_init(progress *p, int total, int enabled)
 {
     p->total = total;
-    p->done = p->failed = p->skipped = 0;
+    p->done = p->failed = p->skipped = p->not_images = 0;
     p->tty = isatty(STDERR_FILENO);
     p->enabled = enabled;
     p->start = now();
@@ -66,6 +66,8 @@ void progress_finish(progress *p)
     if (!p->enabled) return;
     clear_bar(p);
     double elapsed = now() - p->start;
-    fprintf(stderr, "detect: %d images in %.1f s (%.2f img/s): %d done, %d skipped, %d failed\n", p->done, elapsed,
+    fprintf(stderr, "detect: %d images in %.1f s (%.2f img/s): %d done, %d skipped, %d failed", p->done, elapsed,
             elapsed > 0 ? p->done / elapsed : 0.0, p->done - p->failed - p->skipped, p->skipped, p->failed);
+    if (p->not_images) fprintf(stderr, "; %d file%s skipped: not images", p->not_images, p->not_images > 1 ? "s" : "");
+    fputc('\n', stderr);
 }

@@ -6,6 +6,7 @@
 
 typedef struct {
     int total, done, failed, skipped;
+    int not_images; /* files in folders skipped by their extension (inputs.h), for the summary */
     int tty, enabled;
     double start;
 } progress;

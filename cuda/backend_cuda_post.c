@@ -9,7 +9,9 @@
  * result and order (engine/ops/proposals.c).
  *
  * box_detections: softmax and every (RoI, class) candidate (box_post.cu,
- * box_post.h's math), NMS per class (nms.cu), max_dets with keep_ties
+ * box_post.h's math), NMS per class (nms.cu), with agnostic_nms the
+ * ordered NMS over all classes' survivors (nms.cu; it stops at
+ * out_capacity kept, all the output can use), max_dets with keep_ties
  * (box_post.cu, box_post_count). box_post_select's result and order.
  *
  * Device scratch: ctx->d_post, one layout per op with named offsets; the
@@ -196,18 +198,22 @@ mr_status cuda_rpn_proposals(void *vctx, const mr_proposal_params *p, const mr_t
 /* ---------------------------------------------------------------- box head */
 
 typedef struct {
-    size_t probs, cand, valid, keep, counts, nms, total;
+    size_t probs, cand, valid, keep, counts, nms, agn_keep, agn_boxes, total;
 } box_layout;
 
-static mr_status box_layout_of(int n, int K, box_layout *L, mr_error *err)
+/* cap: the outputs' rows (out_capacity), all the agnostic pass keeps */
+static mr_status box_layout_of(int n, int K, int cap, box_layout *L, mr_error *err)
 {
     size_t m = (size_t)n * (size_t)(K > 1 ? K - 1 : 0), mm = m > 0 ? m : 1, nms = 0, used = 0;
+    size_t c = (size_t)(cap > 0 ? cap : 1);
     MR_TRY(cuda_nms_scratch_bytes((int)m, n, K > 1 ? K : 1, &nms, err));
     L->probs = take(&used, sizeof(float) * (size_t)(n > 0 ? n : 1) * (size_t)(K > 0 ? K : 1));
     L->cand = take(&used, sizeof(cuda_box_cand) * mm);
     L->valid = take(&used, mm);
     L->keep = take(&used, sizeof(int) * mm);
-    L->counts = take(&used, 2 * sizeof(int)); /* kept, count */
+    L->counts = take(&used, 3 * sizeof(int)); /* kept, count, kept by the agnostic pass */
+    L->agn_keep = take(&used, sizeof(int) * c);
+    L->agn_boxes = take(&used, sizeof(float) * 5 * c);
     L->nms = take(&used, nms);
     L->total = used;
     return MR_OK;
@@ -277,25 +283,33 @@ mr_status cuda_box_detections(void *vctx, const mr_box_post_params *p, const mr_
     }
     int m = n * (K - 1);
     box_layout L;
-    MR_TRY(box_layout_of(n, K, &L, err));
+    MR_TRY(box_layout_of(n, K, p->out_capacity, &L, err));
     MR_TRY(cuda_reserve(c, &c->d_post, &c->post_size, L.total, op, err));
     MR_TRY(cuda_host_reserve(c, sizeof(int), op, err));
     char *base = c->d_post;
     float *probs = (float *)(base + L.probs);
     cuda_box_cand *cand = (cuda_box_cand *)(base + L.cand);
     unsigned char *valid = (unsigned char *)(base + L.valid);
-    int *keep = (int *)(base + L.keep), *kept = (int *)(base + L.counts);
+    int *keep = (int *)(base + L.keep), *kept = (int *)(base + L.counts), *count = kept + 1;
     MR_TRY(cuda_box_cand_launch(c->stream, p, rois->data, logits->data, deltas->data, n, probs, cand, valid, err));
     MR_TRY(cuda_after_launch(c, op, err));
     /* a class holds at most one candidate per RoI: groups of at most n */
     MR_TRY(cuda_batched_nms_launch(c->stream, base + L.nms, cand, valid, m, n, K, p->nms_thresh, p->nms_flags, keep,
                                    kept, op, err));
     MR_TRY(cuda_after_launch(c, op, err));
-    MR_TRY(cuda_box_out_launch(c->stream, p, cand, keep, kept, boxes->data, scores->data, labels->data, kept + 1,
+    if (p->agnostic_nms) {
+        int *agn_keep = (int *)(base + L.agn_keep);
+        MR_TRY(cuda_nms_ordered_launch(c->stream, cand, keep, kept, p->out_capacity, p->agnostic_nms_thresh,
+                                       p->nms_flags, (float *)(base + L.agn_boxes), agn_keep, kept + 2, op, err));
+        MR_TRY(cuda_after_launch(c, op, err));
+        keep = agn_keep;
+        kept += 2;
+    }
+    MR_TRY(cuda_box_out_launch(c->stream, p, cand, keep, kept, boxes->data, scores->data, labels->data, count,
                                err));
     MR_TRY(cuda_after_launch(c, op, err));
     int d = 0;
-    MR_TRY(count_to_host(c, kept + 1, p->out_capacity, &d, op, err));
+    MR_TRY(count_to_host(c, count, p->out_capacity, &d, op, err));
     boxes->n = scores->n = labels->n = d;
     return MR_OK;
 }
@@ -319,7 +333,7 @@ mr_status cuda_post_scratch_bytes(const cuda_post_limits *lim, size_t *device_by
     rpn_layout R;
     box_layout B;
     MR_TRY(rpn_layout_of(counts, tops, lim->levels, &R, err));
-    MR_TRY(box_layout_of(lim->max_rois, lim->num_classes, &B, err));
+    MR_TRY(box_layout_of(lim->max_rois, lim->num_classes, lim->max_dets, &B, err));
     *device_bytes = R.total > B.total ? R.total : B.total;
     *host_bytes = sizeof(int);
     if (lim->host_post) {

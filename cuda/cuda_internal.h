@@ -333,6 +333,14 @@ mr_status cuda_batched_nms_launch(cudaStream_t s, void *d_scratch, const cuda_bo
                                   const unsigned char *valid, int n, int max_group, int groups, double iou_thresh,
                                   int flags, int *keep, int *kept, const char *op, mr_error *err);
 
+/* Greedy NMS over cand[order[0..*n)] in that order (nms.cu; *n on the
+ * device, as a batched NMS leaves it): keep receives the first min(kept,
+ * cap) kept slots in order, *kept (device) their number, -1 if *n < 0.
+ * d_scratch: 5 * cap floats. nms_ordered_cpu's result, cut at cap. */
+mr_status cuda_nms_ordered_launch(cudaStream_t s, const cuda_box_cand *cand, const int *order, const int *n, int cap,
+                                  double iou_thresh, int flags, float *d_scratch, int *keep, int *kept,
+                                  const char *op, mr_error *err);
+
 /* RPN ranking (rpn_rank.cu): device scratch bytes for levels of counts[l]
  * anchors (cub's size query), then the sorts; d_ranked (device) receives
  * level after level its first tops[l] anchor indices by descending logit,

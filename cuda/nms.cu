@@ -27,6 +27,9 @@
  *  6. merge: keys nms_score_key(score) for the kept slots (0xFFFFFFFF for
  *     the rest), stably radix-sorted with their slots: descending score,
  *     ties by slot, as batched_nms_cpu's final sort.
+ * cuda_nms_ordered_launch: the box head's class-agnostic pass over the
+ * kept slots of a batched NMS, in their order (nms_ordered_cpu's result,
+ * up to a cap); see ordered_kernel.
  * Per group, not by offsetting boxes by class (torchvision's trick), which
  * would add float rounding to the coordinates: this is exactly the greedy
  * NMS of nms.c (tests/unit/test_nms_bitmask.c runs steps 2-6 in C with
@@ -201,6 +204,67 @@ static __global__ void merge_key_kernel(const cuda_box_cand *cand, const unsigne
 static __global__ void finish_kernel(const int *bad, int *kept)
 {
     if (blockIdx.x == 0 && threadIdx.x == 0 && *bad) *kept = -1;
+}
+
+/* One block of 64 threads: greedy NMS over cand[order[0..*n)] visited in
+ * that order (nms_ordered_cpu), stopping once `cap` boxes are kept, which
+ * leaves the first `cap` kept as they are. 64 boxes at a time: each thread
+ * tests its box against the boxes kept so far (nms_any_suppresses) and
+ * computes its row of the tile's mask (nms_mask_word); thread 0 decides
+ * the tile in order (nms_block_keep) and appends the kept. kept_boxes
+ * [cap][4] and kept_areas [cap] are scratch. *n < 0 (the NMS before it
+ * failed) gives *kept = -1. */
+static __global__ void ordered_kernel(const cuda_box_cand *cand, const int *order, const int *n_in, int cap,
+                                      float thr, int plus_one, float *kept_boxes, float *kept_areas, int *keep,
+                                      int *kept)
+{
+    __shared__ float cols[64 * 4], areas[64];
+    __shared__ uint64_t rows[64];
+    __shared__ int sup[64], nk;
+    const int t = threadIdx.x, n = *n_in;
+    if (n < 0) {
+        if (t == 0) *kept = -1;
+        return;
+    }
+    if (t == 0) nk = 0;
+    __syncthreads();
+    for (int base = 0; base < n && nk < cap; base += 64) { /* nk: the same in every thread here */
+        const int count = min(64, n - base);
+        if (t < count) {
+            const cuda_box_cand c = cand[order[base + t]];
+            for (int k = 0; k < 4; k++) cols[4 * t + k] = c.box[k];
+            areas[t] = box_area(c.box, plus_one);
+            sup[t] = nms_any_suppresses(kept_boxes, kept_areas, nk, c.box, areas[t], thr, plus_one);
+        }
+        __syncthreads();
+        if (t < count) rows[t] = nms_mask_word(cols + 4 * t, areas[t], cols, areas, t + 1, count, thr, plus_one);
+        __syncthreads();
+        if (t == 0) {
+            uint64_t removed = 0;
+            for (int r = 0; r < count; r++)
+                if (sup[r]) removed |= (uint64_t)1 << r;
+            const uint64_t kb = nms_block_keep(removed, rows, 1, count);
+            for (int r = 0; r < count && nk < cap; r++) {
+                if (!((kb >> r) & 1)) continue;
+                keep[nk] = order[base + r];
+                for (int k = 0; k < 4; k++) kept_boxes[4 * nk + k] = cols[4 * r + k];
+                kept_areas[nk] = areas[r];
+                nk++;
+            }
+        }
+        __syncthreads();
+    }
+    if (t == 0) *kept = nk;
+}
+
+extern "C" mr_status cuda_nms_ordered_launch(cudaStream_t s, const cuda_box_cand *cand, const int *order,
+                                             const int *n, int cap, double iou_thresh, int flags, float *d_scratch,
+                                             int *keep, int *kept, const char *op, mr_error *err)
+{
+    if (cap < 1) return mr_fail(err, MR_ERR_INTERNAL, "%s: ordered NMS keeping %d boxes", op, cap);
+    ordered_kernel<<<1, 64, 0, s>>>(cand, order, n, cap, nms_float_threshold(iou_thresh, flags),
+                                    flags & MR_NMS_PLUS_ONE, d_scratch, d_scratch + 4 * (size_t)cap, keep, kept);
+    return cuda_launch_status(op, err);
 }
 
 extern "C" mr_status cuda_nms_scratch_bytes(int n, int max_group, int groups, size_t *bytes, mr_error *err)

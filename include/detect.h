@@ -116,6 +116,10 @@ DETECT_API detect_status detect_options_set_classes(detect_options *o, const cha
 /* GPU only: 0 keeps batchnorm as a separate AffineChannel pass instead of
  * folding it into the convolutions (a check; default 1). */
 DETECT_API detect_status detect_options_set_fold_batchnorm(detect_options *o, int fold);
+/* 1: after the per-class NMS, also drop a box that overlaps a higher-scored
+ * box of any class (box_head.agnostic_nms on, at box_head.agnostic_nms_thresh);
+ * 0: off; the default is the config's. */
+DETECT_API detect_status detect_options_set_agnostic_nms(detect_options *o, int on);
 
 typedef struct detect_model detect_model;
 

@@ -5,7 +5,8 @@
 # scenes examples/shapes/*.png, prints every detection and writes the drawings
 # (translucent masks, boxes, "class score" labels) to build/demo/. The drawings show what
 # scores 0.7 or more: what the model is sure of (below that it adds second, other-class
-# detections of some shapes; AP counts them all, models/README.md).
+# detections of some shapes; AP counts them all, models/README.md). Without --agnostic-nms:
+# it removes most of those second labels but loses more right ones (models/README.md, issue 26).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p build/demo

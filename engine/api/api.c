@@ -81,6 +81,7 @@ static void options_defaults(detect_options *o)
     snprintf(o->device, sizeof o->device, "auto");
     o->score_thresh = -1;
     o->fold = 1;
+    o->agnostic_nms = -1;
 }
 
 detect_status detect_options_create(detect_options **out)
@@ -184,6 +185,13 @@ detect_status detect_options_set_fold_batchnorm(detect_options *o, int fold)
     return DETECT_OK;
 }
 
+detect_status detect_options_set_agnostic_nms(detect_options *o, int on)
+{
+    NEED_OPTIONS(o);
+    o->agnostic_nms = on != 0;
+    return DETECT_OK;
+}
+
 /* ---- Opening a model ----------------------------------------------------- */
 
 /* Appends one line to the model's notice. */
@@ -255,6 +263,7 @@ static mr_status apply_options(detect_model *m, const detect_options *o, const c
 {
     if (o->score_thresh >= 0) m->cfg.box_head.score_thresh = (float)o->score_thresh;
     if (o->max_dets > 0) m->cfg.box_head.detections_per_image = o->max_dets;
+    if (o->agnostic_nms >= 0) m->cfg.box_head.agnostic_nms = o->agnostic_nms;
     MR_TRY(config_validate(&m->cfg, "options", err));
     if (!o->classes) return MR_OK;
     m->keep_class = calloc((size_t)m->cfg.classes.num_classes, 1);

@@ -25,6 +25,7 @@ struct detect_options {
     int max_dets;        /* <= 0: the config's */
     char *classes;       /* comma-separated names; NULL: all */
     int fold;            /* 0: batchnorm as a separate pass (GPU) */
+    int agnostic_nms;    /* 1 on, 0 off, -1: the config's */
 };
 
 struct detect_model {

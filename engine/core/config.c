@@ -451,6 +451,10 @@ static mr_status parse_into(mr_config *out, const cJSON *root, mr_error *err)
     parse_state ps = {out, err, -1};
     config_defaults(out);
     MR_TRY(parse_section(&ps, &cfg_root, root, (char *)out, ""));
+    /* box_head.agnostic_nms_thresh defaults to the file's box_head.nms_thresh */
+    const cJSON *bh = cJSON_GetObjectItemCaseSensitive(root, "box_head");
+    if (!cJSON_GetObjectItemCaseSensitive(bh, "agnostic_nms_thresh"))
+        out->box_head.agnostic_nms_thresh = out->box_head.nms_thresh;
     mr_classes_config *cl = &out->classes;
     if (ps.num_class_names < 0) default_class_names(cl);
     else if (ps.num_class_names != cl->num_classes)

@@ -143,6 +143,9 @@ typedef struct {
     float box_weights[4];       /* "box_weights": [10,10,5,5]                    */
     float score_thresh;         /* "score_thresh": 0.05                          */
     double nms_thresh;          /* "nms_thresh": 0.5                             */
+    int agnostic_nms;           /* "agnostic_nms": false; true: after the per-class NMS, NMS over all
+                                   classes (a box overlapping a higher-scored one of any class goes) */
+    double agnostic_nms_thresh; /* "agnostic_nms_thresh": its IoU; absent from the file: nms_thresh */
     float min_size;             /* "min_size": 1e-2 px                           */
     int detections_per_image;   /* "detections_per_image": 100                   */
     int keep_ties;              /* "keep_ties": false; true keeps all scores equal to the last kept (Detectron) */

@@ -111,6 +111,8 @@ void config_defaults(mr_config *cfg)
     bh->box_weights[3] = 5.0;
     bh->score_thresh = 0.05;
     bh->nms_thresh = 0.5;
+    bh->agnostic_nms = 0;
+    bh->agnostic_nms_thresh = 0.5; /* = nms_thresh; config.c follows a file's nms_thresh */
     bh->min_size = 1e-2;
     bh->detections_per_image = 100;
     bh->keep_ties = 0;
@@ -246,6 +248,8 @@ static const cfg_key box_head_keys[] = {
     K_POS_FLOATS(mr_box_head_config, box_weights, 1000),
     K_FLOAT(mr_box_head_config, score_thresh, 0, 1),
     K_DOUBLE(mr_box_head_config, nms_thresh, 0, 1),
+    K_BOOL(mr_box_head_config, agnostic_nms),
+    K_DOUBLE(mr_box_head_config, agnostic_nms_thresh, 0, 1),
     K_FLOAT(mr_box_head_config, min_size, 0, 65536),
     K_INT(mr_box_head_config, detections_per_image, 1, 100000),
     K_BOOL(mr_box_head_config, keep_ties),

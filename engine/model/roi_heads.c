@@ -131,6 +131,8 @@ mr_status box_head_forward(mr_model *m, mr_error *err)
     p.img_w = (float)(original ? m->geo.in_w : m->geo.resized_w);
     p.score_thresh = c->box_head.score_thresh;
     p.nms_thresh = c->box_head.nms_thresh;
+    p.agnostic_nms = c->box_head.agnostic_nms;
+    p.agnostic_nms_thresh = c->box_head.agnostic_nms_thresh;
     p.min_size = c->box_head.min_size;
     p.max_dets = c->box_head.detections_per_image;
     p.keep_ties = c->box_head.keep_ties;

@@ -60,6 +60,8 @@ int box_post_select(const mr_box_post_params *p, const float *boxes, const float
                     float *out_boxes, float *out_scores, float *out_labels, int *keep, void *nms_scratch)
 {
     int kept = batched_nms_cpu(boxes, scores, groups, cand, p->nms_thresh, p->nms_flags, keep, nms_scratch);
+    if (p->agnostic_nms)
+        kept = nms_ordered_cpu(boxes, keep, kept, p->agnostic_nms_thresh, p->nms_flags, keep, nms_scratch);
     int d = box_post_count(p, scores, 1, keep, kept);
     for (int i = 0; i < d; i++) {
         int c = keep[i];

@@ -5,7 +5,10 @@
  *   (Detectron decodes in original-image pixels: rois / im_scale); clip to
  *   img_h x img_w (the resized image, or the original one with roi_divisor);
  *   keep (RoI, class >= 1) pairs with score > score_thresh and both sides
- *   >= min_size; NMS per class at nms_thresh; keep the max_dets best by
+ *   >= min_size; NMS per class at nms_thresh; with agnostic_nms, NMS over
+ *   the survivors of all classes at agnostic_nms_thresh (a box overlapping
+ *   a higher-scored survivor of any class goes: torchvision.ops.nms on the
+ *   per-class survivors, ignoring their labels); keep the max_dets best by
  *   score (keep_ties: also every further one tied with the last kept, as
  *   Detectron's "score >= the 100th score").
  *
@@ -28,6 +31,8 @@ typedef struct {
     float roi_divisor; /* 0 or 1: none; else Detectron's im_scale (float32, as numpy divides) */
     float img_h, img_w;
     double nms_thresh;
+    int agnostic_nms;           /* 1: the class-agnostic pass after the per-class NMS */
+    double agnostic_nms_thresh; /* its IoU threshold (same rule: nms_flags) */
     float score_thresh, min_size;
     int max_dets;
     int keep_ties;
@@ -94,7 +99,10 @@ int box_post_cpu(const mr_box_post_params *p, const float *rois, const float *lo
 /* box_post_cpu after its candidates: cand (RoI, class) pairs that passed
  * the score and size tests, in RoI-major, class-minor order: boxes [cand,4],
  * scores, groups (the class ids). Per-class NMS, then the best max_dets
- * (keep_ties). keep: cand ints; nms_scratch: nms_scratch_bytes(cand) (nms.h).
+ * (keep_ties). With agnostic_nms, between the two: nms_ordered_cpu over the
+ * per-class survivors in their order (descending score, ties by index, the
+ * visiting order of one NMS over them all).
+ * keep: cand ints; nms_scratch: nms_scratch_bytes(cand) (nms.h).
  * The CUDA backend runs the same steps on the GPU (cuda/box_post.cu,
  * cuda/nms.cu) in this function's order. */
 int box_post_select(const mr_box_post_params *p, const float *boxes, const float *scores, const int *groups, int cand,

@@ -127,6 +127,16 @@ int nms_cpu(const float *boxes, const float *scores, int n, double iou_thresh, i
     return nms_range(&w, boxes, 0, n, nms_float_threshold(iou_thresh, flags), flags & MR_NMS_PLUS_ONE, keep);
 }
 
+int nms_ordered_cpu(const float *boxes, const int *order, int n, double iou_thresh, int flags, int *keep,
+                    void *scratch)
+{
+    if (n <= 0) return 0;
+    nms_work w = nms_work_layout(scratch, n);
+    for (int i = 0; i < n; i++) w.keys[i].idx = order[i];
+    /* nms_range copies every index out of keys before it writes keep */
+    return nms_range(&w, boxes, 0, n, nms_float_threshold(iou_thresh, flags), flags & MR_NMS_PLUS_ONE, keep);
+}
+
 int batched_nms_cpu(const float *boxes, const float *scores, const int *groups, int n, double iou_thresh, int flags,
                     int *keep, void *scratch)
 {

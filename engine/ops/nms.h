@@ -35,6 +35,10 @@
  *    the trick adds float rounding to the coordinates, so for non-integer
  *    coordinates near an IoU tie it can decide differently.
  *
+ *  - nms_ordered_cpu visits boxes in a given order instead of sorting
+ *    them (the box head's class-agnostic pass over batched_nms_cpu's
+ *    output, already in its visiting order); the CUDA backend's version
+ *    (cuda/nms.cu) tests each box with nms_any_suppresses below.
  *  - the CUDA backend's batched NMS (cuda/nms.cu, the bitmask algorithm)
  *    returns the same kept indices in the same order; both sort by
  *    nms_sort_key and test with nms_suppresses below
@@ -139,9 +143,26 @@ MR_HD static inline uint64_t nms_block_keep(uint64_t removed, const uint64_t *ro
     return kept;
 }
 
+/* Greedy NMS's test for a box b visited after nk kept boxes (kept [nk][4],
+ * their areas): 1 if one of them suppresses it. Each kept box is the
+ * first IoU argument, as in nms.c. */
+MR_HD static inline int nms_any_suppresses(const float *kept, const float *kept_areas, int nk, const float *b,
+                                           float area_b, float thr_f, int plus_one)
+{
+    for (int j = 0; j < nk; j++)
+        if (nms_suppresses(box_iou_areas(kept + 4 * j, b, kept_areas[j], area_b, plus_one), thr_f)) return 1;
+    return 0;
+}
+
 size_t nms_scratch_bytes(int n);
 
 int nms_cpu(const float *boxes, const float *scores, int n, double iou_thresh, int flags, int *keep, void *scratch);
+
+/* Greedy NMS over boxes[order[0..n)] visited in that order (no sort; no
+ * group). keep receives the kept indices in that order and may be `order`
+ * itself; returns how many. */
+int nms_ordered_cpu(const float *boxes, const int *order, int n, double iou_thresh, int flags, int *keep,
+                    void *scratch);
 
 int batched_nms_cpu(const float *boxes, const float *scores, const int *groups, int n, double iou_thresh, int flags,
                     int *keep, void *scratch);

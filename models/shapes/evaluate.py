@@ -1,7 +1,8 @@
 """Accuracy and parity of the shipped shapes model on held-out generated scenes.
 
     /usr/bin/python3 models/shapes/evaluate.py [--count 200] [--weights models/shapes_r101_narrow.safetensors]
-                                               [--work build/shapes_eval] [--threads 1]
+                                               [--work build/shapes_eval] [--threads 1] [--no-torchvision]
+                                               [--demo-score 0.7]
 
 1. writes scenes 0..count-1 of shapes_data.HELDOUT_SEED (never used in training) with their
    COCO annotations to WORK/images/;
@@ -10,8 +11,18 @@
    exactly) and the config's inference settings, and writes its COCO results;
 4. prints box and mask AP (pycocotools COCOeval) of both result files, their differences, and
    the detection-by-detection match (class, box IoU >= 0.99, score within 1e-3; mask IoU).
+5. the same again with `detect --agnostic-nms` (box_head.agnostic_nms), against torchvision's
+   detections post-processed with torchvision.ops.nms over all classes (before the 100 cut);
+6. prints, with and without --agnostic-nms, what the demo draws (detections scoring above
+   --demo-score, the threshold of scripts/demo.sh) against the ground truth of shapes_data.py:
+   recall (objects found by a detection of the right class with box IoU >= 0.5, each detection
+   finding at most one), precision (detections that found an object / all), the share of scenes
+   drawn exactly right (every object found once and nothing else), what the other detections
+   were (on an object of another class, or on background), and box and mask AP (0.5:0.95, all
+   detections above the config's 0.05).
 Exits non-zero if AP50 < 0.9, if the APs differ by more than 0.001 or a detection is unmatched
-(other than a near-tie at the 0.05 score threshold or the 100th score).  tests/parity/test_trained_model.py runs
+(other than a near-tie at the 0.05 score threshold or the 100th score).  --no-torchvision skips
+steps 3 to 5's torchvision runs (and the parity verdict).  tests/parity/test_trained_model.py runs
 the same code on a few scenes.
 """
 
@@ -37,6 +48,8 @@ DETECT = os.path.join(REPO, "build", "detect")
 SCORE_THRESH = 0.05
 TIE_EPS = 2e-4
 MAX_DETS = 100  # box_head.detections_per_image
+NMS_THRESH = 0.5  # box_head.nms_thresh, and agnostic_nms_thresh, which follows it
+DEMO_SCORE = 0.7  # scripts/demo.sh --score-thresh
 
 
 def load_torchvision(weights, threads=1):
@@ -54,18 +67,27 @@ def load_torchvision(weights, threads=1):
     return m
 
 
-def run_torchvision(model, image_dir, ann):
-    """torchvision detections per image id: dict(boxes, scores, labels, masks (bool HxW))."""
+def run_torchvision(model, image_dir, ann, agnostic=False):
+    """torchvision detections per image id: dict(boxes, scores, labels, masks (bool HxW)).
+    agnostic: torchvision.ops.nms at NMS_THRESH over all classes of its per-class NMS survivors
+    (taken uncut), then the best MAX_DETS: the reference for box_head.agnostic_nms."""
     import torch
+    import torchvision
     from PIL import Image
     out = {}
+    cut = model.roi_heads.detections_per_img
+    model.roi_heads.detections_per_img = 10 ** 6 if agnostic else cut
     with torch.no_grad():
         for im in ann["images"]:
             img = np.asarray(Image.open(os.path.join(image_dir, im["file_name"])).convert("RGB"))
             x = torch.from_numpy(img.copy()).permute(2, 0, 1).float() / 255
             r = model([x])[0]
+            if agnostic:
+                keep = torchvision.ops.nms(r["boxes"], r["scores"], NMS_THRESH)[:MAX_DETS]
+                r = {k: v[keep] for k, v in r.items()}
             out[im["id"]] = {"boxes": r["boxes"].numpy().astype(np.float64), "scores": r["scores"].numpy(),
                              "labels": r["labels"].numpy(), "masks": r["masks"][:, 0].numpy() > 0.5}
+    model.roi_heads.detections_per_img = cut
     return out
 
 
@@ -82,16 +104,23 @@ def coco_results(dets):
     return res
 
 
-def run_engine(image_dir, ann, work, weights, config=CONFIG, threads=1):
+def run_engine(image_dir, ann, work, weights, config=CONFIG, threads=1, agnostic=False):
     """Runs build/detect on the scenes; returns (per-image detections from --json, --coco-results path)."""
     from pycocotools import mask as mask_util
     files = [os.path.join(image_dir, im["file_name"]) for im in ann["images"]]
     lst = os.path.join(work, "inputs.txt")
     with open(lst, "w") as f:
         f.write("\n".join(files) + "\n")
-    js, cr = os.path.join(work, "engine.json"), os.path.join(work, "engine_coco_results.json")
+    tag = "_agnostic" if agnostic else ""
+    js, cr = os.path.join(work, f"engine{tag}.json"), os.path.join(work, f"engine{tag}_coco_results.json")
+    # the config with box_head.agnostic_nms off, whatever the shipped file says: --agnostic-nms turns it on
+    cfg = json.load(open(config))
+    cfg["box_head"]["agnostic_nms"] = False
+    config = os.path.join(work, "config_per_class_nms.json")
+    with open(config, "w") as f:
+        json.dump(cfg, f, indent=2)
     cmd = [DETECT, "--config", config, "--weights", weights, "--threads", str(threads), "-q",
-           "--json", js, "--coco-results", cr, "--list", lst]
+           "--json", js, "--coco-results", cr, "--list", lst] + (["--agnostic-nms"] if agnostic else [])
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: exit {r.returncode}\n{r.stderr}")
@@ -161,8 +190,53 @@ def match_all(ref, ours):
     return s
 
 
-def evaluate(count, weights, work, threads=1, start=0, log=print):
-    """Generates the held-out scenes, runs both, returns a report dict."""
+def scene_metrics(ann, dets, score):
+    """What the demo draws (detections scoring above `score`) against the ground truth: each
+    image's detections, best first, each take the unmatched object of their class with the
+    highest box IoU >= 0.5.  Returns recall, precision, exact (share of scenes with every object
+    found once and nothing else), and the unmatched detections by kind: 'other_class' (box IoU
+    >= 0.5 with an object of another class), 'same_class' (a second detection of an object
+    already found) and 'background'."""
+    sys.path.insert(0, os.path.join(REPO, "tests", "parity"))
+    from metrics import iou_matrix
+    gts = {im["id"]: [] for im in ann["images"]}
+    for a in ann["annotations"]:
+        x, y, w, h = a["bbox"]
+        gts[a["image_id"]].append(([x, y, x + w, y + h], a["category_id"]))
+    n_gt = n_det = tp = exact = 0
+    kinds = {"other_class": 0, "same_class": 0, "background": 0}
+    for image_id, gt in gts.items():
+        d = dets[image_id]
+        sel = np.argsort(-d["scores"], kind="stable")
+        sel = sel[d["scores"][sel] > score]
+        gb = np.array([g[0] for g in gt], np.float64).reshape(-1, 4)
+        gl = np.array([g[1] for g in gt], np.int64)
+        iou = iou_matrix(d["boxes"][sel], gb) if len(sel) and len(gt) else np.zeros((len(sel), len(gt)))
+        found = np.zeros(len(gt), bool)
+        hits = 0
+        for row, i in enumerate(sel):
+            cand = np.where((gl == d["labels"][i]) & ~found & (iou[row] >= 0.5))[0]
+            if len(cand):
+                found[cand[np.argmax(iou[row][cand])]] = True
+                hits += 1
+            elif ((gl != d["labels"][i]) & (iou[row] >= 0.5)).any():
+                kinds["other_class"] += 1
+            elif ((gl == d["labels"][i]) & (iou[row] >= 0.5)).any():
+                kinds["same_class"] += 1
+            else:
+                kinds["background"] += 1
+        n_gt += len(gt)
+        n_det += len(sel)
+        tp += hits
+        exact += hits == len(gt) == len(sel)
+    return {"recall": tp / max(n_gt, 1), "precision": tp / max(n_det, 1), "exact": exact / max(len(gts), 1),
+            "objects": n_gt, "detections": n_det, "found": tp, "scenes": len(gts), "exact_scenes": exact, **kinds}
+
+
+def evaluate(count, weights, work, threads=1, start=0, log=print, agnostic=False, torchvision=True):
+    """Generates the held-out scenes, runs the engine (with --agnostic-nms if agnostic) and
+    (unless not torchvision) torchvision (with torchvision.ops.nms over all classes if
+    agnostic), returns a report dict."""
     img_dir = os.path.join(work, "images")
     t = time.time()
     ann_path = shapes_data.write_dataset(img_dir, shapes_data.HELDOUT_SEED, count, start)
@@ -170,17 +244,43 @@ def evaluate(count, weights, work, threads=1, start=0, log=print):
     log(f"{count} held-out scenes (seed {shapes_data.HELDOUT_SEED}, {len(ann['annotations'])} objects) "
         f"in {img_dir} ({time.time() - t:.0f} s)")
     t = time.time()
-    ours, engine_cr = run_engine(img_dir, ann, work, weights, threads=threads)
-    log(f"engine: {sum(len(d['scores']) for d in ours.values())} detections ({time.time() - t:.0f} s)")
+    ours, engine_cr = run_engine(img_dir, ann, work, weights, threads=threads, agnostic=agnostic)
+    what = "engine --agnostic-nms" if agnostic else "engine"
+    log(f"{what}: {sum(len(d['scores']) for d in ours.values())} detections ({time.time() - t:.0f} s)")
+    rep = {"ap_engine": coco_ap(ann_path, engine_cr), "ann": ann_path, "engine": ours, "annotations": ann}
+    if not torchvision:
+        return rep
     t = time.time()
-    ref = run_torchvision(load_torchvision(weights, threads), img_dir, ann)
+    ref = run_torchvision(load_torchvision(weights, threads), img_dir, ann, agnostic=agnostic)
     tv_res = coco_results(ref)
-    tv_cr = os.path.join(work, "torchvision_coco_results.json")
+    tv_cr = os.path.join(work, "torchvision_agnostic_coco_results.json" if agnostic else "torchvision_coco_results.json")
     with open(tv_cr, "w") as f:
         json.dump(tv_res, f)
-    log(f"torchvision: {len(tv_res)} detections ({time.time() - t:.0f} s)")
-    ap_engine, ap_tv = coco_ap(ann_path, engine_cr), coco_ap(ann_path, tv_cr)
-    return {"ap_engine": ap_engine, "ap_torchvision": ap_tv, "match": match_all(ref, ours), "ann": ann_path}
+    log(f"torchvision{' + ops.nms over all classes' if agnostic else ''}: {len(tv_res)} detections "
+        f"({time.time() - t:.0f} s)")
+    rep.update(ap_torchvision=coco_ap(ann_path, tv_cr), match=match_all(ref, ours))
+    return rep
+
+
+def print_parity(rep, label):
+    """The parity lines of one report; returns (same, accurate)."""
+    accurate, same = True, True
+    for kind in ("bbox", "segm"):
+        e, t = rep["ap_engine"][kind], rep["ap_torchvision"][kind]
+        print(f"{kind:4s}  {label} AP {e[0]:.4f} AP50 {e[1]:.4f} AP75 {e[2]:.4f} | torchvision AP {t[0]:.4f} "
+              f"AP50 {t[1]:.4f} AP75 {t[2]:.4f} | |diff| {max(abs(x - y) for x, y in zip(e, t)):.5f}")
+        accurate &= e[1] >= 0.9
+        same &= all(abs(x - y) <= 0.001 for x, y in zip(e, t))
+    m = rep["match"]
+    print(f"detections: torchvision {m['ref']}, {label} {m['ours']}, matched {m['matched']} "
+          f"(class, box IoU >= 0.99, score within 1e-3), near-ties at a cut {m['ties']}, "
+          f"other unmatched {len(m['bad'])}")
+    print(f"matched pairs: min box IoU {m['min_box_iou']:.6f}, max score difference {m['max_score_diff']:.2e}, "
+          f"min mask IoU {m['min_mask_iou']:.4f}")
+    for line in m["bad"][:20]:
+        print("  " + line)
+    same &= not m["bad"]
+    return same, accurate
 
 
 def main():
@@ -189,27 +289,34 @@ def main():
     ap.add_argument("--weights", default=WEIGHTS)
     ap.add_argument("--work", default=os.path.join(REPO, "build", "shapes_eval"))
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--no-torchvision", action="store_true", help="the engine only: no parity check")
+    ap.add_argument("--demo-score", type=float, default=DEMO_SCORE, help="the demo's drawing threshold")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
-    rep = evaluate(a.count, a.weights, a.work, a.threads)
-    accurate, same = True, True
-    for kind in ("bbox", "segm"):
-        e, t = rep["ap_engine"][kind], rep["ap_torchvision"][kind]
-        print(f"{kind:4s}  engine AP {e[0]:.4f} AP50 {e[1]:.4f} AP75 {e[2]:.4f} | torchvision AP {t[0]:.4f} "
-              f"AP50 {t[1]:.4f} AP75 {t[2]:.4f} | |diff| {max(abs(x - y) for x, y in zip(e, t)):.5f}")
-        accurate &= e[1] >= 0.9
-        same &= all(abs(x - y) <= 0.001 for x, y in zip(e, t))
-    m = rep["match"]
-    print(f"detections: torchvision {m['ref']}, engine {m['ours']}, matched {m['matched']} "
-          f"(class, box IoU >= 0.99, score within 1e-3), near-ties at a cut {m['ties']}, "
-          f"other unmatched {len(m['bad'])}")
-    print(f"matched pairs: min box IoU {m['min_box_iou']:.6f}, max score difference {m['max_score_diff']:.2e}, "
-          f"min mask IoU {m['min_mask_iou']:.4f}")
-    for line in m["bad"][:20]:
-        print("  " + line)
-    same &= not m["bad"]
-    print(f"parity with torchvision (every detection matched, AP within 0.001): {'OK' if same else 'FAILED'}")
-    print(f"accuracy target (box and mask AP50 >= 0.9): {'met' if accurate else 'NOT MET'}")
+    tv = not a.no_torchvision
+    reps = {agn: evaluate(a.count, a.weights, a.work, a.threads, agnostic=agn, torchvision=tv)
+            for agn in (False, True)}
+    same, accurate = True, True
+    if tv:
+        for agn, label in ((False, "engine"), (True, "engine --agnostic-nms")):
+            s, acc = print_parity(reps[agn], label)
+            same &= s
+            accurate &= acc if not agn else True
+        print(f"parity with torchvision (every detection matched, AP within 0.001; with --agnostic-nms against "
+              f"torchvision + ops.nms over all classes): {'OK' if same else 'FAILED'}")
+        print(f"accuracy target (box and mask AP50 >= 0.9): {'met' if accurate else 'NOT MET'}")
+    print(f"\nwhat the demo draws (score > {a.demo_score}) on {a.count} held-out scenes, against shapes_data.py's "
+          f"ground truth (right class, box IoU >= 0.5); AP over all detections (score > {SCORE_THRESH}):")
+    print(f"{'':22s} {'recall':>7s} {'precision':>9s} {'exact scenes':>12s} {'other class':>11s} "
+          f"{'same class':>10s} {'background':>10s} {'box AP':>7s} {'mask AP':>7s}")
+    for agn, label in ((False, "per-class NMS"), (True, "+ agnostic NMS")):
+        r = reps[agn]
+        m = scene_metrics(r["annotations"], r["engine"], a.demo_score)
+        print(f"{label:22s} {m['recall']:7.3f} {m['precision']:9.3f} {m['exact']:12.3f} {m['other_class']:11d} "
+              f"{m['same_class']:10d} {m['background']:10d} {r['ap_engine']['bbox'][0]:7.3f} "
+              f"{r['ap_engine']['segm'][0]:7.3f}")
+        print(f"{'':22s} ({m['found']} of {m['objects']} objects found, {m['detections']} detections, "
+              f"{m['exact_scenes']} of {m['scenes']} scenes exact)")
     return 0 if same and accurate else 1
 
 

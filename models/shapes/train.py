@@ -1,7 +1,8 @@
-"""Train the shapes demo model (narrow R-101-FPN Mask R-CNN) from scratch on the CPU.
+"""Train the shapes demo model (narrow R-101-FPN Mask R-CNN) from scratch, on the CPU or a GPU.
 
     nice -n 10 /usr/bin/python3 models/shapes/train.py --out build/shapes_train [--iters N]
                                                        [--freeze-iters N] [--threads 1]
+                                                       [--device auto|cpu|cuda|cuda:N]
 
 The shipped weights are this command with the default iterations and --threads 2 (about 66
 minutes on 2 idle cores): models/README.md.
@@ -25,10 +26,18 @@ Then the model is written as OUT/model_final.pth (torch.save(state_dict)).  Conv
     /usr/bin/python3 models/convert.py OUT/model_final.pth models/shapes_r101_narrow.safetensors --dtype f16
 
 A checkpoint OUT/checkpoint.pth (model, optimiser, iteration, phase) is written every CKPT_EVERY
-iterations of either phase; rerunning the same command resumes from it.  Progress goes to stdout.
+iterations of either phase; rerunning the same command resumes from it (on either device).
+Progress goes to stdout.
+
+--device: where the model trains; `auto` (the default) takes the first CUDA GPU when PyTorch
+sees one, else the CPU.  Scenes are rendered on the CPU by a DataLoader worker either way; the
+checkpoints and model_final.pth hold CPU tensors.  On a GPU the steps are the same, but its
+convolutions and the RoI sampling's random draws differ in the last bits, so a GPU run does not
+retrace a CPU run exactly.
 """
 
 import argparse
+import collections
 import math
 import os
 import sys
@@ -77,6 +86,14 @@ class Scenes(torch.utils.data.Dataset):
         return scene_target(self.seed, i)
 
 
+DEVICE = torch.device("cpu")  # set by main from --device
+
+
+def to_device(xs, ts):
+    """One batch (images, targets) on DEVICE, as lists."""
+    return ([x.to(DEVICE) for x in xs], [{k: v.to(DEVICE) for k, v in t.items()} for t in ts])
+
+
 def batches(first_iter, last_iter, skip=0):
     """Iteration k uses training scenes skip+k*BATCH .. skip+k*BATCH+BATCH-1: a resumed run sees
     the same data as an uninterrupted one.  One worker renders while the main process trains."""
@@ -103,7 +120,7 @@ def precise_bn(model, n_batches, start_index):
     model.train()
     for b in range(n_batches):
         xs, ts = zip(*[scene_target(shapes_data.TRAIN_SEED, start_index + b * BATCH + j) for j in range(BATCH)])
-        model(list(xs), list(ts))  # losses ignored; the forward updates the statistics
+        model(*to_device(xs, ts))  # losses ignored; the forward updates the statistics
     for m in bns:
         m.momentum = 0.1
 
@@ -128,7 +145,7 @@ def train_phase(model, opt, params, first, last, lr_fn, skip, save, stop):
             break
         for g in opt.param_groups:
             g["lr"] = lr_fn(it)
-        losses = model(list(xs), list(ts))
+        losses = model(*to_device(xs, ts))
         loss = sum(losses.values())
         if not torch.isfinite(loss):
             raise SystemExit(f"iteration {it}: loss is {loss.item()}: {losses}")
@@ -157,7 +174,14 @@ def main():
                     help="iterations after that with the precise-BN statistics frozen")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--stop-after", type=int, default=None, help="stop (with a checkpoint) after this iteration")
+    ap.add_argument("--device", default="auto", help="auto (a CUDA GPU if PyTorch sees one, else cpu), cpu, cuda, cuda:N")
     a = ap.parse_args()
+    global DEVICE
+    DEVICE = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if a.device == "auto" else a.device)
+    if DEVICE.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(f"--device {a.device}: PyTorch sees no CUDA GPU (torch {torch.__version__})")
+    print(f"training on {DEVICE}" + (f" ({torch.cuda.get_device_name(DEVICE)})" if DEVICE.type == "cuda" else ""),
+          flush=True)
     torch.set_num_threads(a.threads)
     torch.manual_seed(TORCH_SEED)
     os.makedirs(a.out, exist_ok=True)
@@ -169,18 +193,22 @@ def main():
     def saver(model, opt, frozen):
         def save(it):
             torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "iter": it, "frozen": frozen,
-                        "rng": torch.get_rng_state()}, ckpt + ".tmp")
+                        "rng": torch.get_rng_state(),
+                        "cuda_rng": torch.cuda.get_rng_state(DEVICE) if DEVICE.type == "cuda" else None},
+                       ckpt + ".tmp")
             os.replace(ckpt + ".tmp", ckpt)
         return save
 
-    c = torch.load(ckpt) if os.path.exists(ckpt) else None
+    c = torch.load(ckpt, map_location="cpu") if os.path.exists(ckpt) else None
     start = c["iter"] if c else 0
     if c:
         torch.set_rng_state(c["rng"])
+        if DEVICE.type == "cuda" and c.get("cuda_rng") is not None:
+            torch.cuda.set_rng_state(c["cuda_rng"], DEVICE)
         print(f"resumed from {ckpt} at iteration {start}", flush=True)
     if not (c and c.get("frozen")):
         # Phase 1: trainable BatchNorm.
-        model = shapes_model.build_model(**TRAIN_KW)
+        model = shapes_model.build_model(**TRAIN_KW).to(DEVICE)
         params, opt = make_optimizer(model, LR)
         if c:
             model.load_state_dict(c["model"])
@@ -192,12 +220,12 @@ def main():
             return
         print("precise BN ...", flush=True)
         precise_bn(model, PRECISE_BN_BATCHES, a.iters * BATCH)
-        frozen = shapes_model.frozen_copy(model, **TRAIN_KW)
+        frozen = shapes_model.frozen_copy(model, **TRAIN_KW).to(DEVICE)
         params, opt = make_optimizer(frozen, FREEZE_LR)
         saver(frozen, opt, True)(a.iters)
     else:
         # Phase 2 resumed: the frozen model and its optimiser.
-        frozen = shapes_model.build_model(frozen_bn=True, **TRAIN_KW)
+        frozen = shapes_model.build_model(frozen_bn=True, **TRAIN_KW).to(DEVICE)
         frozen.load_state_dict(c["model"])
         params, opt = make_optimizer(frozen, FREEZE_LR)
         opt.load_state_dict(c["opt"])
@@ -210,7 +238,7 @@ def main():
         return
     frozen.eval()
     final = os.path.join(a.out, "model_final.pth")
-    torch.save(frozen.state_dict(), final + ".tmp")
+    torch.save(collections.OrderedDict((k, v.cpu()) for k, v in frozen.state_dict().items()), final + ".tmp")
     os.replace(final + ".tmp", final)
     print(f"wrote {final} ({time.time() - t0:.0f} s)", flush=True)
 

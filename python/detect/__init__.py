@@ -136,13 +136,13 @@ class Model:
     `weights`: a converted safetensors file (models/README.md).
     device: "auto" (a GPU when there is one), "cpu", "cuda", "cuda:N";
     precision: "fp32", "tf32", "fp16" (GPU); threads: CPU threads (0: all);
-    score_threshold, max_detections, classes: override the config's box_head
-    settings and keep only the named classes."""
+    score_threshold, max_detections, agnostic_nms: override the config's
+    box_head settings; classes: keep only the named classes."""
 
     def __init__(self, config: Union[str, "os.PathLike[str]"], weights: Union[str, "os.PathLike[str]"], *,
                  device: str = "auto", precision: Optional[str] = None, threads: int = 0,
                  score_threshold: Optional[float] = None, max_detections: Optional[int] = None,
-                 classes: Optional[Sequence[str]] = None):
+                 classes: Optional[Sequence[str]] = None, agnostic_nms: Optional[bool] = None):
         lib = _lib.load()
         self._lib = lib
         self._handle: Optional[ctypes.c_void_p] = None
@@ -162,6 +162,8 @@ class Model:
                 _check(lib.detect_options_set_max_detections(opts, int(max_detections)))
             if classes:
                 _check(lib.detect_options_set_classes(opts, ",".join(classes).encode()))
+            if agnostic_nms is not None:
+                _check(lib.detect_options_set_agnostic_nms(opts, int(bool(agnostic_nms))))
             handle = ctypes.c_void_p()
             config_arg = config if isinstance(config, str) and config.lstrip().startswith("{") else os.fspath(config)
             _check(lib.detect_model_open(ctypes.byref(handle), os.fsencode(config_arg), os.fsencode(weights), opts))

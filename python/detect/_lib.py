@@ -38,6 +38,7 @@ _SIGNATURES = {
     "detect_options_set_score_threshold": (_I, [_P, ctypes.c_double]),
     "detect_options_set_max_detections": (_I, [_P, _I]),
     "detect_options_set_classes": (_I, [_P, _S]),
+    "detect_options_set_agnostic_nms": (_I, [_P, _I]),
     "detect_model_open": (_I, [_PP, _S, _S, _P]),
     "detect_model_free": (None, [_P]),
     "detect_model_device": (_S, [_P]),

@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import numpy as np
@@ -41,13 +42,15 @@ def folder(tmp_path_factory):
     (d / "e_empty.png").write_bytes(b"")
     (d / "f_notes.txt").write_text("not an image\n")
     (d / "g_garbage.jpg").write_bytes(b"\xff\xd8\xff" + os.urandom(500))
+    (d / "sub" / "h_annotations.json").write_text("{}\n")
     return d
 
 
 GOOD = ["a_photo", "b_photo", "sub_c_grey"]
-INPUT_ORDER = ["a_photo.png", "b_photo.jpg", "d_truncated.png", "e_empty.png", "f_notes.txt", "g_garbage.jpg",
-               "sub/c_grey.png"]
-BAD = ["d_truncated.png", "e_empty.png", "f_notes.txt", "g_garbage.jpg"]
+# f_notes.txt and sub/h_annotations.json are not inputs: no image extension
+INPUT_ORDER = ["a_photo.png", "b_photo.jpg", "d_truncated.png", "e_empty.png", "g_garbage.jpg", "sub/c_grey.png"]
+BAD = ["d_truncated.png", "e_empty.png", "g_garbage.jpg"]
+NOT_IMAGES = ["f_notes.txt", "h_annotations.json"]
 
 
 @pytest.fixture(scope="module")
@@ -64,10 +67,45 @@ def test_folder_with_bad_files(batch_run):
     lines = [l for l in r.stderr.splitlines() if l.strip()]
     for bad in BAD:
         assert sum(bad in l for l in lines) == 1, f"{bad} not named exactly once:\n{r.stderr}"
-    assert len(lines) == len(BAD), r.stderr
+    assert len(lines) == len(BAD), r.stderr  # -q: no summary, and the files that are not images are no errors
     files = sorted(os.listdir(out / "vis"))
     assert files == sorted([g + ".png" for g in GOOD] + [g + ".json" for g in GOOD]), files
     assert not [f for f in os.listdir(out) if ".tmp." in f]
+
+
+def test_files_without_image_extension_are_counted_not_failed(folder, seeded_weights):
+    """Without -q the summary line counts the files that are not images; they are no errors."""
+    r = detect("--weights", seeded_weights, "--decode-threads", "0", str(folder))
+    assert r.returncode == 1, r.stderr  # the three bad images
+    summary = r.stderr.strip().splitlines()[-1]
+    assert summary.endswith(f"3 done, 0 skipped, 3 failed; {len(NOT_IMAGES)} files skipped: not images"), r.stderr
+    assert not any(n in r.stderr for n in NOT_IMAGES), r.stderr
+
+
+def test_shapes_dataset_folder(tmp_path):
+    """A folder written by models/shapes/shapes_data.py (scenes and annotations.json) runs clean;
+    annotations.json named on the command line is still tried, and is not an image."""
+    d = tmp_path / "scenes"
+    subprocess.run([sys.executable, os.path.join(REPO, "models", "shapes", "shapes_data.py"), str(d), "--count", "2"],
+                   check=True, capture_output=True)
+    shapes = ["--config", os.path.join(REPO, "configs", "mask_rcnn_R-101-FPN_shapes.json"),
+              "--weights", os.path.join(REPO, "models", "shapes_r101_narrow.safetensors")]
+    out = tmp_path / "all.json"
+    r = subprocess.run([DETECT, *shapes, "--json", str(out), str(d)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.strip().splitlines()[-1].endswith("2 done, 0 skipped, 0 failed; 1 file skipped: not images")
+    assert [os.path.basename(im["file"]) for im in json.loads(out.read_text())["images"]] == [
+        "000000000001.png", "000000000002.png"]
+    one = subprocess.run([DETECT, *shapes, str(d / "000000000001.png")], capture_output=True, text=True)
+    assert one.returncode == 0 and "skipped" not in one.stderr, one.stderr
+    r = subprocess.run([DETECT, *shapes, "-q", str(d / "annotations.json"), str(d / "000000000001.png")],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+    assert "annotations.json" in r.stderr and "not an image" in r.stderr
+    (d / "000000000001.png").unlink()
+    (d / "000000000002.png").unlink()
+    r = subprocess.run([DETECT, *shapes, str(d)], capture_output=True, text=True)
+    assert r.returncode == 2 and "no input images (1 file skipped: not images" in r.stderr, r.stderr
 
 
 def test_visualisations(batch_run, folder):
@@ -200,7 +238,8 @@ def test_profile_adds_up(tmp_path, folder, seeded_weights):
 def test_help_lists_every_option():
     h = subprocess.run([DETECT, "--help"], capture_output=True, text=True).stdout
     for opt in ["--config", "--weights", "--device", "--threads", "--score-thresh", "--max-dets", "--classes",
-                "--list", "--skip-existing", "--decode-threads", "--output", "--json", "--coco-results", "--quiet", "--verbose",
+                "--list", "--skip-existing", "--decode-threads", "--agnostic-nms", "--output", "--json", "--coco-results",
+                "--quiet", "--verbose",
                 "--profile", "--profile-runs", "--profile-json", "--help", "--version"]:
         assert opt in h, opt
     assert "default" in h

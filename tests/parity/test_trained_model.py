@@ -10,7 +10,11 @@ committed seed (models/shapes/shapes_data.py, HELDOUT_SEED; never used in traini
 - the shipped model still detects shapes: AP50 >= AP50_FLOOR on these scenes.  This is a
   regression floor below what the shipped weights reach (0.93 box / 0.93 mask AP50 on these 24
   scenes; 0.92 / 0.92 on the 200 held-out scenes of models/shapes/evaluate.py: models/README.md);
-- the config and the training code describe the same network.
+- the config and the training code describe the same network;
+- all of that again with `detect --agnostic-nms` (box_head.agnostic_nms) against torchvision's
+  output post-processed with torchvision.ops.nms over all classes (on its per-class NMS
+  survivors, before the 100 cut), and no two of the engine's detections of a scene then overlap
+  with box IoU above the threshold, whatever their classes.
 """
 
 import json
@@ -29,13 +33,15 @@ N_SCENES = 24
 AP50_FLOOR = 0.85
 
 
-@pytest.fixture(scope="module")
-def report(tmp_path_factory):
+@pytest.fixture(scope="module", params=[False, True], ids=["per-class-nms", "agnostic-nms"])
+def report(request, tmp_path_factory):
     for path in (evaluate.WEIGHTS, evaluate.DETECT):
         if not os.path.exists(path):
             pytest.fail(f"{path} is missing (run `make`)")
     work = str(tmp_path_factory.mktemp("shapes"))
-    rep = evaluate.evaluate(N_SCENES, evaluate.WEIGHTS, work, threads=1, log=lambda s: print("\n" + s))
+    rep = evaluate.evaluate(N_SCENES, evaluate.WEIGHTS, work, threads=1, log=lambda s: print("\n" + s),
+                            agnostic=request.param)
+    rep["agnostic"] = request.param
     for kind in ("bbox", "segm"):
         print(f"{kind}: engine AP/AP50/AP75 {rep['ap_engine'][kind]}, torchvision {rep['ap_torchvision'][kind]}")
     print({k: v for k, v in rep["match"].items() if k != "bad"})
@@ -56,6 +62,21 @@ def test_ap_equals_torchvision_ap(report, kind):
     ours, ref = report["ap_engine"][kind], report["ap_torchvision"][kind]
     assert all(abs(a - b) <= 1e-3 for a, b in zip(ours, ref)), (ours, ref)
     assert ours[1] >= AP50_FLOOR, f"{kind} AP50 {ours[1]:.3f} on {N_SCENES} held-out scenes"
+
+
+def test_agnostic_nms_leaves_no_overlaps(report):
+    sys.path.insert(0, os.path.join(REPO, "tests", "parity"))
+    from metrics import iou_matrix
+    worst = 0.0
+    for d in report["engine"].values():
+        if len(d["boxes"]) > 1:
+            iou = iou_matrix(d["boxes"], d["boxes"])
+            np.fill_diagonal(iou, 0)
+            worst = max(worst, float(iou.max()))
+    if report["agnostic"]:
+        assert worst <= evaluate.NMS_THRESH, worst
+    else:
+        assert worst > evaluate.NMS_THRESH  # per class, boxes of different classes do overlap here
 
 
 def test_config_describes_the_trained_network():

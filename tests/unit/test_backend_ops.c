@@ -959,11 +959,16 @@ static void op_box_detections(fixture *f, tally *t)
         float score_thresh;
         int expect_some;
         const char *what;
+        int agnostic, max_dets;
     } cases[] = {
-        {24, 0.05f, 1, "24 rois"},
-        {0, 0.05f, 0, "0 rois"},
-        {24, 1.0f, 0, "every score under the threshold"},
-        {300, 0.05f, 1, "300 rois (NMS groups over 64 boxes)"},
+        {24, 0.05f, 1, "24 rois", 0, BOX_CAP},
+        {0, 0.05f, 0, "0 rois", 0, BOX_CAP},
+        {24, 1.0f, 0, "every score under the threshold", 0, BOX_CAP},
+        {300, 0.05f, 1, "300 rois (NMS groups over 64 boxes)", 0, BOX_CAP},
+        {24, 0.05f, 1, "24 rois, agnostic NMS", 1, BOX_CAP},
+        {0, 0.05f, 0, "0 rois, agnostic NMS", 1, BOX_CAP},
+        {300, 0.05f, 1, "300 rois, agnostic NMS (survivors over 64)", 1, BOX_CAP},
+        {300, 0.05f, 1, "300 rois, agnostic NMS cut at 10 detections", 1, 10},
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         int n = cases[ci].n;
@@ -986,6 +991,9 @@ static void op_box_detections(fixture *f, tally *t)
         mr_tensor tb = mr_tensor_make(db, BOX_CAP, 1, 1, 4), ts = mr_tensor_make(ds, BOX_CAP, 1, 1, 1);
         mr_tensor tlab = mr_tensor_make(dlab, BOX_CAP, 1, 1, 1);
         p.score_thresh = cases[ci].score_thresh;
+        p.agnostic_nms = cases[ci].agnostic;
+        p.agnostic_nms_thresh = 0.3;
+        p.max_dets = p.out_capacity = cases[ci].max_dets;
         char label[160];
         label_case(f, label, sizeof label, "%s, %d classes", cases[ci].what, BOX_K);
         mr_error err = {0};
