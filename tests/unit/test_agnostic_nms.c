@@ -23,9 +23,9 @@
 
 #include <cmocka.h>
 
-#include "box_post.h"
-#include "config.h"
-#include "nms.h"
+#include "ops/box_post.h"
+#include "core/config.h"
+#include "ops/nms.h"
 
 #define SEED 20260126u
 #define MAX_N 200
