@@ -114,7 +114,7 @@ $(BUILD)/libdetect_cuda.so: $(CUDA_OBJ) $(BUILD)/libdetect.a
 
 # Found beside it in build/, and in ../lib once installed.
 $(BUILD)/detect: $(CMD_OBJ) $(BUILD)/libdetect.so
-	$(CC) $(LDFLAGS) $(CMD_OBJ) -L$(BUILD) -ldetect -lm -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib' -o $@
+	$(CC) $(LDFLAGS) $(CMD_OBJ) -L$(BUILD) -ldetect -lcjson -lm -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib' -o $@
 
 $(BUILD)/stage_runner: $(BUILD)/tests/stage_runner.o $(BUILD)/libdetect.a
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
