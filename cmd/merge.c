@@ -264,6 +264,7 @@ static void check_images(part *parts, int nparts, int total)
     }
     for (int k = 0; k < nparts; k++) {
         part *pt = &parts[k];
+        if (!pt->ok) continue; /* unreadable, or left out by check_parts */
         int nfiles = pt->nentries + cJSON_GetArraySize(pt->failed);
         for (int i = 0; i < nfiles && nowned <= total; i++) {
             cJSON *o;
@@ -503,7 +504,7 @@ int merge_main(int argc, char **argv)
     else check_parts(parts, nparts, by_index);
     for (int k = 0; k < nparts; k++)
         if (parts[k].ok) total += parts[k].nentries + cJSON_GetArraySize(parts[k].failed);
-    if (errors == 0) check_images(parts, nparts, total);
+    check_images(parts, nparts, total);
     if (errors == 0 && coco_out)
         for (int k = 0; k < nparts; k++) read_coco(&parts[k]);
     int n = 0;
