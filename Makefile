@@ -4,8 +4,11 @@
 #   make install    PREFIX=/usr/local (DESTDIR too): bin/detect, lib/libdetect.so.*, include/detect.h,
 #                   lib/pkgconfig/detect.pc, share/detect/configs; make uninstall removes them
 #   make python-test  the Python package: pip install . into a temporary venv, then its tests
+#   make cluster-test detect --shard, detect merge, the Slurm and Kubernetes recipes, and the Ray
+#                   pipeline on a local Ray cluster (Ray from PyPI into build/venv-ray; ~5 min)
 #   make check      the README's test command and CI's: make test, make sanitize, make fuzz, make cuda-emu (~25 min)
-#   make test       unit tests (cmocka), parity tests against torchvision (pytest), python-test
+#   make test       unit tests (cmocka), parity tests against torchvision (pytest), python-test,
+#                   cluster-test
 #   make bench      CPU time per stage beside torchvision's: one full-size image, a mixed-size batch
 #   make demo       the README's first command: install what is missing, run on an example
 #   make sanitize   unit and end-to-end tests under AddressSanitizer + UBSan (build-san/)
@@ -70,7 +73,7 @@ NVCCFLAGS  += $(foreach d,$(CUDA_INC_DIRS),-isystem $(d))
 LDLIBS     += -ldl
 endif
 
-.PHONY: all lib install uninstall python-test doc-test check test unit-test parity-test bench demo deps clean sanitize valgrind fuzz cuda-report
+.PHONY: all lib install uninstall python-test doc-test cluster-test check test unit-test parity-test bench demo deps clean sanitize valgrind fuzz cuda-report
 FUZZ_SECONDS ?= 60
 all: $(BUILD)/detect $(BUILD)/libdetect.so $(BUILD)/libdetect_internal.so $(BUILD)/stage_runner $(CUDA_SO)
 
@@ -114,7 +117,7 @@ $(BUILD)/libdetect_cuda.so: $(CUDA_OBJ) $(BUILD)/libdetect.a
 
 # Found beside it in build/, and in ../lib once installed.
 $(BUILD)/detect: $(CMD_OBJ) $(BUILD)/libdetect.so
-	$(CC) $(LDFLAGS) $(CMD_OBJ) -L$(BUILD) -ldetect -lm -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib' -o $@
+	$(CC) $(LDFLAGS) $(CMD_OBJ) -L$(BUILD) -ldetect -lcjson -lm -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib' -o $@
 
 $(BUILD)/stage_runner: $(BUILD)/tests/stage_runner.o $(BUILD)/libdetect.a
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
@@ -135,7 +138,7 @@ parity-test: all
 # Installs what is missing first, so a fresh clone needs nothing else.
 test: deps
 	$(MAKE) all
-	$(MAKE) -k unit-test parity-test python-test doc-test
+	$(MAKE) -k unit-test parity-test python-test cluster-test doc-test
 
 # Everything CI must run, each step even after a failure; a summary table at the end.
 check: deps
@@ -193,6 +196,11 @@ doc-test: all
 # (examples/embed.c, the Python API), each compared with detect --json.
 python-test: all
 	PYTHON=$(PYTHON) MAKE="$(MAKE)" tests/library/run.sh
+
+# Sharded runs and their merge, the cluster recipes (examples/), and the Ray
+# pipeline (python/detect/ray_pipeline.py) against detect --json.
+cluster-test: all
+	PYTHON=$(PYTHON) tests/cluster/run.sh
 
 clean:
 	rm -rf $(BUILD) build-san

@@ -15,7 +15,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "detect.h"
+#include "merge.h"
 #include "options.h"
 #include "profile.h"
 #include "progress.h"
@@ -47,6 +50,8 @@ typedef struct {
     const char **decode_list; /* per input: its path, or NULL when --skip-existing skips it */
     detect_image_queue *queue; /* decodes ahead; NULL: each image decoded in turn */
     double start;             /* now() when the command started */
+    shard_plan shard;         /* --shard: this part's inputs among all; position NULL without */
+    unsigned char *state;     /* per input: SHARD_NOT_REACHED, _DONE (in --json), _FAILED */
 } run_state;
 
 /* The command line's model settings as library options. The library names
@@ -129,19 +134,94 @@ static int write_image_outputs(run_state *r, const input_item *in, const detect_
     return rc;
 }
 
+/* The input's index among all inputs: its COCO image id when its name has
+ * no digits, the same in every --shard part as in one run over all. */
+static int input_position(const run_state *r, int index)
+{
+    return r->shard.position ? r->shard.position[index] : index;
+}
+
+/* Reads a whole small file, NUL-terminated; NULL (and err) when it cannot. */
+static char *read_text(const char *path, cli_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        cli_fail(err, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *buf = NULL;
+    size_t len = 0, cap = 0, got = 1;
+    int bad = 0;
+    while (!bad && got > 0) {
+        if (cap - len < 2) {
+            size_t grown = 2 * cap + 65536;
+            char *p = realloc(buf, grown);
+            if (!p) bad = 1;
+            else buf = p, cap = grown;
+        }
+        if (!bad) len += got = fread(buf + len, 1, cap - len - 1, f);
+    }
+    bad = bad || ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        cli_fail(err, "%s: cannot read", path);
+        return NULL;
+    }
+    buf[len] = '\0';
+    return buf;
+}
+
+/* --skip-existing with --json or --coco-results: the skipped image's entry,
+ * read back from the NAME.json an earlier run wrote (a document of one
+ * image), goes into this run's documents as if the image had been run
+ * again, so a resumed run's documents are complete. */
+static int take_over(run_state *r, int index, cli_error *err)
+{
+    const input_item *in = &r->opt.inputs.items[index];
+    char *path = output_path(r, in->name, ".json");
+    char *text = path ? read_text(path, err) : NULL;
+    cJSON *doc = text ? cJSON_Parse(text) : NULL;
+    cJSON *images = doc ? cJSON_GetObjectItemCaseSensitive(doc, "images") : NULL;
+    char *entry = cJSON_GetArraySize(images) == 1 ? cJSON_PrintUnformatted(cJSON_GetArrayItem(images, 0)) : NULL;
+    detect_result *res = NULL;
+    int rc = -1;
+    if (!path) cli_fail(err, "out of memory");
+    else if (text && !entry) cli_fail(err, "%s: not a document of one image", path);
+    else if (entry && detect_result_from_json(r->model, entry, &res) != DETECT_OK)
+        cli_fail(err, "%s: %s", path, detect_last_error());
+    else if (res) rc = 0;
+    if (rc == 0 && r->json) rc = cli_api(err, detect_document_add(r->json, r->model, in->path, input_position(r, index), res));
+    if (rc == 0 && r->json) r->state[index] = SHARD_DONE;
+    if (rc == 0 && r->coco) rc = cli_api(err, detect_document_add(r->coco, r->model, in->path, input_position(r, index), res));
+    detect_result_free(res);
+    cJSON_free(entry);
+    cJSON_Delete(doc);
+    free(text);
+    free(path);
+    return rc;
+}
+
 /* One image, start to finish. *detections is the number of detections, or
  * -1 when skipped; a failure is reported in err. */
 static int process(run_state *r, int index, int *detections, cli_error *err)
 {
     const input_item *in = &r->opt.inputs.items[index];
     *detections = -1;
-    if (!r->decode_list[index]) return 0; /* --skip-existing */
+    int queued = r->queue != NULL;
+    if (!r->decode_list[index]) { /* --skip-existing */
+        if (!r->json && !r->coco) return 0;
+        if (take_over(r, index, err) == 0) return 0;
+        /* Its outputs cannot be read back: run the image again (it is not in the decode queue). */
+        fprintf(stderr, "detect: notice: %s; running %s again\n", err->msg, in->path);
+        queued = 0;
+    }
     profile_run run = {0};
     double t0 = now();
     detect_image *img = NULL;
     detect_result *res = NULL;
     int rc;
-    if (r->queue) {
+    if (queued) {
         /* Decoded ahead: the decode's own time counts in this image's
          * total, not the (usually zero) wait for it. */
         rc = cli_api(err, detect_image_queue_take(r->queue, index, &img, &run.stage[PROF_DECODE]));
@@ -173,8 +253,10 @@ static int process(run_state *r, int index, int *detections, cli_error *err)
     if (rc == 0) {
         if (!r->opt.quiet) print_text(r, in->path, res);
         if (r->opt.output_dir) rc = write_image_outputs(r, in, img, res, err);
-        if (rc == 0 && r->json) rc = cli_api(err, detect_document_add(r->json, r->model, in->path, index, res));
-        if (rc == 0 && r->coco) rc = cli_api(err, detect_document_add(r->coco, r->model, in->path, index, res));
+        int pos = input_position(r, index);
+        if (rc == 0 && r->json) rc = cli_api(err, detect_document_add(r->json, r->model, in->path, pos, res));
+        if (rc == 0 && r->json) r->state[index] = SHARD_DONE;
+        if (rc == 0 && r->coco) rc = cli_api(err, detect_document_add(r->coco, r->model, in->path, pos, res));
     }
     if (rc == 0) {
         double t1 = now();
@@ -213,7 +295,7 @@ static int default_decode_threads(const run_state *r)
 static int plan_inputs(run_state *r, cli_error *err)
 {
     int n = r->opt.inputs.count;
-    r->decode_list = calloc((size_t)n, sizeof *r->decode_list);
+    r->decode_list = calloc((size_t)n + 1, sizeof *r->decode_list);
     if (!r->decode_list) return cli_fail(err, "out of memory");
     for (int i = 0; i < n; i++) {
         const input_item *in = &r->opt.inputs.items[i];
@@ -260,6 +342,14 @@ static int check_late_output(const char *path, cli_error *err)
 /* Loads everything; on failure the message is in err and the exit code is 2. */
 static int setup(run_state *r, cli_error *err)
 {
+    /* --shard: after the output names were made unique over all inputs. */
+    if (r->opt.shard.count) CLI_TRY(shard_select(&r->opt.inputs, r->opt.shard, &r->shard, err));
+    r->state = calloc((size_t)r->opt.inputs.count + 1, 1);
+    if (!r->state) return cli_fail(err, "out of memory");
+    if (r->opt.shard.count && (r->opt.verbose || !r->opt.quiet))
+        fprintf(stderr, "detect: shard %d of %d (--shard %d/%d): %d of %d inputs, fingerprint %016llx\n",
+                r->shard.spec.index, r->shard.spec.count, r->shard.spec.index, r->shard.spec.count,
+                r->opt.inputs.count, r->shard.inputs, (unsigned long long)r->shard.fingerprint);
     if (r->opt.output_dir) {
         struct stat sb;
         if (stat(r->opt.output_dir, &sb) != 0 && mkdir(r->opt.output_dir, 0777) != 0)
@@ -284,6 +374,17 @@ static int finish(run_state *r, double wall)
 {
     cli_error err = {0};
     int failed = 0;
+    /* The shard's record, for detect merge: the document is complete only with it. */
+    if (r->json && r->shard.position) {
+        char *member = shard_member_json(&r->shard, &r->opt.inputs, r->state, r->opt.json_path, r->opt.coco_path);
+        if (!member || cli_api(&err, detect_document_add_member(r->json, "shard", member)) != 0) {
+            progress_error(&r->prog, member ? err.msg : "out of memory");
+            detect_document_abort(r->json);
+            r->json = NULL;
+            failed++;
+        }
+        free(member);
+    }
     detect_document *docs[2] = {r->json, r->coco};
     r->json = r->coco = NULL;
     for (int i = 0; i < 2; i++)
@@ -303,6 +404,8 @@ static void teardown(run_state *r)
 {
     detect_image_queue_stop(r->queue); /* first: its threads read the input paths */
     free(r->decode_list);
+    free(r->state);
+    shard_plan_free(&r->shard);
     detect_document_abort(r->json);
     detect_document_abort(r->coco);
     profile_free(&r->prof);
@@ -312,6 +415,7 @@ static void teardown(run_state *r)
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "merge") == 0) return merge_main(argc - 1, argv + 1);
     static run_state r;
     int rc = options_parse(argc, argv, &r.opt);
     if (rc) {
@@ -342,6 +446,7 @@ int main(int argc, char **argv)
         if (process(&r, i, &dets, &err) != 0) {
             progress_error(&r.prog, err.msg);
             failed++;
+            if (r.state[i] != SHARD_DONE) r.state[i] = SHARD_FAILED;
             progress_step(&r.prog, r.opt.inputs.items[i].path, 0, now() - t0, 0);
         } else {
             progress_step(&r.prog, r.opt.inputs.items[i].path, dets, now() - t0, 1);

@@ -11,6 +11,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: detect [options] IMAGE|FOLDER...\n"
+            "       detect merge --json FILE [--coco-results FILE] SHARD.json...  (see detect merge --help)\n"
             "Mask R-CNN R-101-FPN instance segmentation. Folders are walked recursively in sorted\n"
             "order, taking the files named .png, .jpg, .jpeg, .jpe or .jfif (any case) and counting\n"
             "the others as skipped; files named on the command line are always tried. PNG and JPEG\n"
@@ -30,7 +31,11 @@ static void usage(FILE *f)
             "  --classes A,B        report only these classes, by name (default: all)\n"
             "Inputs\n"
             "  --list FILE          also read image paths from FILE, one per line ('#' comments)\n"
-            "  --skip-existing      skip images whose --output files already exist\n"
+            "  --skip-existing      skip images whose --output files already exist (their entries in --json\n"
+            "                       and --coco-results are read back from DIR/NAME.json)\n"
+            "  --shard K/N          only the K-th of N parts of the inputs (K = 0..N-1), by a hash of each\n"
+            "                       path: N runs with the same inputs do each image once; --json then\n"
+            "                       records the part for detect merge\n"
             "  --decode-threads N   decode the next images on N threads while the model runs; 0: decode\n"
             "                       each image in turn (default: the cores the model leaves free, up to 4)\n"
             "Outputs\n"
@@ -66,7 +71,7 @@ int options_parse(int argc, char **argv, options *o)
 {
     enum { O_CONFIG = 256, O_WEIGHTS, O_DEVICE, O_JSON, O_COCO, O_OUTPUT, O_THREADS, O_SCORE, O_MAXDETS, O_CLASSES,
            O_LIST, O_SKIP, O_PROFILE, O_PROFILE_RUNS, O_PROFILE_JSON, O_VERSION, O_PRECISION, O_NO_FOLD,
-           O_DECODE_THREADS, O_AGNOSTIC };
+           O_DECODE_THREADS, O_AGNOSTIC, O_SHARD };
     static const struct option longs[] = {
         {"config", required_argument, 0, O_CONFIG}, {"weights", required_argument, 0, O_WEIGHTS},
         {"device", required_argument, 0, O_DEVICE}, {"json", required_argument, 0, O_JSON},
@@ -76,6 +81,7 @@ int options_parse(int argc, char **argv, options *o)
         {"max-dets", required_argument, 0, O_MAXDETS}, {"classes", required_argument, 0, O_CLASSES},
         {"list", required_argument, 0, O_LIST}, {"skip-existing", no_argument, 0, O_SKIP},
         {"decode-threads", required_argument, 0, O_DECODE_THREADS}, {"agnostic-nms", no_argument, 0, O_AGNOSTIC},
+        {"shard", required_argument, 0, O_SHARD},
         {"profile", no_argument, 0, O_PROFILE}, {"profile-runs", required_argument, 0, O_PROFILE_RUNS},
         {"profile-json", required_argument, 0, O_PROFILE_JSON}, {"quiet", no_argument, 0, 'q'},
         {"verbose", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, O_VERSION},
@@ -133,6 +139,12 @@ int options_parse(int argc, char **argv, options *o)
         case O_SKIP: o->skip_existing = 1; break;
         case O_DECODE_THREADS:
             if (!parse_int("--decode-threads", optarg, 0, 64, &o->decode_threads)) return 2;
+            break;
+        case O_SHARD:
+            if (shard_parse(optarg, &o->shard, &err) != 0) {
+                fprintf(stderr, "detect: %s\n", err.msg);
+                return 2;
+            }
             break;
         case O_PROFILE: o->profile = 1; break;
         case O_PROFILE_JSON: o->profile_json = optarg; break;

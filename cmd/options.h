@@ -3,6 +3,7 @@
 #define DETECT_OPTIONS_H
 
 #include "inputs.h"
+#include "shard.h"
 
 typedef struct {
     const char *config_path, *weights_path;
@@ -17,6 +18,7 @@ typedef struct {
     int threads;             /* 0: all cores */
     int decode_threads;      /* images decoded ahead on this many threads; 0: in turn; -1: the default */
     int quiet, verbose, profile, profile_runs, skip_existing;
+    shard_spec shard;        /* --shard K/N; count 0: all inputs */
     input_list inputs;
 } options;
 

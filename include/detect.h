@@ -261,6 +261,17 @@ DETECT_API const char *detect_stage_name(detect_stage stage);
 DETECT_API detect_status detect_result_json(const detect_model *m, const detect_result *r, const char *file,
                                             char **out);
 
+/* A result rebuilt from one image's entry of `detect --json` (the text
+ * detect_result_json gives, or an element of a document's "images", such as
+ * the one in --output's NAME.json), so that a run can take over results
+ * written by an earlier one: detect_result_json, detect_document_add and
+ * the instances give what they gave for the original result (each mask is
+ * held over the bounding box of its set pixels, so mask_x.. may differ).
+ * The entry must come from a model with m's classes: a class_id outside
+ * them, or a "class" name that differs, is DETECT_ERR_FORMAT naming the
+ * file and the detection. Stage times are 0. */
+DETECT_API detect_status detect_result_from_json(const detect_model *m, const char *json, detect_result **out);
+
 /* A copy of img with the result drawn on it: masks at half opacity with
  * outlines, boxes, and "<class> <score>" labels; a colour per class. */
 DETECT_API detect_status detect_render(const detect_model *m, const detect_image *img, const detect_result *r,
@@ -291,6 +302,12 @@ DETECT_API detect_status detect_document_open(detect_document **out, detect_docu
  * COCO's "000000397133.jpg", else `index`). */
 DETECT_API detect_status detect_document_add(detect_document *d, const detect_model *m, const char *file, int index,
                                              const detect_result *r);
+/* JSON documents: adds a top-level member `"name": value` after the
+ * "images" array, written at the close (detect --shard writes its "shard"
+ * object so). name: letters, digits, '_', '-', '.', not "images"; value:
+ * JSON text, checked (DETECT_ERR_FORMAT). A COCO document, an array, has
+ * no members (DETECT_ERR_ARGUMENT). */
+DETECT_API detect_status detect_document_add_member(detect_document *d, const char *name, const char *json_value);
 /* Completes the file and frees d (also on failure). */
 DETECT_API detect_status detect_document_close(detect_document *d);
 /* Removes the temporary file and frees d; the path is left as it was. */

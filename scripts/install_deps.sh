@@ -14,6 +14,7 @@ packages=(
   libcmocka-dev        # C unit tests
   python3-numpy python3-pytest
   python3-venv python3-setuptools python3-wheel  # make python-test: pip install . into a venv, offline
+  python3-yaml         # make cluster-test: examples/k8s_indexed_job.yaml parsed
   binutils             # readelf, nm: the library's exported symbols and soname (tests/library)
   python3-torch python3-torchvision python3-pil python3-skimage  # the reference (tests, demo weights)
   libopenblas0-openmp  # fast BLAS for the reference's linear layers

@@ -2,8 +2,11 @@
  * holds, its JSON and RLE forms, drawing, and documents over many images. */
 #include "api/api_internal.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cjson/cJSON.h>
 
 #include "io/atomic_file.h"
 #include "io/coco_results.h"
@@ -217,6 +220,164 @@ detect_status detect_result_json(const detect_model *m, const detect_result *r, 
                                                                                           : api_fail(&err);
 }
 
+/* ---- Results read back from JSON ------------------------------------------ */
+
+/* Masks of a result being rebuilt: each detection's window bytes back to
+ * back (the dets' pointers are set once it stops growing). */
+typedef struct {
+    uint8_t *bytes;
+    size_t len, cap;
+    size_t *offset; /* per detection; SIZE_MAX: no mask */
+} mask_store;
+
+static int store_append(mask_store *ms, const uint8_t *src, size_t n)
+{
+    if (ms->len + n + 1 > ms->cap) {
+        size_t cap = ms->cap ? ms->cap : 4096;
+        while (cap < ms->len + n + 1) cap *= 2;
+        uint8_t *b = realloc(ms->bytes, cap);
+        if (!b) return 0;
+        ms->bytes = b;
+        ms->cap = cap;
+    }
+    memcpy(ms->bytes + ms->len, src, n);
+    ms->len += n;
+    return 1;
+}
+
+/* Decodes detection i's {"size": [h, w], "counts": "..."} over the image
+ * (full: h*w bytes of scratch) and keeps its bounding box of set pixels. */
+static detect_status read_mask(const cJSON *mask, const char *file, int i, mr_detection *d, uint8_t *full,
+                               mask_store *ms)
+{
+    const int h = d->mask_win.h, w = d->mask_win.w; /* the image's, set by the caller */
+    const cJSON *size = cJSON_GetObjectItemCaseSensitive(mask, "size");
+    const cJSON *counts = cJSON_GetObjectItemCaseSensitive(mask, "counts");
+    if (!cJSON_IsArray(size) || cJSON_GetArraySize(size) != 2 || !cJSON_IsNumber(cJSON_GetArrayItem(size, 0)) ||
+        !cJSON_IsNumber(cJSON_GetArrayItem(size, 1)) || cJSON_GetArrayItem(size, 0)->valuedouble != h ||
+        cJSON_GetArrayItem(size, 1)->valuedouble != w || !cJSON_IsString(counts))
+        return api_failf(DETECT_ERR_FORMAT, "%s: detection %d: \"mask\" is not {\"size\": [%d, %d], \"counts\": "
+                         "\"<RLE>\"}", file, i, h, w);
+    const size_t slen = strlen(counts->valuestring);
+    uint32_t *c = malloc((slen + 1) * sizeof *c);
+    if (!c) return api_failf(DETECT_ERR_OOM, "out of memory");
+    int n = 0;
+    mr_error err = {0};
+    mr_status st = rle_from_string(counts->valuestring, c, (int)slen + 1, &n, &err);
+    if (st == MR_OK) st = rle_decode(c, n, h, w, full, &err);
+    free(c);
+    if (st != MR_OK) {
+        mr_error_prefix(&err, "%s: detection %d: mask", file, i);
+        return api_fail(&err);
+    }
+    int y0, y1, x0, x1;
+    mr_mask_window win = {0, 0, 0, 0};
+    if (mask_bounds(full, h, w, &y0, &y1, &x0, &x1)) win = (mr_mask_window){x0, y0, x1 - x0 + 1, y1 - y0 + 1};
+    ms->offset[i] = ms->len;
+    for (int y = 0; y < win.h; y++)
+        if (!store_append(ms, full + (size_t)(win.y0 + y) * (size_t)w + (size_t)win.x0, (size_t)win.w))
+            return api_failf(DETECT_ERR_OOM, "out of memory");
+    d->mask_win = win;
+    return DETECT_OK;
+}
+
+static detect_status read_detection(const detect_model *m, const cJSON *o, const char *file, int i, mr_detection *d,
+                                    uint8_t *full, mask_store *ms)
+{
+    const mr_config *cfg = &m->cfg;
+    const cJSON *cls = cJSON_GetObjectItemCaseSensitive(o, "class_id");
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "class");
+    const cJSON *score = cJSON_GetObjectItemCaseSensitive(o, "score");
+    const cJSON *box = cJSON_GetObjectItemCaseSensitive(o, "box");
+    if (!cJSON_IsNumber(cls) || !cJSON_IsNumber(score) || !cJSON_IsArray(box) || cJSON_GetArraySize(box) != 4)
+        return api_failf(DETECT_ERR_FORMAT, "%s: detection %d: needs \"class_id\", \"score\" and a \"box\" of 4 numbers",
+                         file, i);
+    const double id = cls->valuedouble;
+    if (id != (int)id || id < 1 || id >= cfg->classes.num_classes)
+        return api_failf(DETECT_ERR_FORMAT, "%s: detection %d: class_id %g is not one of the model's 1..%d", file, i,
+                         id, cfg->classes.num_classes - 1);
+    d->class_id = (int)id;
+    if (cJSON_IsString(name) && strcmp(name->valuestring, cfg->classes.class_names[d->class_id]) != 0)
+        return api_failf(DETECT_ERR_FORMAT, "%s: detection %d: class %d is \"%s\" here but \"%s\" in the model: "
+                         "written by another model?", file, i, d->class_id, name->valuestring,
+                         cfg->classes.class_names[d->class_id]);
+    /* Written with %.9g: back to the same float32. */
+    d->score = (float)score->valuedouble;
+    for (int k = 0; k < 4; k++) {
+        const cJSON *v = cJSON_GetArrayItem(box, k);
+        if (!cJSON_IsNumber(v)) return api_failf(DETECT_ERR_FORMAT, "%s: detection %d: box[%d] is not a number", file, i, k);
+        d->box[k] = (float)v->valuedouble;
+    }
+    const cJSON *mask = cJSON_GetObjectItemCaseSensitive(o, "mask");
+    return mask ? read_mask(mask, file, i, d, full, ms) : DETECT_OK;
+}
+
+static detect_status result_from_cjson(const detect_model *m, const cJSON *root, detect_result *r)
+{
+    const cJSON *jfile = cJSON_GetObjectItemCaseSensitive(root, "file");
+    const char *file = cJSON_IsString(jfile) ? jfile->valuestring : "entry";
+    const cJSON *jw = cJSON_GetObjectItemCaseSensitive(root, "width");
+    const cJSON *jh = cJSON_GetObjectItemCaseSensitive(root, "height");
+    const cJSON *dets = cJSON_GetObjectItemCaseSensitive(root, "detections");
+    if (!cJSON_IsNumber(jw) || !cJSON_IsNumber(jh) || !cJSON_IsArray(dets))
+        return api_failf(DETECT_ERR_FORMAT, "%s: an entry needs \"width\", \"height\" and \"detections\"", file);
+    const double w = jw->valuedouble, h = jh->valuedouble;
+    if (w != (int)w || h != (int)h || w < 1 || h < 1 || w > 100000 || h > 100000)
+        return api_failf(DETECT_ERR_FORMAT, "%s: image size %gx%g is not a positive whole size", file, w, h);
+    mr_result *res = &r->res;
+    res->width = (int)w;
+    res->height = (int)h;
+    const int n = cJSON_GetArraySize(dets);
+    res->dets = calloc((size_t)n + 1, sizeof *res->dets);
+    mask_store ms = {0};
+    ms.offset = malloc(((size_t)n + 1) * sizeof *ms.offset);
+    uint8_t *full = malloc((size_t)res->width * (size_t)res->height);
+    detect_status st = res->dets && ms.offset && full ? DETECT_OK : api_failf(DETECT_ERR_OOM, "out of memory");
+    int i = 0;
+    for (const cJSON *o = dets ? dets->child : NULL; st == DETECT_OK && o; o = o->next, i++) {
+        res->dets[i].mask_win = (mr_mask_window){0, 0, res->width, res->height};
+        ms.offset[i] = SIZE_MAX;
+        st = cJSON_IsObject(o) ? read_detection(m, o, file, i, &res->dets[i], full, &ms)
+                               : api_failf(DETECT_ERR_FORMAT, "%s: detection %d is not an object", file, i);
+    }
+    if (st == DETECT_OK && !store_append(&ms, (const uint8_t *)"", 0)) st = api_failf(DETECT_ERR_OOM, "out of memory");
+    res->count = n;
+    res->mask_storage = ms.bytes; /* freed with the result, also on failure */
+    for (i = 0; st == DETECT_OK && i < n; i++) {
+        mr_detection *d = &res->dets[i];
+        if (ms.offset[i] == SIZE_MAX) {
+            d->mask = NULL;
+            d->mask_win = (mr_mask_window){0, 0, 0, 0};
+        } else {
+            d->mask = ms.bytes + ms.offset[i];
+        }
+    }
+    free(ms.offset);
+    free(full);
+    return st;
+}
+
+detect_status detect_result_from_json(const detect_model *m, const char *json, detect_result **out)
+{
+    if (!m || !json || !out)
+        return api_failf(DETECT_ERR_ARGUMENT, "detect_result_from_json: %s is NULL", !m ? "model" : !json ? "json" : "out");
+    *out = NULL;
+    cJSON *root = cJSON_Parse(json);
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return api_failf(DETECT_ERR_FORMAT, "not a JSON object (an entry of detect --json)");
+    }
+    detect_result *r = calloc(1, sizeof *r);
+    detect_status st = r ? result_from_cjson(m, root, r) : api_failf(DETECT_ERR_OOM, "out of memory");
+    cJSON_Delete(root);
+    if (st != DETECT_OK) {
+        detect_result_free(r);
+        return st;
+    }
+    *out = r;
+    return DETECT_OK;
+}
+
 detect_status detect_render(const detect_model *m, const detect_image *img, const detect_result *r,
                             detect_image **out)
 {
@@ -242,6 +403,7 @@ struct detect_document {
     output_json json;   /* DETECT_DOCUMENT_JSON: streamed as images come */
     coco_results *coco; /* DETECT_DOCUMENT_COCO: kept, written at the close */
     char *path;
+    char *members;      /* JSON: ", \"name\": value" for each detect_document_add_member, or NULL */
 };
 
 detect_status detect_document_open(detect_document **out, detect_document_kind kind, const char *path)
@@ -295,8 +457,32 @@ detect_status detect_document_add(detect_document *d, const detect_model *m, con
     return st == MR_OK ? DETECT_OK : api_fail(&err);
 }
 
+detect_status detect_document_add_member(detect_document *d, const char *name, const char *json_value)
+{
+    if (!d || !name || !json_value)
+        return api_failf(DETECT_ERR_ARGUMENT, "detect_document_add_member: %s is NULL",
+                         !d ? "document" : !name ? "name" : "json_value");
+    if (d->kind != DETECT_DOCUMENT_JSON)
+        return api_failf(DETECT_ERR_ARGUMENT, "%s: a COCO results document is an array: it has no members", d->path);
+    /* A plain key: nothing to escape, and "images" stays the only array of entries. */
+    if (!*name || strcmp(name, "images") == 0 ||
+        name[strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")])
+        return api_failf(DETECT_ERR_ARGUMENT, "%s: \"%s\" cannot be a member's name (letters, digits, _-. only; "
+                         "not \"images\")", d->path, name);
+    cJSON *v = cJSON_Parse(json_value);
+    cJSON_Delete(v);
+    if (!v) return api_failf(DETECT_ERR_FORMAT, "%s: member \"%s\": its value is not JSON", d->path, name);
+    size_t old = d->members ? strlen(d->members) : 0, n = old + strlen(name) + strlen(json_value) + 8;
+    char *m = realloc(d->members, n);
+    if (!m) return api_failf(DETECT_ERR_OOM, "out of memory");
+    snprintf(m + old, n - old, ", \"%s\": %s", name, json_value);
+    d->members = m;
+    return DETECT_OK;
+}
+
 static void document_release(detect_document *d)
 {
+    free(d->members);
     coco_results_free(d->coco);
     free(d->path);
     free(d);
@@ -306,7 +492,7 @@ detect_status detect_document_close(detect_document *d)
 {
     if (!d) return api_failf(DETECT_ERR_ARGUMENT, "detect_document_close: document is NULL");
     mr_error err = {0};
-    mr_status st = d->kind == DETECT_DOCUMENT_JSON ? output_json_close(&d->json, &err)
+    mr_status st = d->kind == DETECT_DOCUMENT_JSON ? output_json_close(&d->json, d->members, &err)
                                                    : coco_results_write(d->coco, d->path, &err);
     document_release(d);
     return st == MR_OK ? DETECT_OK : api_fail(&err);

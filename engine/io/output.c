@@ -94,9 +94,9 @@ mr_status output_json_add(output_json *out, const char *file, const mr_result *r
     return MR_OK;
 }
 
-mr_status output_json_close(output_json *out, mr_error *err)
+mr_status output_json_close(output_json *out, const char *members, mr_error *err)
 {
-    atomic_file_printf(&out->file, "\n]}\n");
+    atomic_file_printf(&out->file, "\n]%s}\n", members ? members : "");
     return atomic_file_commit(&out->file, err);
 }
 

@@ -32,8 +32,10 @@ mr_status output_json_entry(const char *file, const mr_result *res, const mr_con
 mr_status output_json_add(output_json *out, const char *file, const mr_result *res, const mr_config *cfg,
                           mr_error *err);
 
-/* Ends the document and moves it into place. */
-mr_status output_json_close(output_json *out, mr_error *err);
+/* Ends the document and moves it into place. members (may be NULL): text
+ * written after the "images" array, inside the top-level object
+ * (", \"name\": value ..."). */
+mr_status output_json_close(output_json *out, const char *members, mr_error *err);
 void output_json_abort(output_json *out);
 
 /* One line per detection: "file: class score box x1,y1,x2,y2 mask N px". */

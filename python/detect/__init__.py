@@ -14,6 +14,9 @@ Every number comes from the C library (include/detect.h), so a result equals
 model runs (ctypes releases it around every foreign call), so threads that
 share a model overlap their decoding and Python work; the model itself runs
 one image at a time. Errors raise DetectError with the library's message.
+
+For many machines, detect.ray_pipeline runs the model in a pool of Ray
+actors (importing detect does not import Ray; that module does).
 """
 
 from __future__ import annotations
@@ -114,11 +117,16 @@ class Result:
         """The image's entry of `detect --json`, parsed: {"file", "width",
         "height", "detections": [{"class_id", "class", "score", "box",
         "mask"}]}."""
+        return json.loads(self.to_json_text(file))
+
+    def to_json_text(self, file: str = "") -> str:
+        """The same entry as the text `detect --json` writes, byte for byte
+        (floats with 9 significant digits: exact float32)."""
         s = ctypes.c_void_p()
         _check(self._lib.detect_result_json(self._model._require(), self._handle, os.fsencode(file),
                                             ctypes.byref(s)))
         try:
-            return json.loads(ctypes.string_at(s).decode("utf-8"))
+            return ctypes.string_at(s).decode("utf-8")
         finally:
             self._lib.detect_free(s)
 
