@@ -10,6 +10,7 @@
 #   make test       unit tests (cmocka), parity tests against torchvision (pytest), python-test,
 #                   cluster-test
 #   make bench      CPU time per stage beside torchvision's: one full-size image, a mixed-size batch
+#   make bench-peers  the same images beside current PyTorch, ONNX Runtime and OpenVINO (venv in build/, ~20 min)
 #   make demo       the README's first command: install what is missing, run on an example
 #   make sanitize   unit and end-to-end tests under AddressSanitizer + UBSan (build-san/)
 #   make valgrind   one full image through memcheck: no errors, no leaks
@@ -73,7 +74,7 @@ NVCCFLAGS  += $(foreach d,$(CUDA_INC_DIRS),-isystem $(d))
 LDLIBS     += -ldl
 endif
 
-.PHONY: all lib install uninstall python-test doc-test cluster-test check test unit-test parity-test bench demo deps clean sanitize valgrind fuzz cuda-report
+.PHONY: all lib install uninstall python-test doc-test cluster-test check test unit-test parity-test bench bench-peers demo deps clean sanitize valgrind fuzz cuda-report
 FUZZ_SECONDS ?= 60
 all: $(BUILD)/detect $(BUILD)/libdetect.so $(BUILD)/libdetect_internal.so $(BUILD)/stage_runner $(CUDA_SO)
 
@@ -147,6 +148,16 @@ check: deps
 bench: deps
 	$(MAKE) all
 	$(PYTHON) bench/bench_cpu.py
+
+PEERS_VENV ?= $(BUILD)/venv-peers
+$(PEERS_VENV)/.installed: bench/requirements-peers.txt
+	$(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/pip install -q -r $<
+	touch $@
+
+bench-peers: deps $(PEERS_VENV)/.installed
+	$(MAKE) all
+	$(PEERS_VENV)/bin/python bench/bench_peers.py $(BENCH_PEERS_ARGS)
 
 demo: deps
 	$(MAKE) all

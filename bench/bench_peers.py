@@ -1,0 +1,414 @@
+#!/usr/bin/python3
+"""make bench-peers: our CPU time beside the engines users pick today:
+current PyTorch (eager torchvision), ONNX Runtime and OpenVINO, plus
+Debian's torch 1.13 (make bench's peer), in one run on this machine.
+
+Run by build/venv-peers/bin/python (bench/requirements-peers.txt); the
+torch 1.13 peer runs under /usr/bin/python3. Every engine runs the seeded
+R-101-FPN of tests/parity/oracle.py from the one safetensors file our
+engine loads: the venv's torchvision loads it (oracle.load_weights) and is
+exported once to ONNX with torch.onnx.export's TorchScript exporter
+(dynamo=False, opset 17, height and width dynamic); ONNX Runtime runs that
+file, OpenVINO reads it (openvino.convert_model from the torch model also
+works, with a wrapper returning a tuple, but took 5.5 min against 4 s).
+
+Steps: (1) agreement: each peer's detections on the 800x1216 image against
+Debian torchvision's (matched by class at IoU >= 0.5; box IoU, score and
+mask IoU of the pairs); a peer outside AGREE is reported, not timed.
+OpenVINO also runs with its default precision hint (bf16 on a CPU with
+AVX512_BF16) here, for the report. (2) full size: --rounds rounds, each
+ours then every peer, each in its own process (load, a warm-up run,
+--runs measured runs, from the decoded image to outputs at the original
+size, as make bench); ONNX Runtime and OpenVINO also time backbone+FPN
+alone (a second ONNX file, input 1x3x800x1216). (3) batch: the first
+--batch-images of make bench's mixed-size batch, file to masks, one process
+each after a warm-up image. Threads: --threads intra-op for every engine.
+Peak RSS: each process's own (GNU time's %M). Writes build/bench_peers.md."""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(REPO, "tests", "parity"))
+sys.path.insert(0, HERE)
+import bench_cpu  # noqa: E402  (ours' runs, the batch, torchvision's stages)
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+BACKBONE_HW = (800, 1216)  # the full-size image's network input: no resize, no padding
+# Peers: name -> the Python that runs its worker. "openvino-default" is checked, never timed.
+PEERS = {"torch": sys.executable, "onnxruntime": sys.executable, "openvino": sys.executable,
+         "openvino-default": sys.executable, "torch-1.13": SYSTEM_PYTHON}
+REFERENCE = "torch-1.13"  # Debian's torchvision: the parity tests' reference
+# Agreement: what fp32 noise allows on the seeded model (whose scores sit within 1e-3 of
+# each other, so a detection may swap at the cap of 100), and no more.
+AGREE = {"matched": 0.95, "found_top": 1.0, "box_mean": 0.99, "score_max": 1e-2, "mask_mean": 0.98}
+
+
+def load_rgb(path):
+    from PIL import Image
+    import numpy as np
+    with Image.open(path) as im:
+        return np.asarray(im.convert("RGB"), dtype=np.uint8).copy()
+
+
+# ---------------------------------------------------------------------------------------
+# The peers, each used only inside its own worker process
+# ---------------------------------------------------------------------------------------
+
+class TorchPeer:
+    """Eager torchvision, in whichever torch runs this process."""
+
+    def __init__(self, d, threads):
+        import torch
+        import oracle
+        torch.set_num_threads(threads)
+        self.torch, self.oracle = torch, oracle
+        self.model = oracle.load_weights(oracle.build_model(0), os.path.join(d, "weights.safetensors"))
+        self.version = f"torch {torch.__version__}, torchvision {__import__('torchvision').__version__}"
+
+    def detect(self, img):
+        with self.torch.no_grad():
+            r = self.model([self.oracle.image_tensor(img)])[0]
+        return r["boxes"].numpy(), r["labels"].numpy(), r["scores"].numpy(), r["masks"][:, 0].numpy()
+
+    def stages(self, img):
+        return bench_cpu.torch_stages(self.model, img, self.torch)
+
+
+class OnnxPeer:
+    """ONNX Runtime or OpenVINO on the exported file; `backbone` times the
+    backbone+FPN file."""
+
+    def __init__(self, d, threads, kind):
+        self.kind, self.d, self.threads = kind, d, threads
+        self.run = self.compile("model.onnx")
+        if kind == "onnxruntime":
+            import onnxruntime
+            self.version = f"onnxruntime {onnxruntime.__version__}"
+        else:
+            import openvino
+            self.version = f"openvino {openvino.__version__}"
+
+    def compile(self, name):
+        path = os.path.join(self.d, name)
+        if self.kind == "onnxruntime":
+            import onnxruntime as ort
+            so = ort.SessionOptions()
+            so.intra_op_num_threads, so.inter_op_num_threads = self.threads, 1
+            s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+            return lambda x: s.run(None, {s.get_inputs()[0].name: x})
+        import openvino as ov
+        cfg = {"INFERENCE_NUM_THREADS": self.threads}
+        if self.kind == "openvino":  # fp32, as every other engine here; the default is bf16 on AVX512_BF16
+            cfg["INFERENCE_PRECISION_HINT"] = "f32"
+        cm = ov.Core().compile_model(path, "CPU", cfg)
+        req = cm.create_infer_request()
+        return lambda x: [req.infer([x])[o] for o in cm.outputs]
+
+    def detect(self, img):
+        import numpy as np
+        x = np.ascontiguousarray(img.transpose(2, 0, 1)).astype(np.float32) / np.float32(255)  # oracle.image_tensor
+        boxes, labels, scores, masks = self.run(x)
+        return boxes, labels, scores, masks[:, 0]
+
+    def backbone(self, runs):
+        import numpy as np
+        run = self.compile("backbone_fpn.onnx")
+        x = np.random.RandomState(0).rand(1, 3, *BACKBONE_HW).astype(np.float32)
+        run(x)
+        out = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            run(x)
+            out.append(time.perf_counter() - t0)
+        return out
+
+
+def worker(args):
+    """One peer in this process: --mode check | full | batch; writes --out (JSON) and, for
+    check, the detections (--out + .npz)."""
+    import numpy as np
+    t0 = time.perf_counter()
+    peer = TorchPeer(args.dir, args.threads) if args.worker.startswith("torch") else \
+        OnnxPeer(args.dir, args.threads, args.worker)
+    res = {"version": peer.version, "load_s": time.perf_counter() - t0}
+    if args.mode == "check":
+        img = load_rgb(args.images[0])
+        t0 = time.perf_counter()
+        b, l, s, m = peer.detect(img)
+        res["first_s"] = time.perf_counter() - t0
+        np.savez_compressed(args.out + ".npz", boxes=b, labels=l, scores=s, masks=np.packbits(m > 0.5, axis=-1),
+                            shape=np.array(m.shape))
+    elif args.mode == "full":
+        img = load_rgb(args.images[0])
+        timed = peer.stages if hasattr(peer, "stages") else lambda im: {"total": timed_detect(peer, im)}
+        timed(img)  # warm-up
+        res["runs"] = [timed(img) for _ in range(args.runs)]
+        if hasattr(peer, "backbone"):
+            peer.run = None  # the whole model's compiled form, freed first: two slowed OpenVINO 4x
+            res["backbone_fpn"] = peer.backbone(args.runs)
+    else:
+        peer.detect(load_rgb(args.images[0]))  # warm-up
+        res["times"] = [timed_detect(peer, None, p) for p in args.images]
+    with open(args.out, "w") as f:
+        json.dump(res, f)
+
+
+def timed_detect(peer, img, path=None):
+    t0 = time.perf_counter()
+    peer.detect(load_rgb(path) if path else img)
+    return time.perf_counter() - t0
+
+
+# ---------------------------------------------------------------------------------------
+# Preparation (a venv process): weights, images, the ONNX files
+# ---------------------------------------------------------------------------------------
+
+def prepare(args):
+    import torch
+    import oracle
+    torch.set_num_threads(args.threads)
+    d = args.dir
+    model = oracle.build_model(0)
+    oracle.export_weights(model, os.path.join(d, "weights.safetensors"))
+    img = oracle.make_synthetic_image(800, 1216, 0)
+    oracle.save_png(img, os.path.join(d, "image.png"))
+    bench_cpu.make_batch(d)
+    x = oracle.image_tensor(img)
+    info = {"torch": torch.__version__}
+    t0 = time.perf_counter()
+    try:
+        torch.onnx.export(model, ([x],), os.path.join(d, "model.onnx"), dynamo=False, opset_version=17,
+                          input_names=["image"], output_names=["boxes", "labels", "scores", "masks"],
+                          dynamic_axes={"image": [1, 2], "boxes": [0], "labels": [0], "scores": [0],
+                                        "masks": [0, 2, 3]})
+        info["model_export_s"] = time.perf_counter() - t0
+    except Exception as e:  # reported; the peers then time backbone+FPN only
+        info["model_export_error"] = f"{type(e).__name__}: {e}"
+    fpn = torch.nn.Sequential(model.backbone.body, model.backbone.fpn)
+    t0 = time.perf_counter()
+    torch.onnx.export(fpn, (torch.rand(1, 3, *BACKBONE_HW),), os.path.join(d, "backbone_fpn.onnx"), dynamo=False,
+                      opset_version=17, input_names=["input"])
+    info["backbone_export_s"] = time.perf_counter() - t0
+    with open(os.path.join(d, "prepare.json"), "w") as f:
+        json.dump(info, f)
+
+
+# ---------------------------------------------------------------------------------------
+# The orchestrator (light: no torch in this process)
+# ---------------------------------------------------------------------------------------
+
+def spawn(args, python, extra, rss_key, rss):
+    """This script in a child process under GNU time; returns its JSON and
+    keeps the peak RSS (kB) per rss_key."""
+    out = os.path.join(args.dir, f"out-{rss_key[0]}-{rss_key[1]}.json")
+    rss_file = out + ".rss"
+    cmd = ["/usr/bin/time", "-f", "%M", "-o", rss_file, python, os.path.abspath(__file__), "--dir", args.dir,
+           "--threads", str(args.threads), "--out", out, *extra]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        tail = "\n".join(r.stderr.strip().splitlines()[-15:])
+        return {"error": f"exit {r.returncode}: {tail}"}
+    with open(rss_file) as f:
+        rss[rss_key] = max(rss.get(rss_key, 0), int(f.read().split()[-1]))
+    with open(out) as f:
+        return json.load(f)
+
+
+def compare(ref_npz, npz):
+    import numpy as np
+    import metrics
+    dets = []
+    for p in (ref_npz, npz):
+        z = np.load(p)
+        m = np.unpackbits(z["masks"], axis=-1, count=int(z["shape"][-1])).astype(bool)
+        dets.append(dict(boxes=z["boxes"], labels=z["labels"], scores=z["scores"], masks=m))
+    r = metrics.precision_drift(dets[0], dets[1])
+    r["matched_frac"] = r["matched"] / max(1, r["ref"])
+    r["agrees"] = (r["matched_frac"] >= AGREE["matched"] and r["found_top"] >= AGREE["found_top"]
+                   and r["box_mean"] >= AGREE["box_mean"] and r["score_max"] <= AGREE["score_max"]
+                   and r["mask_mean"] >= AGREE["mask_mean"])
+    return r
+
+
+def orchestrate(args):
+    t_start = time.perf_counter()
+    rss, log = {}, []
+
+    def say(s):
+        print(s, flush=True)
+        log.append(s)
+
+    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--prepare", "--dir", args.dir, "--threads",
+                        str(args.threads)], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"bench_peers: preparation failed:\n{r.stderr[-3000:]}")
+    with open(os.path.join(args.dir, "prepare.json")) as f:
+        prep = json.load(f)
+    say(f"prepared in {time.perf_counter() - t_start:.0f} s: {json.dumps(prep)}")
+    png = os.path.join(args.dir, "image.png")
+    weights = os.path.join(args.dir, "weights.safetensors")
+    peers = [p for p in PEERS if p in args.peers]
+    if "model_export_error" in prep:
+        say(f"whole-model ONNX export failed: {prep['model_export_error']}")
+
+    # (1) agreement with Debian torchvision on the full-size image
+    check, version, timed = {}, {}, []
+    for p in [REFERENCE] + [p for p in peers if p != REFERENCE]:
+        if p in ("onnxruntime", "openvino", "openvino-default") and "model_export_error" in prep:
+            check[p] = {"error": "no whole-model ONNX file"}
+            continue
+        res = spawn(args, PEERS[p], ["--worker", p, "--mode", "check", png], (p, "check"), rss)
+        if "error" in res:
+            check[p] = res
+            say(f"{p}: failed: {res['error']}")
+            continue
+        version[p] = res["version"]
+        if p == REFERENCE:
+            check[p] = {"text": "the reference", "agrees": True}
+        else:
+            check[p] = compare(os.path.join(args.dir, f"out-{REFERENCE}-check.json.npz"),
+                               os.path.join(args.dir, f"out-{p}-check.json.npz"))
+        say(f"check {p} ({res['version']}; load {res['load_s']:.1f} s, first image {res['first_s']:.1f} s): "
+            f"{'agrees' if check[p]['agrees'] else 'DISAGREES'}: {check[p]['text']}")
+        if check[p]["agrees"] and p != "openvino-default":
+            timed.append(p)
+    if REFERENCE in peers and "error" in check.get(REFERENCE, {}):
+        sys.exit("bench_peers: the reference (Debian torchvision) failed")
+
+    # (2) full size, alternating
+    ours, full = [], {p: [] for p in timed}
+    bb = {p: [] for p in timed}
+    for k in range(args.rounds):
+        ours += bench_cpu.ours_stages(args, weights, png, args.runs)
+        for p in timed:
+            res = spawn(args, PEERS[p], ["--worker", p, "--mode", "full", "--runs", str(args.runs), png],
+                        (p, "full"), rss)
+            if "error" in res:
+                say(f"{p}: full-size run failed: {res['error']}")
+                continue
+            full[p] += res["runs"]
+            bb[p] += res.get("backbone_fpn", [])
+        say(f"round {k + 1}/{args.rounds}: ours {statistics.median(sum(r.values()) for r in ours):.2f} s, "
+            + ", ".join(f"{p} {statistics.median(sum(r.values()) for r in full[p]):.2f} s" for p in timed if full[p]))
+
+    # (3) the mixed-size batch
+    n = min(max(args.batch_images, 0), bench_cpu.BATCH_COUNT)
+    paths = sorted(os.path.join(args.dir, f) for f in os.listdir(args.dir) if f.startswith("batch_"))[:n]
+    batch = {}
+    if n:
+        runs = bench_cpu.run_detect(args, weights, [paths[0]] + paths, [], "batch")
+        batch["ours"] = [r["total"] for r in runs[1:]]
+        for p in timed:
+            res = spawn(args, PEERS[p], ["--worker", p, "--mode", "batch", *paths], (p, "batch"), rss)
+            if "error" in res:
+                say(f"{p}: batch failed: {res['error']}")
+            else:
+                batch[p] = res["times"]
+
+    report(args, prep, check, version, timed, ours, full, bb, batch, paths, rss, log,
+           time.perf_counter() - t_start)
+
+
+def report(args, prep, check, version, timed, ours, full, bb, batch, paths, rss, log, wall):
+    med = statistics.median
+    mib = lambda kb: f"{kb / 1024:.0f}"  # noqa: E731
+    ours_full = med(sum(r.values()) for r in ours)
+    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
+    avx512 = "AVX-512" if "avx512f" in open("/proc/cpuinfo").read() else "no AVX-512"
+    L = [f"# make bench-peers, {time.strftime('%Y-%m-%d %H:%M')}",
+         "",
+         f"{cpu}, {os.cpu_count()} cores, {avx512}; {args.threads} intra-op threads for every engine; "
+         f"ours: build/detect, {args.config.split('/')[-1]}. Ratio: ours' time / the peer's (below 1: we are faster).",
+         "",
+         f"## Full size (800x1216), median of {args.rounds} alternating rounds x {args.runs} runs, "
+         "decoded image to outputs at the original size",
+         "",
+         "| engine | version | s / image | ours / peer | peak RSS MiB | agreement with Debian torchvision |",
+         "|---|---|---|---|---|---|",
+         f"| ours | detect | {ours_full:.3f} | 1.00 | {mib(bench_cpu.peak_rss_kb['full'])} | parity suite (make test) |"]
+    for p in [p for p in PEERS if p in check]:
+        c = check[p]
+        agree = c.get("error") or ("agrees" if c["agrees"] else "**disagrees**") + (
+            f": {c['matched']}/{c['ref']} matched, box IoU mean {c['box_mean']:.4f}, |score diff| max "
+            f"{c['score_max']:.1e}, mask IoU mean {c['mask_mean']:.4f}" if "matched" in c else "")
+        if full.get(p):
+            t = med(sum(r.values()) for r in full[p])
+            L.append(f"| {p} | {version.get(p, '?')} | {t:.3f} | {ours_full / t:.2f} | {mib(rss[(p, 'full')])} "
+                     f"| {agree} |")
+        else:
+            L.append(f"| {p} | {version.get(p, '?')} | not timed | | | {agree} |")
+    if any(bb.values()):
+        ob = med(r["backbone"] + r["fpn"] for r in ours)
+        L += ["", "## Stages (full size, medians; s)", "",
+              "| engine | backbone | fpn | backbone+fpn | rpn | box | mask | paste | rest of the model |",
+              "|---|---|---|---|---|---|---|---|---|"]
+        rows = [("ours", ours)] + [(p, full[p]) for p in timed if p.startswith("torch") and full[p]]
+        for name, rs in rows:
+            s = {k: med(r[k] for r in rs) for k in bench_cpu.STAGES}
+            L.append(f"| {name} | {s['backbone']:.3f} | {s['fpn']:.3f} | {s['backbone'] + s['fpn']:.3f} | "
+                     f"{s['rpn']:.3f} | {s['box']:.3f} | {s['mask']:.3f} | {s['paste']:.3f} | "
+                     f"{med(sum(r.values()) - r['backbone'] - r['fpn'] for r in rs):.3f} |")
+        for p in timed:
+            if bb.get(p):
+                t = med(sum(r.values()) for r in full[p])
+                L.append(f"| {p} | | | {med(bb[p]):.3f} | | | | | {t - med(bb[p]):.3f} (whole model's median "
+                         f"minus backbone+FPN alone's) |")
+        L.append(f"\nbackbone+FPN, ours / peer: " + ", ".join(
+            f"{p} {ob / (med(bb[p]) if bb.get(p) else med(r['backbone'] + r['fpn'] for r in full[p])):.2f}"
+            for p in timed if full.get(p)))
+    if batch:
+        shapes = sorted({os.path.basename(p).split("_")[2][:-4] for p in paths})
+        L += ["", f"## Batch: {len(paths)} of make bench's {bench_cpu.BATCH_COUNT} images, {len(shapes)} sizes "
+              f"({', '.join(shapes)}), file to masks, one process each after a warm-up image", "",
+              "| engine | median s / image | ours / peer | images/s | peak RSS MiB |", "|---|---|---|---|---|"]
+        o = med(batch["ours"])
+        L.append(f"| ours | {o:.3f} | 1.00 | {len(batch['ours']) / sum(batch['ours']):.3f} | "
+                 f"{mib(bench_cpu.peak_rss_kb['batch'])} |")
+        for p in timed:
+            if p in batch:
+                L.append(f"| {p} | {med(batch[p]):.3f} | {o / med(batch[p]):.2f} | "
+                         f"{len(batch[p]) / sum(batch[p]):.3f} | {mib(rss[(p, 'batch')])} |")
+    L += ["", "## Log", "", *[f"    {s}" for s in log], "",
+          f"load average at the end: {open('/proc/loadavg').read().split()[:3]}; bench_peers took {wall / 60:.1f} min"]
+    text = "\n".join(L) + "\n"
+    print("\n" + text)
+    os.makedirs(os.path.join(REPO, "build"), exist_ok=True)
+    with open(os.path.join(REPO, "build", "bench_peers.md"), "w") as f:
+        f.write(text)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3, help="alternating full-size rounds")
+    ap.add_argument("--runs", type=int, default=1, help="measured full-size runs per process")
+    ap.add_argument("--batch-images", type=int, default=8, help=f"of make bench's {bench_cpu.BATCH_COUNT}")
+    ap.add_argument("--peers", default=",".join(PEERS), help="comma-separated subset of " + ", ".join(PEERS))
+    ap.add_argument("--config", default=os.path.join(REPO, "configs", "mask_rcnn_R-101-FPN_torchvision.json"))
+    ap.add_argument("--dir", help=argparse.SUPPRESS)
+    ap.add_argument("--prepare", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--mode", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    ap.add_argument("images", nargs="*", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.prepare:
+        return prepare(args)
+    if args.worker:
+        return worker(args)
+    args.peers = args.peers.split(",")
+    with tempfile.TemporaryDirectory(prefix="detect-peers-") as d:
+        args.dir = d
+        orchestrate(args)
+
+
+if __name__ == "__main__":
+    main()
