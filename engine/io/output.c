@@ -104,14 +104,3 @@ void output_json_abort(output_json *out)
 {
     atomic_file_abort(&out->file);
 }
-
-void output_print_text(FILE *f, const char *file, const mr_result *res, const mr_config *cfg)
-{
-    for (int i = 0; i < res->count; i++) {
-        const mr_detection *d = &res->dets[i];
-        size_t px = 0, n = mask_window_pixels(d->mask_win);
-        for (size_t p = 0; d->mask && p < n; p++) px += d->mask[p];
-        fprintf(f, "%s: %-14s %.3f  box %.1f,%.1f,%.1f,%.1f  mask %zu px\n", file,
-                cfg->classes.class_names[d->class_id], d->score, d->box[0], d->box[1], d->box[2], d->box[3], px);
-    }
-}

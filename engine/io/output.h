@@ -1,5 +1,5 @@
 /* Results as documents: the JSON of `detect --json` (all images, streamed
- * to the file as they finish) and one line of text per detection.
+ * to the file as they finish). The command's text lines are its own (cmd/detect.c).
  *
  * JSON: {"images": [{"file", "width", "height", "detections": [{"class_id",
  * "class", "score", "box": [x1, y1, x2, y2], "mask": {"size": [h, w],
@@ -38,7 +38,5 @@ mr_status output_json_add(output_json *out, const char *file, const mr_result *r
 mr_status output_json_close(output_json *out, const char *members, mr_error *err);
 void output_json_abort(output_json *out);
 
-/* One line per detection: "file: class score box x1,y1,x2,y2 mask N px". */
-void output_print_text(FILE *f, const char *file, const mr_result *res, const mr_config *cfg);
 
 #endif
