@@ -41,9 +41,12 @@ def _colour(rng, avoid):
     return (255 - avoid.mean(0)).round()
 
 
-def _background(rng, h, w):
-    """(uint8 HxWx3: one of gradient, stripes, checkerboard or blotches, plus noise; its two colours)."""
+def _background(rng, h, w, hard=False):
+    """(uint8 HxWx3: one of gradient, stripes, checkerboard or blotches, plus noise; its two colours).
+    hard: stripes, checkerboard (twice as likely) or blotches, never the plain gradient."""
     kind = rng.integers(0, 4)
+    if hard:
+        kind = (1, 2, 2, 3)[kind]
     c1, c2 = rng.integers(0, 256, 3).astype(np.float64), rng.integers(0, 256, 3).astype(np.float64)
     yy, xx = np.mgrid[0:h, 0:w].astype(np.float64)
     if kind == 0:
@@ -87,15 +90,21 @@ def _shape_mask(cls, h, w, cx, cy, r, rot, rng):
     return np.asarray(im) > 127
 
 
-def make_scene(seed, index):
-    """(image uint8 HxWx3 RGB, [(class id 1..4, visible mask bool HxW)]), a function of (seed, index)."""
+def make_scene(seed, index, hard=False):
+    """(image uint8 HxWx3 RGB, [(class id 1..4, visible mask bool HxW)]), a function of (seed, index).
+
+    hard=True is a training-only mix (train.py --hard-fraction): textured backgrounds only and
+    at least 5 shapes, so more of them overlap.  The evaluation and demo scenes never use it;
+    with hard=False the scene is the same as before the option existed."""
     rng = _rng(seed, index)
     h, w = (int(v) for v in rng.integers(MIN_SIDE, MAX_SIDE + 1, 2))
-    img, bg_colours = _background(rng, h, w)
+    img, bg_colours = _background(rng, h, w, hard)
     img = img.astype(np.float64)
     avoid = [*bg_colours, img.reshape(-1, 3).mean(0)]
     objects = []  # [class, visible mask]
     n = int(rng.integers(MIN_OBJ, MAX_OBJ + 1))
+    if hard:
+        n = max(n, 5)
     for _ in range(n * 4):  # attempts
         if len(objects) == n:
             break

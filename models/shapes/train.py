@@ -3,6 +3,9 @@
     nice -n 10 /usr/bin/python3 models/shapes/train.py --out build/shapes_train [--iters N]
                                                        [--freeze-iters N] [--threads 1]
                                                        [--device auto|cpu|cuda|cuda:N]
+                                                       [--init W.safetensors] [--freeze-lr LR]
+                                                       [--freeze-warmup N] [--hard-fraction F]
+                                                       [--scene-offset K] [--rois N] [--workers N]
 
 The shipped weights are this command with the default iterations and --threads 2 (about 66
 minutes on 2 idle cores): models/README.md.
@@ -24,6 +27,14 @@ the fly, batch BATCH, RPN/RoI sampling settings below, SGD momentum 0.9, weight 
    instead had given 0.893).
 Then the model is written as OUT/model_final.pth (torch.save(state_dict)).  Convert it with
     /usr/bin/python3 models/convert.py OUT/model_final.pth models/shapes_r101_narrow.safetensors --dtype f16
+
+Fine-tuning (`--init W.safetensors`): start from a converted model (its FrozenBatchNorm
+statistics included) and run only phase 3, `--freeze-iters` iterations with a linear warm-up of
+`--freeze-warmup` to `--freeze-lr`, then cosine to 0.  `--hard-fraction` draws that share of the
+training scenes from shapes_data's hard mix (textured backgrounds, at least 5 shapes),
+`--scene-offset` moves to scenes no earlier run saw, `--rois` samples more RoIs per image (more
+background examples for the box classifier).  models/README.md gives the command of the shipped
+model.
 
 A checkpoint OUT/checkpoint.pth (model, optimiser, iteration, phase) is written every CKPT_EVERY
 iterations of either phase; rerunning the same command resumes from it (on either device).
@@ -65,8 +76,14 @@ TRAIN_KW = dict(rpn_pre_nms_top_n_train=500, rpn_post_nms_top_n_train=300,
                 rpn_batch_size_per_image=256, box_batch_size_per_image=64)
 
 
-def scene_target(seed, index):
-    img, objs = shapes_data.make_scene(seed, index)
+def is_hard(seed, index, fraction):
+    """Whether training scene `index` is drawn from shapes_data's hard mix (a fixed function of
+    the scene, so a resumed run sees the same scenes)."""
+    return fraction > 0 and np.random.default_rng([int(seed), int(index), 7]).random() < fraction
+
+
+def scene_target(seed, index, hard_fraction=0.0):
+    img, objs = shapes_data.make_scene(seed, index, hard=is_hard(seed, index, hard_fraction))
     x = torch.from_numpy(img.copy()).permute(2, 0, 1).float() / 255
     masks = np.stack([m for _, m in objs]) if objs else np.zeros((0,) + img.shape[:2], bool)
     t = {"boxes": torch.tensor([shapes_data.mask_box(m) for _, m in objs], dtype=torch.float32).reshape(-1, 4),
@@ -76,17 +93,20 @@ def scene_target(seed, index):
 
 
 class Scenes(torch.utils.data.Dataset):
-    def __init__(self, seed, n):
-        self.seed, self.n = seed, n
+    def __init__(self, seed, n, hard_fraction):
+        self.seed, self.n, self.hard_fraction = seed, n, hard_fraction
 
     def __len__(self):
         return self.n
 
     def __getitem__(self, i):
-        return scene_target(self.seed, i)
+        return scene_target(self.seed, i, self.hard_fraction)
 
 
 DEVICE = torch.device("cpu")  # set by main from --device
+HARD_FRACTION = 0.0           # set by main from --hard-fraction
+SCENE_OFFSET = 0              # set by main from --scene-offset: added to every training scene index
+WORKERS = 1                   # set by main from --workers: processes rendering scenes
 
 
 def to_device(xs, ts):
@@ -97,9 +117,10 @@ def to_device(xs, ts):
 def batches(first_iter, last_iter, skip=0):
     """Iteration k uses training scenes skip+k*BATCH .. skip+k*BATCH+BATCH-1: a resumed run sees
     the same data as an uninterrupted one.  One worker renders while the main process trains."""
-    ds = torch.utils.data.Subset(Scenes(shapes_data.TRAIN_SEED, skip + last_iter * BATCH),
+    skip += SCENE_OFFSET
+    ds = torch.utils.data.Subset(Scenes(shapes_data.TRAIN_SEED, skip + last_iter * BATCH, HARD_FRACTION),
                                  range(skip + first_iter * BATCH, skip + last_iter * BATCH))
-    return torch.utils.data.DataLoader(ds, batch_size=BATCH, num_workers=1, prefetch_factor=4,
+    return torch.utils.data.DataLoader(ds, batch_size=BATCH, num_workers=WORKERS, prefetch_factor=4,
                                        collate_fn=lambda b: tuple(zip(*b)))
 
 
@@ -119,10 +140,24 @@ def precise_bn(model, n_batches, start_index):
         m.momentum = None
     model.train()
     for b in range(n_batches):
-        xs, ts = zip(*[scene_target(shapes_data.TRAIN_SEED, start_index + b * BATCH + j) for j in range(BATCH)])
+        xs, ts = zip(*[scene_target(shapes_data.TRAIN_SEED, SCENE_OFFSET + start_index + b * BATCH + j, HARD_FRACTION)
+                       for j in range(BATCH)])
         model(*to_device(xs, ts))  # losses ignored; the forward updates the statistics
     for m in bns:
         m.momentum = 0.1
+
+
+def load_init(model, path):
+    """Load a converted model (models/convert.py's canonical safetensors, e.g. the shipped
+    shapes_r101_narrow.safetensors) into `model`, through convert.py's torchvision names (as
+    evaluate.py loads it)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    import safetensors_io
+    from zoo_formats import SOURCE_FORMATS
+    fmt = SOURCE_FORMATS["torchvision"]
+    tensors, _ = safetensors_io.load(path)
+    model.load_state_dict({fmt.source_name(k): torch.from_numpy(v.astype(np.float32)) for k, v in tensors.items()},
+                          strict=True)
 
 
 def make_optimizer(model, lr):
@@ -175,8 +210,23 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--stop-after", type=int, default=None, help="stop (with a checkpoint) after this iteration")
     ap.add_argument("--device", default="auto", help="auto (a CUDA GPU if PyTorch sees one, else cpu), cpu, cuda, cuda:N")
+    ap.add_argument("--init", help="start from this converted model (safetensors, frozen BatchNorm) and run only "
+                                   "the frozen phase: --iters is ignored (0)")
+    ap.add_argument("--freeze-lr", type=float, default=FREEZE_LR, help="peak lr of the frozen phase")
+    ap.add_argument("--freeze-warmup", type=int, default=0, help="linear warm-up iterations of the frozen phase")
+    ap.add_argument("--hard-fraction", type=float, default=0.0,
+                    help="fraction of training scenes drawn from shapes_data's hard mix (textured backgrounds, >= 5 shapes)")
+    ap.add_argument("--scene-offset", type=int, default=0, help="added to every training scene index (new scenes)")
+    ap.add_argument("--rois", type=int, default=TRAIN_KW["box_batch_size_per_image"],
+                    help="RoIs sampled per image for the box head while training")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="processes rendering scenes (a GPU needs several: one renders about 40 scenes/s here)")
     a = ap.parse_args()
-    global DEVICE
+    global DEVICE, HARD_FRACTION, SCENE_OFFSET, WORKERS
+    HARD_FRACTION, SCENE_OFFSET, WORKERS = a.hard_fraction, a.scene_offset, a.workers
+    TRAIN_KW["box_batch_size_per_image"] = a.rois
+    if a.init:
+        a.iters = 0
     DEVICE = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if a.device == "auto" else a.device)
     if DEVICE.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit(f"--device {a.device}: PyTorch sees no CUDA GPU (torch {torch.__version__})")
@@ -206,7 +256,14 @@ def main():
         if DEVICE.type == "cuda" and c.get("cuda_rng") is not None:
             torch.cuda.set_rng_state(c["cuda_rng"], DEVICE)
         print(f"resumed from {ckpt} at iteration {start}", flush=True)
-    if not (c and c.get("frozen")):
+    if a.init and not c:
+        # Fine-tuning a converted model: it is already the frozen inference model.
+        frozen = shapes_model.build_model(frozen_bn=True, **TRAIN_KW).to(DEVICE)
+        load_init(frozen, a.init)
+        frozen.to(DEVICE)
+        params, opt = make_optimizer(frozen, a.freeze_lr)
+        print(f"initialised from {a.init}", flush=True)
+    elif not (c and c.get("frozen")):
         # Phase 1: trainable BatchNorm.
         model = shapes_model.build_model(**TRAIN_KW).to(DEVICE)
         params, opt = make_optimizer(model, LR)
@@ -221,17 +278,20 @@ def main():
         print("precise BN ...", flush=True)
         precise_bn(model, PRECISE_BN_BATCHES, a.iters * BATCH)
         frozen = shapes_model.frozen_copy(model, **TRAIN_KW).to(DEVICE)
-        params, opt = make_optimizer(frozen, FREEZE_LR)
+        params, opt = make_optimizer(frozen, a.freeze_lr)
         saver(frozen, opt, True)(a.iters)
     else:
         # Phase 2 resumed: the frozen model and its optimiser.
         frozen = shapes_model.build_model(frozen_bn=True, **TRAIN_KW).to(DEVICE)
         frozen.load_state_dict(c["model"])
-        params, opt = make_optimizer(frozen, FREEZE_LR)
+        params, opt = make_optimizer(frozen, a.freeze_lr)
         opt.load_state_dict(c["opt"])
     # Phase 2: the inference model's fixed statistics; scenes after those precise BN used.
-    start = train_phase(frozen, opt, params, start, total,
-                        lambda it: FREEZE_LR * 0.5 * (1 + math.cos(math.pi * (it - a.iters) / max(a.freeze_iters, 1))),
+    def frozen_lr(it):
+        k = it - a.iters
+        warm = min(1.0, (k + 1) / a.freeze_warmup) if a.freeze_warmup else 1.0
+        return a.freeze_lr * warm * 0.5 * (1 + math.cos(math.pi * k / max(a.freeze_iters, 1)))
+    start = train_phase(frozen, opt, params, start, total, frozen_lr,
                         PRECISE_BN_BATCHES * BATCH, saver(frozen, opt, True), stop)
     if start < total:
         print(f"stopped at iteration {start}; rerun to resume", flush=True)
