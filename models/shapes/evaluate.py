@@ -55,16 +55,9 @@ DEMO_SCORE = 0.7  # scripts/demo.sh --score-thresh
 def load_torchvision(weights, threads=1):
     """The FrozenBatchNorm torchvision model with the weights of a canonical safetensors file."""
     import torch
-    import convert
-    import safetensors_io
     import model as shapes_model
     torch.set_num_threads(threads)
-    m = shapes_model.build_model(frozen_bn=True).eval()
-    tensors, _ = safetensors_io.load(weights)
-    fmt = convert.SOURCE_FORMATS["torchvision"]
-    sd = {fmt.source_name(k): torch.from_numpy(v.astype(np.float32)) for k, v in tensors.items()}
-    m.load_state_dict(sd, strict=True)
-    return m
+    return shapes_model.load_converted(shapes_model.build_model(frozen_bn=True), weights).eval()
 
 
 def run_torchvision(model, image_dir, ann, agnostic=False):

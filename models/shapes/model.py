@@ -87,6 +87,20 @@ def build_model(frozen_bn=False, num_classes=len(CLASS_NAMES), min_size=MIN_SIZE
     return model
 
 
+def load_converted(model, path):
+    """Load a converted model (models/convert.py's canonical safetensors, e.g. the shipped
+    shapes_r101_narrow.safetensors; F16 widened to F32 exactly) into `model` through convert.py's
+    torchvision names.  Needs models/ on sys.path."""
+    import numpy as np
+    import safetensors_io
+    from zoo_formats import SOURCE_FORMATS
+    fmt = SOURCE_FORMATS["torchvision"]
+    tensors, _ = safetensors_io.load(path)
+    model.load_state_dict({fmt.source_name(k): torch.from_numpy(v.astype(np.float32)) for k, v in tensors.items()},
+                          strict=True)
+    return model
+
+
 def frozen_copy(model, **rcnn_kwargs):
     """The inference model: FrozenBatchNorm2d with the trained running statistics (rcnn_kwargs:
     training-time sampling settings, when it is trained further)."""

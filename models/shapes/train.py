@@ -57,7 +57,8 @@ import time
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]  # model.py, shapes_data.py; models/ for load_converted
 import model as shapes_model  # noqa: E402
 import shapes_data  # noqa: E402
 
@@ -145,19 +146,6 @@ def precise_bn(model, n_batches, start_index):
         model(*to_device(xs, ts))  # losses ignored; the forward updates the statistics
     for m in bns:
         m.momentum = 0.1
-
-
-def load_init(model, path):
-    """Load a converted model (models/convert.py's canonical safetensors, e.g. the shipped
-    shapes_r101_narrow.safetensors) into `model`, through convert.py's torchvision names (as
-    evaluate.py loads it)."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    import safetensors_io
-    from zoo_formats import SOURCE_FORMATS
-    fmt = SOURCE_FORMATS["torchvision"]
-    tensors, _ = safetensors_io.load(path)
-    model.load_state_dict({fmt.source_name(k): torch.from_numpy(v.astype(np.float32)) for k, v in tensors.items()},
-                          strict=True)
 
 
 def make_optimizer(model, lr):
@@ -258,9 +246,7 @@ def main():
         print(f"resumed from {ckpt} at iteration {start}", flush=True)
     if a.init and not c:
         # Fine-tuning a converted model: it is already the frozen inference model.
-        frozen = shapes_model.build_model(frozen_bn=True, **TRAIN_KW).to(DEVICE)
-        load_init(frozen, a.init)
-        frozen.to(DEVICE)
+        frozen = shapes_model.load_converted(shapes_model.build_model(frozen_bn=True, **TRAIN_KW), a.init).to(DEVICE)
         params, opt = make_optimizer(frozen, a.freeze_lr)
         print(f"initialised from {a.init}", flush=True)
     elif not (c and c.get("frozen")):

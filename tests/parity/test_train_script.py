@@ -30,9 +30,7 @@ def test_init_loads_the_shipped_model_exactly():
     import convert
     import model as shapes_model
     import safetensors_io
-    import train
-    m = shapes_model.build_model(frozen_bn=True)
-    train.load_init(m, SHIPPED)
+    m = shapes_model.load_converted(shapes_model.build_model(frozen_bn=True), SHIPPED)
     state = {k: v.numpy() for k, v in m.state_dict().items()}
     written, _ = convert.convert_state_dict(state, "torchvision", dtype="f16")
     shipped, _ = safetensors_io.load(SHIPPED)
