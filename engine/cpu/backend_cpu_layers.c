@@ -417,6 +417,18 @@ static void bias_act_rows(float *y, int rows, int cols, const float *bias, int r
     }
 }
 
+/* The linear layers' GEMM runs as fixed tiles of the output, one
+ * single-threaded sgemm each, so that every output's sum over the inputs is
+ * added in the same order whatever the thread count. oneDNN's own threading
+ * splits that sum between threads for some shapes (on AVX2, the class scores'
+ * [1000 x 1024] x [1024 x 4]): `--threads 1` and `--threads 2` then differed
+ * in the last bits, and shards run at one thread did not equal the single
+ * run. Tile size, measured (fc6 1000 x 1024 x 12544, 2 threads, AMD EPYC
+ * AVX2, bench/NOTES.md section 17): 256 x 256 costs no more than one
+ * threaded call, within the noise, and gives 16 tiles, work for 16 threads. */
+#define LINEAR_TILE_ROWS 256
+#define LINEAR_TILE_COLS 256
+
 mr_status cpu_linear(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y, mr_error *err)
 {
     const mr_linear_params *p = &layer->linear;
@@ -426,9 +438,25 @@ mr_status cpu_linear(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor 
     if (rows == 0) return MR_OK;
     MR_TRY(cpu_read(vctx, x, err));
     cpu_wrote(vctx, y);
-    dnnl_status_t s = dnnl_sgemm('N', 'T', rows, p->out, p->in, 1.0f, x->data, p->in, layer->weights, p->in, 0.0f,
-                                 y->data, p->out);
-    if (s != dnnl_success) return mr_fail(err, MR_ERR_BACKEND, "%s: oneDNN sgemm failed (status %d)", layer->name, (int)s);
+    const int row_tiles = (rows + LINEAR_TILE_ROWS - 1) / LINEAR_TILE_ROWS;
+    const int col_tiles = (p->out + LINEAR_TILE_COLS - 1) / LINEAR_TILE_COLS;
+    dnnl_status_t failed = dnnl_success;
+    /* inside the parallel loop oneDNN's sgemm runs on the calling thread alone */
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < row_tiles * col_tiles; t++) {
+        int r0 = (t / col_tiles) * LINEAR_TILE_ROWS, c0 = (t % col_tiles) * LINEAR_TILE_COLS;
+        int nr = rows - r0 < LINEAR_TILE_ROWS ? rows - r0 : LINEAR_TILE_ROWS;
+        int nc = p->out - c0 < LINEAR_TILE_COLS ? p->out - c0 : LINEAR_TILE_COLS;
+        dnnl_status_t s = dnnl_sgemm('N', 'T', nr, nc, p->in, 1.0f, x->data + (size_t)r0 * p->in, p->in,
+                                     layer->weights + (size_t)c0 * p->in, p->in, 0.0f,
+                                     y->data + (size_t)r0 * p->out + c0, p->out);
+        if (s != dnnl_success) {
+#pragma omp atomic write
+            failed = s;
+        }
+    }
+    if (failed != dnnl_success)
+        return mr_fail(err, MR_ERR_BACKEND, "%s: oneDNN sgemm failed (status %d)", layer->name, (int)failed);
     bias_act_rows(y->data, rows, p->out, layer->bias, p->relu);
     return MR_OK;
 }

@@ -27,12 +27,10 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def reference(images, tmp_path_factory):
-    """The single run, with the actors' one thread: on AVX2-only processors the CPU backend's
-    numbers differ between thread counts in the last bits (seen 2026-12-03: a box corner
-    1.33060575 at 2 threads, 1.33060682 at 1; not yet fixed), so the comparison is of equal
-    computations, a Ray cluster against one process."""
-    out = tmp_path_factory.mktemp("reference_1thread")
-    detect(*MODEL, "--threads", "1", "-q", "--json", str(out / "all.json"), images)
+    """The single run, at the default thread count: the actors' one thread gives the same
+    bytes (tests/parity/test_threads.py), so this compares a Ray cluster with one process."""
+    out = tmp_path_factory.mktemp("reference")
+    detect(*MODEL, "-q", "--json", str(out / "all.json"), images)
     return ((out / "all.json").read_text(),)
 
 
