@@ -2,10 +2,10 @@
 
     /usr/bin/python3 models/shapes/evaluate.py [--count 200] [--weights models/shapes_r101_narrow.safetensors]
                                                [--work build/shapes_eval] [--threads 1] [--no-torchvision]
-                                               [--demo-score 0.8]
+                                               [--demo-score 0.8[,0.85,...]] [--seed 2]
 
-1. writes scenes 0..count-1 of shapes_data.HELDOUT_SEED (never used in training) with their
-   COCO annotations to WORK/images/;
+1. writes scenes 0..count-1 of shapes_data.HELDOUT_SEED (never used in training; --seed
+   chooses another, e.g. shapes_data.VALIDATION_SEED) with their COCO annotations to WORK/images/;
 2. runs `build/detect --coco-results --json` on them (the engine);
 3. runs torchvision 0.14 on the same PNGs with the same weights (the F16 file, widened to F32
    exactly) and the config's inference settings, and writes its COCO results;
@@ -14,7 +14,8 @@
 5. the same again with `detect --agnostic-nms` (box_head.agnostic_nms), against torchvision's
    detections post-processed with torchvision.ops.nms over all classes (before the 100 cut);
 6. prints, with and without --agnostic-nms, what the demo draws (detections scoring above
-   --demo-score, the threshold of scripts/demo.sh) against the ground truth of shapes_data.py:
+   --demo-score, the threshold of scripts/demo.sh, or each of a comma-separated list of
+   thresholds) against the ground truth of shapes_data.py:
    recall (objects found by a detection of the right class with box IoU >= 0.5, each detection
    finding at most one), precision (detections that found an object / all), the share of scenes
    drawn exactly right (every object found once and nothing else), what the other detections
@@ -226,15 +227,16 @@ def scene_metrics(ann, dets, score):
             "objects": n_gt, "detections": n_det, "found": tp, "scenes": len(gts), "exact_scenes": exact, **kinds}
 
 
-def evaluate(count, weights, work, threads=1, start=0, log=print, agnostic=False, torchvision=True):
+def evaluate(count, weights, work, threads=1, start=0, log=print, agnostic=False, torchvision=True,
+             seed=shapes_data.HELDOUT_SEED):
     """Generates the held-out scenes, runs the engine (with --agnostic-nms if agnostic) and
     (unless not torchvision) torchvision (with torchvision.ops.nms over all classes if
     agnostic), returns a report dict."""
     img_dir = os.path.join(work, "images")
     t = time.time()
-    ann_path = shapes_data.write_dataset(img_dir, shapes_data.HELDOUT_SEED, count, start)
+    ann_path = shapes_data.write_dataset(img_dir, seed, count, start)
     ann = json.load(open(ann_path))
-    log(f"{count} held-out scenes (seed {shapes_data.HELDOUT_SEED}, {len(ann['annotations'])} objects) "
+    log(f"{count} scenes (seed {seed}, {len(ann['annotations'])} objects) "
         f"in {img_dir} ({time.time() - t:.0f} s)")
     t = time.time()
     ours, engine_cr = run_engine(img_dir, ann, work, weights, threads=threads, agnostic=agnostic)
@@ -283,11 +285,19 @@ def main():
     ap.add_argument("--work", default=os.path.join(REPO, "build", "shapes_eval"))
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--no-torchvision", action="store_true", help="the engine only: no parity check")
-    ap.add_argument("--demo-score", type=float, default=DEMO_SCORE, help="the demo's drawing threshold")
+    ap.add_argument("--demo-score", default=str(DEMO_SCORE),
+                    help="the demo's drawing threshold, or several, comma-separated, to compare")
+    ap.add_argument("--seed", type=int, default=shapes_data.HELDOUT_SEED,
+                    help=f"the scenes' seed (held-out {shapes_data.HELDOUT_SEED}; the demo's threshold was chosen "
+                         f"on validation seed {shapes_data.VALIDATION_SEED})")
     a = ap.parse_args()
+    try:
+        scores = [float(v) for v in a.demo_score.split(",")]
+    except ValueError:
+        ap.error(f"--demo-score {a.demo_score}: not a number or a comma-separated list of numbers")
     os.makedirs(a.work, exist_ok=True)
     tv = not a.no_torchvision
-    reps = {agn: evaluate(a.count, a.weights, a.work, a.threads, agnostic=agn, torchvision=tv)
+    reps = {agn: evaluate(a.count, a.weights, a.work, a.threads, agnostic=agn, torchvision=tv, seed=a.seed)
             for agn in (False, True)}
     same, accurate = True, True
     if tv:
@@ -298,18 +308,21 @@ def main():
         print(f"parity with torchvision (every detection matched, AP within 0.001; with --agnostic-nms against "
               f"torchvision + ops.nms over all classes): {'OK' if same else 'FAILED'}")
         print(f"accuracy target (box and mask AP50 >= 0.9): {'met' if accurate else 'NOT MET'}")
-    print(f"\nwhat the demo draws (score > {a.demo_score}) on {a.count} held-out scenes, against shapes_data.py's "
-          f"ground truth (right class, box IoU >= 0.5); AP over all detections (score > {SCORE_THRESH}):")
-    print(f"{'':22s} {'recall':>7s} {'precision':>9s} {'exact scenes':>12s} {'other class':>11s} "
+    print(f"\nwhat the demo draws (score > {a.demo_score}) on {a.count} scenes of seed {a.seed}, against "
+          f"shapes_data.py's ground truth (right class, box IoU >= 0.5); AP over all detections "
+          f"(score > {SCORE_THRESH}):")
+    print(f"{'':28s} {'recall':>7s} {'precision':>9s} {'exact scenes':>12s} {'other class':>11s} "
           f"{'same class':>10s} {'background':>10s} {'box AP':>7s} {'mask AP':>7s}")
-    for agn, label in ((False, "per-class NMS"), (True, "+ agnostic NMS")):
+    for agn, nms in ((False, "per-class NMS"), (True, "+ agnostic NMS")):
         r = reps[agn]
-        m = scene_metrics(r["annotations"], r["engine"], a.demo_score)
-        print(f"{label:22s} {m['recall']:7.3f} {m['precision']:9.3f} {m['exact']:12.3f} {m['other_class']:11d} "
-              f"{m['same_class']:10d} {m['background']:10d} {r['ap_engine']['bbox'][0]:7.3f} "
-              f"{r['ap_engine']['segm'][0]:7.3f}")
-        print(f"{'':22s} ({m['found']} of {m['objects']} objects found, {m['detections']} detections, "
-              f"{m['exact_scenes']} of {m['scenes']} scenes exact)")
+        for score in scores:
+            m = scene_metrics(r["annotations"], r["engine"], score)
+            label = f"{nms}, > {score:g}"
+            print(f"{label:28s} {m['recall']:7.3f} {m['precision']:9.3f} {m['exact']:12.3f} {m['other_class']:11d} "
+                  f"{m['same_class']:10d} {m['background']:10d} {r['ap_engine']['bbox'][0]:7.3f} "
+                  f"{r['ap_engine']['segm'][0]:7.3f}")
+            print(f"{'':28s} ({m['found']} of {m['objects']} objects found, {m['detections']} detections, "
+                  f"{m['exact_scenes']} of {m['scenes']} scenes exact)")
     return 0 if same and accurate else 1
 
 

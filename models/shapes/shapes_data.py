@@ -3,7 +3,9 @@ varied sizes, colours and rotations on textured backgrounds, overlapping and occ
 other, with COCO instance annotations (visible-part masks as compressed RLE).
 
 Every scene is a pure function of (seed, index): `make_scene(seed, i)`.  Training uses seed
-TRAIN_SEED, the held-out evaluation set seed HELDOUT_SEED, so the two never share a scene.
+TRAIN_SEED, the held-out evaluation set seed HELDOUT_SEED, so the two never share a scene;
+VALIDATION_SEED's scenes choose the demo's settings (its drawing threshold), so that the
+held-out numbers stay unbiased.
 
     /usr/bin/python3 models/shapes/shapes_data.py OUT_DIR [--seed 2] [--count 200] [--start 0]
 writes OUT_DIR/000000000001.png ... and OUT_DIR/annotations.json (COCO instances); the file
@@ -19,7 +21,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
 CLASSES = ["circle", "square", "triangle", "star"]  # category ids 1..4 = model class ids
-TRAIN_SEED, HELDOUT_SEED, DEMO_SEED = 1, 2, 3
+TRAIN_SEED, HELDOUT_SEED, DEMO_SEED, VALIDATION_SEED = 1, 2, 3, 7
 MIN_SIDE, MAX_SIDE = 208, 272        # image sides, uniform
 MIN_OBJ, MAX_OBJ = 2, 7              # objects per scene
 MIN_R, MAX_R = 12, 50                # shape "radius" (half its extent), px
