@@ -420,12 +420,14 @@ static void bias_act_rows(float *y, int rows, int cols, const float *bias, int r
 /* The linear layers' GEMM runs as fixed tiles of the output, one
  * single-threaded sgemm each, so that every output's sum over the inputs is
  * added in the same order whatever the thread count. oneDNN's own threading
- * splits that sum between threads for some shapes (on AVX2, the class scores'
- * [1000 x 1024] x [1024 x 4]): `--threads 1` and `--threads 2` then differed
- * in the last bits, and shards run at one thread did not equal the single
- * run. Tile size, measured (fc6 1000 x 1024 x 12544, 2 threads, AMD EPYC
- * AVX2, bench/NOTES.md section 17): 256 x 256 costs no more than one
- * threaded call, within the noise, and gives 16 tiles, work for 16 threads. */
+ * splits that sum between threads for small outputs: on AVX2 the demo
+ * model's class scores ([1000 x 256] x [256 x 5]) and box deltas ([256 x 20])
+ * differed between 1 and 2 threads in the last bits, so `--threads 1` and
+ * `--threads 2` did, and shards run at one thread did not equal the single
+ * run. Tile size, measured (bench/NOTES.md section 17, 2 threads, AMD EPYC
+ * AVX2): 256 x 256 costs 1.02-1.12x one threaded call on the full-width fc6
+ * and fc7, no tile shape tried was clearly cheaper, and it gives fc6 16
+ * tiles, work for 16 threads. */
 #define LINEAR_TILE_ROWS 256
 #define LINEAR_TILE_COLS 256
 
