@@ -14,7 +14,7 @@ import sys
 import pytest
 import ray
 
-from conftest import CONFIG, MODEL, WEIGHTS, detect, entries
+from conftest import CONFIG, WEIGHTS, entries
 from detect import ray_pipeline
 
 
@@ -23,15 +23,6 @@ def cluster():
     ray.init(num_cpus=2, object_store_memory=256 * 2**20, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
-
-
-@pytest.fixture(scope="module")
-def reference(images, tmp_path_factory):
-    """The single run, at the default thread count: the actors' one thread gives the same
-    bytes (tests/parity/test_threads.py), so this compares a Ray cluster with one process."""
-    out = tmp_path_factory.mktemp("reference")
-    detect(*MODEL, "-q", "--json", str(out / "all.json"), images)
-    return ((out / "all.json").read_text(),)
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,9 @@ Shards and Ray actors run at one thread and are compared byte for byte with
 a single run at another (tests/cluster); a library user sizing threads to a
 machine expects the same detections too. The reference is the same command
 at --threads 1. Before the linear layers ran as fixed tiles (engine/cpu,
-cpu_linear), oneDNN split the class scores' sums between threads on AVX2
-processors, and --threads 1 and 2 differed in the last bits of the scores.
+cpu_linear), oneDNN split the sums of small layers (the class scores, the box
+deltas) between threads on AVX2 processors, and --threads 1 and 2 differed in
+the last bits of scores and boxes.
 
 Each case also runs with oneDNN and our own kernels held to AVX2 (on an
 AVX2-only machine that is what runs anyway), so an AVX-512 machine checks
