@@ -50,7 +50,7 @@ SCORE_THRESH = 0.05
 TIE_EPS = 2e-4
 MAX_DETS = 100  # box_head.detections_per_image
 NMS_THRESH = 0.5  # box_head.nms_thresh, and agnostic_nms_thresh, which follows it
-DEMO_SCORE = 0.8  # scripts/demo.sh --score-thresh (tests/parity/test_trained_model.py checks they agree)
+DEMO_SCORE = 0.85  # scripts/demo.sh --score-thresh (tests/parity/test_trained_model.py checks they agree)
 
 
 def load_torchvision(weights, threads=1):
