@@ -227,17 +227,23 @@ def scene_metrics(ann, dets, score):
             "objects": n_gt, "detections": n_det, "found": tp, "scenes": len(gts), "exact_scenes": exact, **kinds}
 
 
-def evaluate(count, weights, work, threads=1, start=0, log=print, agnostic=False, torchvision=True,
-             seed=shapes_data.HELDOUT_SEED):
-    """Generates the held-out scenes, runs the engine (with --agnostic-nms if agnostic) and
-    (unless not torchvision) torchvision (with torchvision.ops.nms over all classes if
-    agnostic), returns a report dict."""
+def write_scenes(work, count, seed=shapes_data.HELDOUT_SEED, start=0, log=print):
+    """Writes scenes start..start+count-1 of seed with their COCO annotations to WORK/images/;
+    returns the annotations' path (what evaluate() takes)."""
     img_dir = os.path.join(work, "images")
     t = time.time()
     ann_path = shapes_data.write_dataset(img_dir, seed, count, start)
+    n_objects = len(json.load(open(ann_path))["annotations"])
+    log(f"{count} scenes (seed {seed}, {n_objects} objects) in {img_dir} ({time.time() - t:.0f} s)")
+    return ann_path
+
+
+def evaluate(ann_path, weights, work, threads=1, log=print, agnostic=False, torchvision=True):
+    """Runs the engine (with --agnostic-nms if agnostic) and (unless not torchvision)
+    torchvision (with torchvision.ops.nms over all classes if agnostic) on the scenes
+    write_scenes() wrote, returns a report dict."""
+    img_dir = os.path.dirname(ann_path)
     ann = json.load(open(ann_path))
-    log(f"{count} scenes (seed {seed}, {len(ann['annotations'])} objects) "
-        f"in {img_dir} ({time.time() - t:.0f} s)")
     t = time.time()
     ours, engine_cr = run_engine(img_dir, ann, work, weights, threads=threads, agnostic=agnostic)
     what = "engine --agnostic-nms" if agnostic else "engine"
@@ -297,7 +303,8 @@ def main():
         ap.error(f"--demo-score {a.demo_score}: not a number or a comma-separated list of numbers")
     os.makedirs(a.work, exist_ok=True)
     tv = not a.no_torchvision
-    reps = {agn: evaluate(a.count, a.weights, a.work, a.threads, agnostic=agn, torchvision=tv, seed=a.seed)
+    ann_path = write_scenes(a.work, a.count, a.seed)
+    reps = {agn: evaluate(ann_path, a.weights, a.work, a.threads, agnostic=agn, torchvision=tv)
             for agn in (False, True)}
     same, accurate = True, True
     if tv:

@@ -44,8 +44,9 @@ def report(request, tmp_path_factory):
         if not os.path.exists(path):
             pytest.fail(f"{path} is missing (run `make`)")
     work = str(tmp_path_factory.mktemp("shapes"))
-    rep = evaluate.evaluate(N_SCENES, evaluate.WEIGHTS, work, threads=1, log=lambda s: print("\n" + s),
-                            agnostic=request.param)
+    log = lambda s: print("\n" + s)  # noqa: E731
+    rep = evaluate.evaluate(evaluate.write_scenes(work, N_SCENES, log=log), evaluate.WEIGHTS, work, threads=1,
+                            log=log, agnostic=request.param)
     rep["agnostic"] = request.param
     for kind in ("bbox", "segm"):
         print(f"{kind}: engine AP/AP50/AP75 {rep['ap_engine'][kind]}, torchvision {rep['ap_torchvision'][kind]}")
