@@ -193,8 +193,12 @@ def shapes_fp16(work, count=8):
     with margin."""
     sys.path[:0] = [os.path.join(REPO, "models", "shapes"), os.path.join(REPO, "models")]
     import shapes_data
-    ann_path = shapes_data.write_dataset(os.path.join(work, "shapes"), shapes_data.HELDOUT_SEED, count, 0)
-    pngs = [os.path.join(work, "shapes", im["file_name"]) for im in json.load(open(ann_path))["images"]]
+    from PIL import Image
+    # The images alone: write_dataset's annotations need pycocotools, which the GPU machine lacks.
+    os.makedirs(os.path.join(work, "shapes"), exist_ok=True)
+    pngs = [os.path.join(work, "shapes", shapes_data.file_name(i)) for i in range(count)]
+    for i, p in enumerate(pngs):
+        Image.fromarray(shapes_data.make_scene(shapes_data.HELDOUT_SEED, i)[0]).save(p)
     cfg = os.path.join(REPO, "configs", "mask_rcnn_R-101-FPN_shapes.json")
     w = os.path.join(REPO, "models", "shapes_r101_narrow.safetensors")
     f32 = batch_detections(work, "cuda", pngs, "fp32", cfg, w, "shapes")
