@@ -16,7 +16,9 @@
 #         SCRATCH_ITERS (4000), SCRATCH_FREEZE_ITERS (500), FINETUNE_ITERS (5000),
 #         WORKERS (cores - 2, at least 1), DEVICE (cuda; `cpu` for the smoke test in
 #         tests/parity/test_train_script.py, which runs a few iterations of each step)
-# Not run on a GPU yet: its time there is unmeasured (the CPU runs took 1.2 s per iteration).
+# On an H200 with 14 workers train.py fine-tuned at 0.09 s per iteration (bench/NOTES.md 18.5),
+# so the whole script takes about 15 minutes there: more than one 10-minute device call, and
+# the second call resumes where the first was stopped.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python3}
