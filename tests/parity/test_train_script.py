@@ -5,7 +5,7 @@ mix), checked on the CPU in seconds:
   convert.py's torchvision mapping at F16, equals the shipped file tensor for tensor, bit for bit;
 - train_gpu.sh, the one command for a lent GPU, runs every step (from scratch, convert, fine-tune
   from that, convert to F16) with DEVICE=cpu and a few iterations each, and the engine loads and
-  runs the file it writes;
+  runs the file it writes; with INIT it fine-tunes that model and trains nothing from scratch;
 - the hard mix is only drawn when asked for: make_scene's default scenes are those of hard=False,
   and hard scenes hold more shapes.
 """
@@ -71,3 +71,17 @@ def test_hard_mix_only_when_asked():
         counts[False].append(len(objs))
         counts[True].append(len(shapes_data.make_scene(shapes_data.TRAIN_SEED, i, hard=True)[1]))
     assert np.mean(counts[True]) > np.mean(counts[False]) and min(counts[True]) >= 3, counts
+
+
+def test_train_gpu_script_with_init_only_fine_tunes(tmp_path):
+    out = tmp_path / "train"
+    env = dict(os.environ, PYTHON=sys.executable, OUT=str(out), DEVICE="cpu", WORKERS="1", FINETUNE_ITERS="2",
+               INIT=SHIPPED, SCENE_OFFSET="123456")
+    r = subprocess.run(["bash", os.path.join(REPO, "models", "shapes", "train_gpu.sh")], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    log = (out / "train.log").read_text()
+    assert f"initialised from {SHIPPED}" in log, log[-2000:]
+    assert not (out / "scratch").exists()
+    assert "--scene-offset 123456" in r.stdout
+    assert (out / "shapes_r101_narrow.safetensors").is_file()
