@@ -92,12 +92,30 @@ def _shape_mask(cls, h, w, cx, cy, r, rot, rng):
     return np.asarray(im) > 127
 
 
-def make_scene(seed, index, hard=False):
+def _across_a_corner(rng, vis, r, h, w):
+    """A centre for a new shape of radius r that covers the neck of one of `vis`'s corners (a
+    point of its visible part among the 3% farthest from its centroid) and leaves the tip."""
+    ys, xs = np.nonzero(vis)
+    my, mx = ys.mean(), xs.mean()
+    d = np.hypot(xs - mx, ys - my)
+    far = np.nonzero(d >= np.quantile(d, 0.97))[0]
+    k = int(far[int(rng.integers(0, len(far)))])
+    back = r / rng.uniform(0.55, 0.9)  # from the tip towards the centroid: past the shape's own radius
+    ux, uy = (xs[k] - mx) / max(d[k], 1e-6), (ys[k] - my) / max(d[k], 1e-6)
+    return (float(np.clip(xs[k] - ux * back, r * 0.6, w - r * 0.6)),
+            float(np.clip(ys[k] - uy * back, r * 0.6, h - r * 0.6)))
+
+
+def make_scene(seed, index, hard=False, cut_corners=0.0):
     """(image uint8 HxWx3 RGB, [(class id 1..4, visible mask bool HxW)]), a function of (seed, index).
 
     hard=True is a training-only mix (train.py --hard-fraction): textured backgrounds only and
-    at least 5 shapes, so more of them overlap.  The evaluation and demo scenes never use it;
-    with hard=False the scene is the same as before the option existed."""
+    at least 5 shapes, so more of them overlap.  cut_corners (training-only, train.py
+    --cut-corners) is the chance that a new shape is placed across a corner of an earlier one,
+    which can leave that corner's tip as a separate visible piece of the same object: in about
+    a third of the scenes at 0.8, against 3% otherwise, where a model otherwise sees too few to
+    learn that such a piece is no object of its own.  The evaluation and demo scenes use
+    neither; with both off the scene is the same as before the options existed."""
     rng = _rng(seed, index)
     h, w = (int(v) for v in rng.integers(MIN_SIDE, MAX_SIDE + 1, 2))
     img, bg_colours = _background(rng, h, w, hard)
@@ -113,6 +131,8 @@ def make_scene(seed, index, hard=False):
         cls = CLASSES[int(rng.integers(0, len(CLASSES)))]
         r = float(np.exp(rng.uniform(math.log(MIN_R), math.log(MAX_R))))
         cx, cy = rng.uniform(r * 0.6, w - r * 0.6), rng.uniform(r * 0.6, h - r * 0.6)
+        if cut_corners and objects and rng.random() < cut_corners:
+            cx, cy = _across_a_corner(rng, objects[int(rng.integers(0, len(objects)))][1], r, h, w)
         mask = _shape_mask(cls, h, w, cx, cy, r, rng.uniform(0, 2 * math.pi), rng)
         if mask.sum() < 100:
             continue

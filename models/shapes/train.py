@@ -5,7 +5,8 @@
                                                        [--device auto|cpu|cuda|cuda:N]
                                                        [--init W.safetensors] [--freeze-lr LR]
                                                        [--freeze-warmup N] [--hard-fraction F]
-                                                       [--scene-offset K] [--rois N] [--workers N]
+                                                       [--cut-corners P] [--scene-offset K] [--rois N]
+                                                       [--workers N]
 
 The shipped weights are this command with the default iterations and --threads 2 (about 66
 minutes on 2 idle cores): models/README.md.
@@ -32,7 +33,8 @@ Fine-tuning (`--init W.safetensors`): start from a converted model (its FrozenBa
 statistics included) and run only phase 3, `--freeze-iters` iterations with a linear warm-up of
 `--freeze-warmup` to `--freeze-lr`, then cosine to 0.  `--hard-fraction` draws that share of the
 training scenes from shapes_data's hard mix (textured backgrounds, at least 5 shapes),
-`--scene-offset` moves to scenes no earlier run saw, `--rois` samples more RoIs per image (more
+`--cut-corners` places shapes of that mix across corners of earlier ones (a tip cut off and left
+visible is still part of its shape), `--scene-offset` moves to scenes no earlier run saw, `--rois` samples more RoIs per image (more
 background examples for the box classifier).  models/README.md gives the command of the shipped
 model.
 
@@ -83,8 +85,9 @@ def is_hard(seed, index, fraction):
     return fraction > 0 and np.random.default_rng([int(seed), int(index), 7]).random() < fraction
 
 
-def scene_target(seed, index, hard_fraction=0.0):
-    img, objs = shapes_data.make_scene(seed, index, hard=is_hard(seed, index, hard_fraction))
+def scene_target(seed, index, hard_fraction=0.0, cut_corners=0.0):
+    hard = is_hard(seed, index, hard_fraction)
+    img, objs = shapes_data.make_scene(seed, index, hard=hard, cut_corners=cut_corners if hard else 0.0)
     x = torch.from_numpy(img.copy()).permute(2, 0, 1).float() / 255
     masks = np.stack([m for _, m in objs]) if objs else np.zeros((0,) + img.shape[:2], bool)
     t = {"boxes": torch.tensor([shapes_data.mask_box(m) for _, m in objs], dtype=torch.float32).reshape(-1, 4),
@@ -94,18 +97,19 @@ def scene_target(seed, index, hard_fraction=0.0):
 
 
 class Scenes(torch.utils.data.Dataset):
-    def __init__(self, seed, n, hard_fraction):
-        self.seed, self.n, self.hard_fraction = seed, n, hard_fraction
+    def __init__(self, seed, n, hard_fraction, cut_corners):
+        self.seed, self.n, self.hard_fraction, self.cut_corners = seed, n, hard_fraction, cut_corners
 
     def __len__(self):
         return self.n
 
     def __getitem__(self, i):
-        return scene_target(self.seed, i, self.hard_fraction)
+        return scene_target(self.seed, i, self.hard_fraction, self.cut_corners)
 
 
 DEVICE = torch.device("cpu")  # set by main from --device
 HARD_FRACTION = 0.0           # set by main from --hard-fraction
+CUT_CORNERS = 0.0             # set by main from --cut-corners
 SCENE_OFFSET = 0              # set by main from --scene-offset: added to every training scene index
 WORKERS = 1                   # set by main from --workers: processes rendering scenes
 
@@ -119,7 +123,8 @@ def batches(first_iter, last_iter, skip=0):
     """Iteration k uses training scenes skip+k*BATCH .. skip+k*BATCH+BATCH-1: a resumed run sees
     the same data as an uninterrupted one.  One worker renders while the main process trains."""
     skip += SCENE_OFFSET
-    ds = torch.utils.data.Subset(Scenes(shapes_data.TRAIN_SEED, skip + last_iter * BATCH, HARD_FRACTION),
+    ds = torch.utils.data.Subset(Scenes(shapes_data.TRAIN_SEED, skip + last_iter * BATCH, HARD_FRACTION,
+                                        CUT_CORNERS),
                                  range(skip + first_iter * BATCH, skip + last_iter * BATCH))
     return torch.utils.data.DataLoader(ds, batch_size=BATCH, num_workers=WORKERS, prefetch_factor=4,
                                        collate_fn=lambda b: tuple(zip(*b)))
@@ -141,7 +146,8 @@ def precise_bn(model, n_batches, start_index):
         m.momentum = None
     model.train()
     for b in range(n_batches):
-        xs, ts = zip(*[scene_target(shapes_data.TRAIN_SEED, SCENE_OFFSET + start_index + b * BATCH + j, HARD_FRACTION)
+        xs, ts = zip(*[scene_target(shapes_data.TRAIN_SEED, SCENE_OFFSET + start_index + b * BATCH + j,
+                                    HARD_FRACTION, CUT_CORNERS)
                        for j in range(BATCH)])
         model(*to_device(xs, ts))  # losses ignored; the forward updates the statistics
     for m in bns:
@@ -204,14 +210,17 @@ def main():
     ap.add_argument("--freeze-warmup", type=int, default=0, help="linear warm-up iterations of the frozen phase")
     ap.add_argument("--hard-fraction", type=float, default=0.0,
                     help="fraction of training scenes drawn from shapes_data's hard mix (textured backgrounds, >= 5 shapes)")
+    ap.add_argument("--cut-corners", type=float, default=0.0,
+                    help="in the hard mix, the chance a new shape is placed across a corner of an earlier one "
+                         "(shapes_data.make_scene's cut_corners)")
     ap.add_argument("--scene-offset", type=int, default=0, help="added to every training scene index (new scenes)")
     ap.add_argument("--rois", type=int, default=TRAIN_KW["box_batch_size_per_image"],
                     help="RoIs sampled per image for the box head while training")
     ap.add_argument("--workers", type=int, default=1,
                     help="processes rendering scenes (a GPU needs several: one renders about 40 scenes/s here)")
     a = ap.parse_args()
-    global DEVICE, HARD_FRACTION, SCENE_OFFSET, WORKERS
-    HARD_FRACTION, SCENE_OFFSET, WORKERS = a.hard_fraction, a.scene_offset, a.workers
+    global DEVICE, HARD_FRACTION, CUT_CORNERS, SCENE_OFFSET, WORKERS
+    HARD_FRACTION, CUT_CORNERS, SCENE_OFFSET, WORKERS = a.hard_fraction, a.cut_corners, a.scene_offset, a.workers
     TRAIN_KW["box_batch_size_per_image"] = a.rois
     if a.init:
         a.iters = 0
