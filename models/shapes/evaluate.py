@@ -49,7 +49,10 @@ DETECT = os.path.join(REPO, "build", "detect")
 SCORE_THRESH = 0.05
 TIE_EPS = 2e-4
 MAX_DETS = 100  # box_head.detections_per_image
-NMS_THRESH = 0.5  # box_head.nms_thresh, and agnostic_nms_thresh, which follows it
+_BOX_HEAD = json.load(open(CONFIG))["box_head"]
+NMS_THRESH = _BOX_HEAD["nms_thresh"]  # the per-class NMS (torchvision's box_nms_thresh)
+# --agnostic-nms's IoU threshold, as the engine reads it (the config's own, else nms_thresh)
+AGNOSTIC_NMS_THRESH = _BOX_HEAD.get("agnostic_nms_thresh", NMS_THRESH)
 DEMO_SCORE = 0.85  # scripts/demo.sh --score-thresh (tests/parity/test_trained_model.py checks they agree)
 
 
@@ -63,7 +66,7 @@ def load_torchvision(weights, threads=1):
 
 def run_torchvision(model, image_dir, ann, agnostic=False):
     """torchvision detections per image id: dict(boxes, scores, labels, masks (bool HxW)).
-    agnostic: torchvision.ops.nms at NMS_THRESH over all classes of its per-class NMS survivors
+    agnostic: torchvision.ops.nms at AGNOSTIC_NMS_THRESH over all classes of its per-class NMS survivors
     (taken uncut), then the best MAX_DETS: the reference for box_head.agnostic_nms."""
     import torch
     import torchvision
@@ -77,7 +80,7 @@ def run_torchvision(model, image_dir, ann, agnostic=False):
             x = torch.from_numpy(img.copy()).permute(2, 0, 1).float() / 255
             r = model([x])[0]
             if agnostic:
-                keep = torchvision.ops.nms(r["boxes"], r["scores"], NMS_THRESH)[:MAX_DETS]
+                keep = torchvision.ops.nms(r["boxes"], r["scores"], AGNOSTIC_NMS_THRESH)[:MAX_DETS]
                 r = {k: v[keep] for k, v in r.items()}
             out[im["id"]] = {"boxes": r["boxes"].numpy().astype(np.float64), "scores": r["scores"].numpy(),
                              "labels": r["labels"].numpy(), "masks": r["masks"][:, 0].numpy() > 0.5}
