@@ -166,15 +166,22 @@ def file_name(index):
     return f"{index + 1:012d}.png"  # COCO style: the image id is index + 1
 
 
-def write_dataset(out_dir, seed, count, start=0):
-    """PNG files and a COCO instances file for scenes start..start+count-1; returns its path."""
-    from pycocotools import mask as mask_util
+def write_images(out_dir, seed, count, start=0):
+    """Writes the PNG files of scenes start..start+count-1, one at a time, yielding for each
+    (index, file name, image, objects) as make_scene returns them."""
     os.makedirs(out_dir, exist_ok=True)
-    images, anns = [], []
     for i in range(start, start + count):
         img, objs = make_scene(seed, i)
         name = file_name(i)
         Image.fromarray(img).save(os.path.join(out_dir, name))
+        yield i, name, img, objs
+
+
+def write_dataset(out_dir, seed, count, start=0):
+    """PNG files and a COCO instances file for scenes start..start+count-1; returns its path."""
+    from pycocotools import mask as mask_util
+    images, anns = [], []
+    for i, name, img, objs in write_images(out_dir, seed, count, start):
         images.append({"id": i + 1, "file_name": name, "height": img.shape[0], "width": img.shape[1]})
         for cls, m in objs:
             rle = mask_util.encode(np.asfortranarray(m.astype(np.uint8)))

@@ -34,9 +34,9 @@ statistics included) and run only phase 3, `--freeze-iters` iterations with a li
 `--freeze-warmup` to `--freeze-lr`, then cosine to 0.  `--hard-fraction` draws that share of the
 training scenes from shapes_data's hard mix (textured backgrounds, at least 5 shapes),
 `--cut-corners` places shapes of that mix across corners of earlier ones (a tip cut off and left
-visible is still part of its shape), `--scene-offset` moves to scenes no earlier run saw, `--rois` samples more RoIs per image (more
-background examples for the box classifier).  models/README.md gives the command of the shipped
-model.
+visible is still part of its shape), `--scene-offset` moves to scenes no earlier run saw,
+`--rois` samples more RoIs per image (more background examples for the box classifier).
+models/README.md gives the command of the shipped model.
 
 A checkpoint OUT/checkpoint.pth (model, optimiser, iteration, phase) is written every CKPT_EVERY
 iterations of either phase; rerunning the same command resumes from it (on either device).

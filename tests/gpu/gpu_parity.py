@@ -193,12 +193,10 @@ def shapes_fp16(work, count=8):
     with margin."""
     sys.path[:0] = [os.path.join(REPO, "models", "shapes"), os.path.join(REPO, "models")]
     import shapes_data
-    from PIL import Image
     # The images alone: write_dataset's annotations need pycocotools, which the GPU machine lacks.
-    os.makedirs(os.path.join(work, "shapes"), exist_ok=True)
-    pngs = [os.path.join(work, "shapes", shapes_data.file_name(i)) for i in range(count)]
-    for i, p in enumerate(pngs):
-        Image.fromarray(shapes_data.make_scene(shapes_data.HELDOUT_SEED, i)[0]).save(p)
+    folder = os.path.join(work, "shapes")
+    pngs = [os.path.join(folder, name) for _, name, _, _ in shapes_data.write_images(folder, shapes_data.HELDOUT_SEED,
+                                                                                      count)]
     cfg = os.path.join(REPO, "configs", "mask_rcnn_R-101-FPN_shapes.json")
     w = os.path.join(REPO, "models", "shapes_r101_narrow.safetensors")
     f32 = batch_detections(work, "cuda", pngs, "fp32", cfg, w, "shapes")
