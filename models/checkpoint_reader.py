@@ -6,11 +6,26 @@ this file's own stand-ins (_ALLOWED_GLOBALS); every other global becomes an iner
 placeholder.  Tensors come back as lazy TensorRef / _ArrayBuilder objects (.shape, .dtype,
 .numpy()).  Every problem is a ConvertError (one line; models/convert.py prints it).
 Part of models/convert.py (see models/README.md).
+
+Memory is bounded by the input's size, reader by reader:
+  * every pickle is checked in full by pickle_scan.scan() before the C unpickler reads it,
+    which bounds what unpickling allocates (pickle_scan's docstring: the arguments' bytes
+    plus at most MAX_BYTES_PER_PICKLE_BYTE per byte of pickle);
+  * a plain pickle (.pkl) is read into memory once; its arrays are views of that copy's
+    byte strings until numpy() copies one;
+  * a zip archive's members may declare at most MAX_ZIP_EXPANSION times the archive's
+    size in all (torch.save stores them uncompressed), and zipfile never inflates a member
+    past its declared size;
+  * a legacy stream's storages must lie inside the file;
+  * a tensor may not hold more elements than its storage (a stride-0 view would let a
+    one-element storage expand to any size).
+tests/parity/test_convert.py::test_parse_memory_is_bounded measures each against its bound.
 """
 
 import collections
 import io
 import math
+import mmap
 import os
 import pickle
 import pickletools
@@ -19,6 +34,20 @@ import struct
 import zipfile
 
 import numpy as np
+
+try:  # imported as part of a package
+    from . import pickle_scan
+except ImportError:  # run as a script, or imported with models/ on sys.path
+    import pickle_scan
+
+# A zip archive's members may declare at most this many times the archive's size, plus
+# ZIP_SLACK_BYTES, uncompressed in all: torch.save stores members as they are; a re-zipped
+# checkpoint's float storages shrink by ~10%, and its small text records by more (the slack).
+MAX_ZIP_EXPANSION = 2
+ZIP_SLACK_BYTES = 1 << 20
+# Globals outside the allow-list that one file may name (a checkpoint's optimizer, scheduler
+# and config objects name a few dozen).
+MAX_OPAQUE_CLASSES = 256
 
 
 class ConvertError(Exception):
@@ -123,6 +152,9 @@ class TensorRef(_NoState):
         last = self.offset + sum((n - 1) * s for n, s in zip(self.shape, self.stride))
         if last >= st.numel:
             raise ConvertError(f"tensor view exceeds its storage ({last + 1} > {st.numel} elements)")
+        if math.prod(self.shape) > st.numel:
+            raise ConvertError(f"tensor of shape {list(self.shape)} holds more elements than its storage "
+                               f"({st.numel}): a view that repeats elements")
         base = st.array()[self.offset:]
         item = base.dtype.itemsize
         a = np.lib.stride_tricks.as_strided(
@@ -341,43 +373,23 @@ _ALLOWED_GLOBALS.update({
 })
 
 
-def _check_memo_indices(f):
-    """The C unpickler sizes its memo table by the largest PUT index it meets, so a few
-    hundred bytes with LONG_BINPUT 1258647924 make it allocate and zero 20 GB.  A pickler
-    numbers memo entries from 0, at most one per op: refuse an index past the op count.
-    Likewise a length-prefixed string (BINBYTES8, BYTEARRAY8, ...) longer than the data left:
-    the C unpickler may allocate the declared size first (and on a short BYTEARRAY8 from a
-    BytesIO, CPython 3.11 prints a SystemError about exported buffers).
-    Scans f from its position to the pickle's STOP and seeks back; other breakage is left
-    for the unpickler to report."""
-    start = f.tell()
-    try:
-        for n, (op, arg, _) in enumerate(pickletools.genops(f)):
-            if op.name in ("PUT", "BINPUT", "LONG_BINPUT") and arg > n:
-                raise ConvertError(f"malformed pickle (memo index {arg} at op {n})")
-    except ConvertError:
-        raise
-    except ValueError as e:
-        if "remain" in str(e):  # pickletools: "expected N bytes in a bytes8, but only M remain"
-            raise ConvertError(f"truncated pickle data ({e})") from None
-    except Exception:  # a broken pickle: the unpickler says how
-        pass
-    f.seek(start)
-
-
 class _RestrictedUnpickler(pickle.Unpickler):
     """Resolves the allow-listed globals to convert.py's stand-ins and every other global to an
     inert _Opaque subclass (recorded in `opaque`): nothing from outside this file ever runs."""
 
-    def __init__(self, file, storage_for, opaque=None, encoding="ASCII"):
+    def __init__(self, file, buf, storage_for, opaque=None, encoding="ASCII"):
+        # buf: the bytes that file reads (bytes, or an mmap of it), for pickle_scan.scan
         super().__init__(file, encoding=encoding)
-        self._file = file
+        self._file, self._buf = file, buf
         self._storage_for = storage_for  # callable(pid tuple) -> _Storage
         self._opaque = {}
         self.opaque = opaque if opaque is not None else set()
 
     def load(self):
-        _check_memo_indices(self._file)
+        try:
+            pickle_scan.scan(self._buf, self._file.tell())
+        except pickle_scan.MalformedPickle as e:
+            raise ConvertError(f"malformed pickle ({e})") from None
         return super().load()
 
     def find_class(self, module, name):
@@ -386,6 +398,9 @@ class _RestrictedUnpickler(pickle.Unpickler):
             origin = f"{module}.{name}"[:120]
             obj = self._opaque.get(origin)
             if obj is None:
+                if len(self._opaque) >= MAX_OPAQUE_CLASSES:
+                    # each is a class of its own (about 1 KB) from a few bytes of pickle
+                    raise ConvertError(f"pickle names more than {MAX_OPAQUE_CLASSES} classes outside the allow-list")
                 obj = self._opaque[origin] = type("Opaque", (_Opaque,), {"origin": origin, "__slots__": ()})
             self.opaque.add(origin)
         return obj
@@ -406,6 +421,11 @@ def _read_zip_checkpoint(path, opaque):
         zf = zipfile.ZipFile(path)
     except zipfile.BadZipFile as e:
         raise ConvertError(f"truncated or corrupt zip archive ({e})") from None
+    declared = sum(i.file_size for i in zf.infolist())
+    allowed = MAX_ZIP_EXPANSION * os.path.getsize(path) + ZIP_SLACK_BYTES
+    if declared > allowed:
+        raise ConvertError(f"zip archive members declare {declared} bytes uncompressed, more than "
+                           f"{MAX_ZIP_EXPANSION}x the archive's size")
     names = zf.namelist()
     pkls = [n for n in names if n == "data.pkl" or (n.endswith("/data.pkl") and n.count("/") == 1)]
     if len(pkls) != 1:
@@ -433,9 +453,8 @@ def _read_zip_checkpoint(path, opaque):
             storages[key] = _Storage(stype, numel, lambda m=member: zf.read(m))
         return storages[key]
 
-    with zf.open(pkls[0]) as f:
-        obj = _RestrictedUnpickler(f, storage_for, opaque).load()
-    return obj
+    data = zf.read(pkls[0])
+    return _RestrictedUnpickler(io.BytesIO(data), data, storage_for, opaque).load()
 
 
 _LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
@@ -444,9 +463,18 @@ _LEGACY_PROTOCOL = 1001
 
 def _read_legacy_checkpoint(path, opaque):
     f = open(path, "rb")  # kept open by the storages' fetch closures
+    # The five pickles are scanned where they lie (pickle_scan), through a map of the file:
+    # the storages after them are not read for that.
+    buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        return _read_legacy_stream(f, buf, opaque)
+    finally:
+        buf.close()
 
+
+def _read_legacy_stream(f, buf, opaque):
     def plain(f):
-        return _RestrictedUnpickler(f, lambda pid: None, opaque).load()
+        return _RestrictedUnpickler(f, buf, lambda pid: None, opaque).load()
 
     if plain(f) != _LEGACY_MAGIC:
         raise ConvertError("not a torch.save() file (bad legacy magic number)")
@@ -472,7 +500,7 @@ def _read_legacy_checkpoint(path, opaque):
         views.append((s, key, int(voff)))
         return s
 
-    obj = _RestrictedUnpickler(f, storage_for, opaque).load()
+    obj = _RestrictedUnpickler(f, buf, storage_for, opaque).load()
     keys = plain(f)
     file_size = os.fstat(f.fileno()).st_size
     if not isinstance(keys, list):
@@ -524,6 +552,8 @@ def read_torch_checkpoint(path, opaque=None):
         raise
     except EOFError:
         raise ConvertError("truncated checkpoint (unexpected end of pickle data)") from None
+    except MemoryError:  # not a format error: the bounds above failed, or the machine is small
+        raise
     except Exception as e:  # arbitrary input: any parse failure is a format error
         raise ConvertError(f"cannot parse checkpoint ({type(e).__name__}: {e})") from None
     if len(head) == 0:
@@ -550,11 +580,13 @@ def read_pickle_checkpoint_bytes(data, opaque=None):
         raise ConvertError("a .pkl with persistent ids (a torch pickle without its archive?)")
 
     try:
-        return _RestrictedUnpickler(io.BytesIO(data), no_persistent, opaque, encoding="latin1").load()
+        return _RestrictedUnpickler(io.BytesIO(data), data, no_persistent, opaque, encoding="latin1").load()
     except ConvertError:
         raise
     except EOFError:
         raise ConvertError("truncated pickle (unexpected end of data)") from None
+    except MemoryError:  # not a format error: the bounds above failed, or the machine is small
+        raise
     except Exception as e:  # arbitrary input: any parse failure is a format error
         raise ConvertError(f"cannot parse pickle ({type(e).__name__}: {e})") from None
 

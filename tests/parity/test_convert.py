@@ -5,6 +5,7 @@ The name mapping below is written out independently of convert.py's rule table.
 """
 
 import argparse
+import collections
 import hashlib
 import json
 import os
@@ -321,7 +322,7 @@ def test_huge_memo_index_is_refused(tmp_path):
     legacy = tmp_path / "memo_legacy.pth"
     legacy.write_bytes(pickle.dumps(convert._LEGACY_MAGIC, protocol=2) + pickle.dumps(1001, protocol=2) + bomb)
     for p in (z, legacy):
-        with pytest.raises(convert.ConvertError, match=r"malformed pickle \(memo index 4294967295 at op 2\)"):
+        with pytest.raises(convert.ConvertError, match=r"malformed pickle \(memo index 4294967295 beyond the 2 ops before it, at byte 3\)"):
             convert.read_torch_checkpoint(str(p))
         assert_fails(str(p), str(tmp_path / "o.safetensors"), r"memo index")
 
@@ -399,3 +400,153 @@ def test_huge_stride_is_refused():
     with pytest.raises(convert.ConvertError, match=r"out of range"):
         convert.TensorRef(st, 0, (2,), (1 << 62,))
     assert convert.TensorRef(st, 0, (2,), (2,)).numpy().shape == (2,)
+
+
+# ---- bounded parsing (models/pickle_scan.py) -----------------------------------------
+
+import pickle_scan  # noqa: E402
+
+REGRESSIONS = os.path.join(REPO, "tests", "fuzz", "regressions", "convert")
+
+
+def _peak_bytes(fn, *args):
+    """(peak bytes Python allocated while fn ran, fn's result or its ConvertError)."""
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        try:
+            r = fn(*args)
+        except convert.ConvertError as e:
+            r = e
+        return tracemalloc.get_traced_memory()[1], r
+    finally:
+        tracemalloc.stop()
+
+
+def test_nested_frame_is_refused(tmp_path):
+    """The convert fuzzer's 743-byte find (seed 1126204390): a FRAME opened inside a FRAME,
+    then SETITEMS without a MARK.  The C unpickler read the second frame out of step with the
+    ops, met a declared length of 2**63-1 and took 8.5 GB and 12-18 s before it said 'could not
+    find MARK'.  Now the scan refuses it with a few KB."""
+    src = os.path.join(REGRESSIONS, "nested-frame-8gib.pkl")
+    assert os.path.getsize(src) == 743
+    peak, r = _peak_bytes(convert.load_checkpoint, src)
+    assert isinstance(r, convert.ConvertError), r
+    assert str(r) == "malformed pickle (a frame begins inside another frame, at byte 30)"
+    assert peak < 64 << 10, peak
+    assert_fails(src, str(tmp_path / "o.safetensors"), r"a frame begins inside another frame")
+
+
+def test_scan_passes_what_pickle_writes():
+    """Every protocol's output for the shapes checkpoints hold (nested containers, recursive
+    ones, which protocols 0 and 1 close with POP of a MARK, memo references, big bytes that
+    protocol 4 and 5 write outside frames) passes the scan, which ends exactly at STOP."""
+    looped = []
+    looped.append(looped)
+    boxed = ([],)
+    boxed[0].append(boxed)
+    shared = [1, 2]
+    objs = [0, -5, 2 ** 100, 3.5, "z" * 70000, b"x" * 100000, bytearray(b"y" * 300000), None, True,
+            [1, 2, 3], {"a": (1, 2, [3])}, {1, 2}, frozenset([3]), [[]] * 5, [shared, shared], looped, boxed,
+            collections.OrderedDict(a=np.arange(5)), {"w": np.ones((3, 3), np.float32), "n": np.arange(70000)}]
+    for proto in range(pickle.HIGHEST_PROTOCOL + 1):
+        for o in objs:
+            d = pickle.dumps(o, protocol=proto)
+            assert pickle_scan.scan(d) == len(d), (proto, type(o))
+            two = d + pickle.dumps(7, protocol=proto)
+            assert pickle_scan.scan(two) == len(d)
+            assert pickle_scan.scan(two, len(d)) == len(two)
+
+
+# Malformed pickles, each with the rule that refuses it.  The FRAME ones are protocol 4.
+_MALFORMED = {
+    "unknown opcode 0xff, at byte 2": b"\x80\x02\xff.",
+    "no STOP before the end of the data, at byte 3": b"\x80\x02N",
+    "a frame begins inside another frame, at byte 11": b"\x80\x04\x95\x0b" + bytes(7) + b"\x95\x01" + bytes(7) + b"N.",
+    "a frame declares 4096 bytes, 2 remain, at byte 2": b"\x80\x04\x95\x00\x10" + bytes(6) + b"N.",
+    "BINUNICODE declares 3 bytes, 1 remain, at byte 11": b"\x80\x04\x95\x06" + bytes(7) + b"X\x03\x00\x00\x00a.",
+    "BINBYTES8 declares 9223372036854775807 bytes, 1 remain, at byte 2":
+        b"\x80\x04\x8e" + (2 ** 63 - 1).to_bytes(8, "little") + b".",
+    "BYTEARRAY8 declares 4294967296 bytes, 0 remain, at byte 2": b"\x80\x05\x96" + (2 ** 32).to_bytes(8, "little"),
+    "BINSTRING declares -1 bytes, 1 remain, at byte 2": b"\x80\x02T\xff\xff\xff\xff.",
+    "GLOBAL argument without its newline, at byte 2": b"\x80\x02cos\nsystem",
+    "memo index 7 beyond the 2 ops before it, at byte 3": b"\x80\x02Nq\x07.",
+    "memo index 0 read before it is stored, at byte 2": b"\x80\x02h\x00.",
+    "SETITEMS without its MARK, at byte 3": b"\x80\x02}u.",
+    "APPENDS pops more than the stack holds, at byte 4": b"\x80\x02(Ne.",
+    "TUPLE2 pops more than the stack holds, at byte 3": b"\x80\x02N\x86.",
+    "STOP with more than one object on the stack, at byte 4": b"\x80\x02NN.",
+    "STOP with more than one object on the stack, at byte 5": b"\x80\x02N(N.",
+    "STOP pops more than the stack holds, at byte 3": b"\x80\x02(.",
+}
+
+
+def test_scan_refuses_malformed_pickles(tmp_path):
+    """Each rule of pickle_scan on a pickle that breaks only it; through load_checkpoint too,
+    as one ConvertError."""
+    for why, data in _MALFORMED.items():
+        with pytest.raises(pickle_scan.MalformedPickle) as e:
+            pickle_scan.scan(data)
+        assert str(e.value) == why, (why, data)
+        p = tmp_path / "m.pkl"
+        p.write_bytes(data)
+        with pytest.raises(convert.ConvertError, match=re.escape(f"malformed pickle ({why})")):
+            convert.load_checkpoint(str(p))
+
+
+def _legacy_around(obj_pickle):
+    """A legacy torch.save stream whose object pickle is obj_pickle and which has no storages."""
+    return (pickle.dumps(convert._LEGACY_MAGIC, protocol=2) + pickle.dumps(1001, protocol=2)
+            + pickle.dumps({"little_endian": True}, protocol=2) + obj_pickle + pickle.dumps([], protocol=2))
+
+
+def test_parse_memory_is_bounded(tmp_path):
+    """The densest pickles that pass the scan (an object per byte of pickle: empty sets, the
+    largest, then dicts, lists, memo entries), read by each reader of load_checkpoint: the
+    memory Python allocates stays within MAX_BYTES_PER_PICKLE_BYTE per byte of the file, plus
+    a fixed 256 KB for the readers themselves."""
+    n = 1 << 16
+    dense = {  # what: (pickle, objects in the list it makes)
+        "empty sets": (b"\x80\x04](" + b"\x8f" * n + b"e.", n),
+        "empty dicts": (b"\x80\x04](" + b"}" * n + b"e.", n),
+        "empty lists": (b"\x80\x04](" + b"]" * n + b"e.", n),
+        "memo entries": (b"\x80\x04](" + b"N\x94" * (n // 2) + b"e.", n // 2),
+        "references": (b"\x80\x04](]\x94" + b"h\x00" * (n // 2) + b"e.", n // 2 + 1),
+    }
+    for what, (pkl, count) in dense.items():
+        z = tmp_path / "dense.pth"
+        with zipfile.ZipFile(z, "w") as f:
+            f.writestr("archive/data.pkl", pkl)
+        legacy = tmp_path / "dense_legacy.pth"
+        legacy.write_bytes(_legacy_around(pkl))
+        plain = tmp_path / "dense.pkl"
+        plain.write_bytes(pkl)
+        for path in (plain, z, legacy):
+            peak, r = _peak_bytes(convert.load_checkpoint, str(path))
+            assert isinstance(r, tuple) and len(r[1]) == count, (what, path.name, r)
+            bound = pickle_scan.MAX_BYTES_PER_PICKLE_BYTE * os.path.getsize(path) + (256 << 10)
+            assert peak <= bound, (what, path.name, peak, bound)
+
+
+def test_zip_expansion_is_bounded(tmp_path):
+    """A deflated member of 64 MB of zeros is a 64 KB archive: its declared size is refused
+    before anything is inflated."""
+    z = tmp_path / "bomb.pth"
+    with zipfile.ZipFile(z, "w", zipfile.ZIP_DEFLATED) as f:
+        f.writestr("archive/data.pkl", pickle.dumps({}, protocol=2))
+        f.writestr("archive/data/0", bytes(64 << 20))
+    assert os.path.getsize(z) < 128 << 10
+    peak, r = _peak_bytes(convert.load_checkpoint, str(z))
+    assert isinstance(r, convert.ConvertError) and "declare 67108" in str(r), r
+    assert peak < 1 << 20, peak
+    assert_fails(str(z), str(tmp_path / "o.safetensors"), r"more than 2x the archive's size")
+
+
+def test_repeating_view_is_refused():
+    """A tensor record of shape [2**20, 2**20] with strides 0 over a one-element storage: a few
+    bytes that numpy() would have copied into 4 TB."""
+    st = convert._Storage(convert._STORAGE_TYPES["FloatStorage"], 1, lambda: bytes(4))
+    t = convert.TensorRef(st, 0, (1 << 20, 1 << 20), (0, 0))
+    with pytest.raises(convert.ConvertError, match=r"holds more elements than its storage \(1\)"):
+        t.numpy()
+    assert convert.TensorRef(st, 0, (1, 1), (0, 0)).numpy().shape == (1, 1)
