@@ -14,7 +14,8 @@
 #   make demo       the README's first command: install what is missing, run on an example
 #   make sanitize   unit and end-to-end tests under AddressSanitizer + UBSan (build-san/)
 #   make valgrind   one full image through memcheck: no errors, no leaks
-#   make fuzz       every fuzz target for FUZZ_SECONDS each (default 60)
+#   make fuzz       every fuzz target, reproducibly: a fixed mutation seed and run count (~7 min)
+#   make fuzz-explore  every fuzz target from fresh seeds for FUZZ_SECONDS each (default 60): new finds
 #   make cuda-report  registers, stack, spills and shared memory of every CUDA kernel (no GPU needed)
 #   make cuda-emu   the CUDA backend run on the CPU through tests/emu's emulator, and its tests (no GPU needed)
 #   CUDA=0          build without the CUDA backend even where nvcc exists
@@ -74,7 +75,7 @@ NVCCFLAGS  += $(foreach d,$(CUDA_INC_DIRS),-isystem $(d))
 LDLIBS     += -ldl
 endif
 
-.PHONY: all lib install uninstall python-test doc-test cluster-test check test unit-test parity-test bench bench-peers demo deps clean sanitize valgrind fuzz cuda-report
+.PHONY: all lib install uninstall python-test doc-test cluster-test check test unit-test parity-test bench bench-peers demo deps clean sanitize valgrind fuzz fuzz-explore cuda-report
 FUZZ_SECONDS ?= 60
 all: $(BUILD)/detect $(BUILD)/libdetect.so $(BUILD)/libdetect_internal.so $(BUILD)/stage_runner $(CUDA_SO)
 
@@ -143,7 +144,7 @@ test: deps
 
 # Everything CI must run, each step even after a failure; a summary table at the end.
 check: deps
-	MAKE="$(MAKE)" scripts/check.sh $(FUZZ_SECONDS)
+	MAKE="$(MAKE)" scripts/check.sh
 
 bench: deps
 	$(MAKE) all
@@ -170,7 +171,10 @@ valgrind: deps
 	scripts/valgrind.sh
 
 fuzz: deps
-	scripts/fuzz.sh $(FUZZ_SECONDS)
+	scripts/fuzz.sh
+
+fuzz-explore: deps
+	scripts/fuzz.sh explore $(FUZZ_SECONDS)
 
 # CUDA_REPORT_ARCH: the SM the report compiles for (90: the H200 of tests/gpu).
 CUDA_REPORT_ARCH ?= 90

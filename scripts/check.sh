@@ -7,13 +7,15 @@
 #   2. make sanitize   the unit and end-to-end tests again under AddressSanitizer
 #                      + UBSan (scripts/sanitize.sh: what it runs, and why the
 #                      rest is left out, is at its top)
-#   3. make fuzz       each fuzz target for FUZZ_SECONDS (default 60), after
-#                      replaying its seeds and past crashes (scripts/fuzz.sh)
+#   3. make fuzz       each fuzz target after replaying its seeds and past
+#                      crashes, from a fixed mutation seed for a fixed number
+#                      of executions: the same verdict on the same code
+#                      (scripts/fuzz.sh; fresh seeds are make fuzz-explore)
 #   4. make cuda-emu   the CUDA backend's tests on the CPU, through the CUDA
 #                      emulator (tests/emu/README.md); skipped, visibly, in a
 #                      build without CUDA (CUDA=0, no nvcc)
 #
-#   scripts/check.sh [FUZZ_SECONDS]
+#   scripts/check.sh
 #
 # A step runs even when one before it failed, so one CI run reports every
 # problem. The end is a table: each step's result and minutes, then each fuzz
@@ -22,7 +24,6 @@
 # run it by hand when the engine's memory handling changes.
 set -u
 cd "$(dirname "$0")/.."
-FUZZ_SECONDS=${1:-60}
 MAKE=${MAKE:-make}
 
 names=() results=() minutes=()
@@ -41,7 +42,7 @@ start=$SECONDS
 rm -f build/fuzz/summary.txt
 step test "$MAKE" test
 step sanitize scripts/sanitize.sh
-step fuzz scripts/fuzz.sh "$FUZZ_SECONDS"
+step fuzz scripts/fuzz.sh
 if "$MAKE" -n cuda-emu >/dev/null 2>&1; then
   step cuda-emu "$MAKE" cuda-emu
 else
@@ -59,7 +60,7 @@ done
 printf '%-9s %-18s %5s min\n' total "" "$(awk -v s=$((SECONDS - start)) 'BEGIN { printf "%.1f", s / 60 }')"
 if [ -f build/fuzz/summary.txt ]; then
   echo
-  echo "fuzzing, ${FUZZ_SECONDS} s a target:"
+  echo "fuzzing (reproducible: fixed seed and executions):"
   cat build/fuzz/summary.txt
 fi
 [ $failed -eq 0 ] && echo "check: all passed" || echo "check: FAILED" >&2

@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Fuzzes the parsers: the libFuzzer targets in tests/fuzz/ (config JSON,
 # safetensors, PNG, JPEG, COCO RLE) and the converter's pickle reader
-# (tests/fuzz/fuzz_convert.py), each for SECONDS (default 60).
+# (tests/fuzz/fuzz_convert.py).
 #
-#   scripts/fuzz.sh [SECONDS]        all targets
-#   scripts/fuzz.sh 0                replay only: every seed and regression input once, no mutation
-#   FUZZ_TARGETS="rle png" scripts/fuzz.sh 30   a subset (names: config weights png jpeg rle convert)
+#   scripts/fuzz.sh                  reproducible (make fuzz, make check, CI): mutation seed
+#                                    FUZZ_SEED (default 1) and a fixed number of executions per
+#                                    target (RUNS below, about a minute each here), so the same
+#                                    code gets the same verdict on any machine, however loaded
+#   scripts/fuzz.sh explore [SECONDS]  fresh mutation seeds (printed in the log), SECONDS per
+#                                    target (default 60): finds new inputs (make fuzz-explore)
+#   scripts/fuzz.sh replay           every seed and regression input once, no mutation
+#   FUZZ_TARGETS="rle png" scripts/fuzz.sh ...   a subset (names: config weights png jpeg rle convert)
 #
 # Builds into build/fuzz/ with its own clang command lines (ASan + UBSan +
 # libFuzzer; only the engine files each target needs, so no oneDNN), runs
@@ -25,8 +30,20 @@
 # installs them (make fuzz runs it first).
 set -euo pipefail
 
-SECONDS_PER_TARGET=${1:-60}
-case "$SECONDS_PER_TARGET" in '' | *[!0-9]*) echo "usage: scripts/fuzz.sh [SECONDS]" >&2; exit 2 ;; esac
+usage() { echo "usage: scripts/fuzz.sh [explore [SECONDS] | replay]" >&2; exit 2; }
+MODE=${1:-reproducible}
+SECONDS_PER_TARGET=0
+case "$MODE" in
+  reproducible | replay) [ $# -le 1 ] || usage ;;
+  explore)
+    SECONDS_PER_TARGET=${2:-60}
+    case "$SECONDS_PER_TARGET" in '' | *[!0-9]*) usage ;; esac ;;
+  *) usage ;;
+esac
+SEED=${FUZZ_SEED:-1}
+# Mutated executions per target in the reproducible mode: about a minute each on a 2-core
+# development machine (AVX-512 Xeon, 2026-12).
+declare -A RUNS=([config]=2000000 [weights]=1500000 [png]=1000000 [jpeg]=150000 [rle]=400000 [convert]=100000)
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 OUT=build/fuzz
@@ -91,26 +108,39 @@ for t in $TARGETS; do
   rm -rf "$work"
   mkdir -p "$work"
   rm -f "$OUT/crashes/$t"-*
-  echo "fuzz.sh: fuzzing $t for ${SECONDS_PER_TARGET}s (log: $log)"
+  case "$MODE" in
+    reproducible) echo "fuzz.sh: fuzzing $t, ${RUNS[$t]} runs from seed $SEED (log: $log)" ;;
+    explore) echo "fuzz.sh: fuzzing $t for ${SECONDS_PER_TARGET}s from a fresh seed (log: $log)" ;;
+    replay) echo "fuzz.sh: replaying $t's seeds and regressions (log: $log)" ;;
+  esac
   start=$(date +%s.%N)
   rc=0
   cp -r "tests/fuzz/corpus/$t/." "$work/"
   [ -d "tests/fuzz/regressions/$t" ] && cp -r "tests/fuzz/regressions/$t/." "$work/"
   if [ "$t" = convert ]; then
-    "$PYTHON" tests/fuzz/fuzz_convert.py --seconds "$SECONDS_PER_TARGET" --corpus "$work" \
+    case "$MODE" in
+      reproducible) budget=(--runs "${RUNS[$t]}" --seed "$SEED") ;;
+      explore) budget=(--seconds "$SECONDS_PER_TARGET") ;;
+      replay) budget=(--runs 0) ;;
+    esac
+    "$PYTHON" tests/fuzz/fuzz_convert.py "${budget[@]}" --corpus "$work" \
       --crashes "$OUT/crashes" >"$log" 2>&1 || rc=$?
     execs=$(sed -n 's/^executions: \([0-9]*\).*/\1/p' "$log" | tail -1)
   else
     dict=()
     [ -f "tests/fuzz/dict/$t.dict" ] && dict=("-dict=tests/fuzz/dict/$t.dict")
-    # -timeout: a single input running 10 s is a hang, reported as a crash.
-    # -max_total_time=0 would mean no limit: SECONDS=0 replays the inputs once (-runs=0) instead.
-    limit=(-max_total_time="$SECONDS_PER_TARGET")
-    [ "$SECONDS_PER_TARGET" -eq 0 ] && limit=(-runs=0)
+    # -timeout: a single input running 60 s is a hang, reported as a crash. libFuzzer's timer
+    # is wall-clock, so the limit sits far above the slowest honest input (the seeds' slowest,
+    # a 4096-wide PNG under ASan, takes well under a second) for a loaded machine not to trip it.
+    case "$MODE" in
+      reproducible) limit=(-seed="$SEED" -runs="${RUNS[$t]}") ;;
+      explore) limit=(-max_total_time="$SECONDS_PER_TARGET") ;;
+      replay) limit=(-runs=0) ;;
+    esac
     # -malloc_limit_mb: one allocation over 512 MiB from a few-KB input is a bug (the largest legitimate
     # one, a decoded 4096x4096 RGB image, is 48 MiB); it catches regressions/png/ztxt-declares-1gib.png.
     "$OUT/fuzz_$t" "$work" "${dict[@]}" "${limit[@]}" -rss_limit_mb=2048 -malloc_limit_mb=512 \
-      -timeout=10 -print_final_stats=1 -artifact_prefix="$OUT/crashes/$t-" >"$log" 2>&1 || rc=$?
+      -timeout=60 -print_final_stats=1 -artifact_prefix="$OUT/crashes/$t-" >"$log" 2>&1 || rc=$?
     execs=$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$log" | tail -1)
   fi
   end=$(date +%s.%N)
