@@ -133,7 +133,9 @@ for t in $TARGETS; do
     # is wall-clock, so the limit sits far above the slowest honest input (the seeds' slowest,
     # a 4096-wide PNG under ASan, takes well under a second) for a loaded machine not to trip it.
     case "$MODE" in
-      reproducible) limit=(-seed="$SEED" -runs="${RUNS[$t]}") ;;
+      # -reload=0: by default libFuzzer rereads its corpus folder every second, so which inputs
+      # it mutates would depend on the machine's speed (two runs of one seed diverged without it)
+      reproducible) limit=(-seed="$SEED" -runs="${RUNS[$t]}" -reload=0) ;;
       explore) limit=(-max_total_time="$SECONDS_PER_TARGET") ;;
       replay) limit=(-runs=0) ;;
     esac
