@@ -388,6 +388,8 @@ class _RestrictedUnpickler(pickle.Unpickler):
     def load(self):
         try:
             pickle_scan.scan(self._buf, self._file.tell())
+        except pickle_scan.TruncatedPickle as e:
+            raise ConvertError(f"truncated pickle data ({e})") from None
         except pickle_scan.MalformedPickle as e:
             raise ConvertError(f"malformed pickle ({e})") from None
         return super().load()

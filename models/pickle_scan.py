@@ -34,6 +34,11 @@ import pickletools
 class MalformedPickle(ValueError):
     """The pickle breaks a rule above; the message names the op and its byte offset."""
 
+
+class TruncatedPickle(MalformedPickle):
+    """The data ends before the pickle does: an op, its argument or a frame runs past the end
+    (a file cut short), as opposed to a rule broken inside the data."""
+
 # The most memory (bytes) the unpickler may take per byte of a pickle that scan() passed,
 # beyond the arguments' own bytes: an empty set per EMPTY_SET op (216 bytes) plus its stack
 # slot, rounded up.  tests/parity/test_convert.py measures the densest pickles against it.
@@ -64,7 +69,8 @@ _MARK = pickle.MARK[0]
 def scan(buf, start=0, end=None):
     """Checks the pickle that begins at buf[start] (bytes, bytearray or mmap) and must end
     by `end` (default: the end of buf).  Returns the offset just past its STOP.  Raises
-    MalformedPickle naming the op and its byte offset (from `start`)."""
+    MalformedPickle naming the op and its byte offset (from `start`), TruncatedPickle where
+    the data ends first."""
     end = len(buf) if end is None else end
     pos = start
     frame_end = None  # where the current frame ends, while one is open
@@ -73,12 +79,12 @@ def scan(buf, start=0, end=None):
     stored = set()
     n_ops = 0
 
-    def refuse(what, at):
-        raise MalformedPickle(f"{what}, at byte {at - start}")
+    def refuse(what, at, past_the_end=False):
+        raise (TruncatedPickle if past_the_end else MalformedPickle)(f"{what}, at byte {at - start}")
 
     while True:
         if pos >= end:
-            refuse("no STOP before the end of the data", pos)
+            refuse("no STOP before the end of the data", pos, True)
         if frame_end is not None and pos >= frame_end:
             frame_end = None
         op_at = pos
@@ -92,7 +98,7 @@ def scan(buf, start=0, end=None):
             pass
         elif n >= 0:  # a fixed-size argument
             if pos + n > limit:
-                refuse(f"{name} argument cut off", op_at)
+                refuse(f"{name} argument cut off", op_at, limit == end)
             if name in ("BINPUT", "LONG_BINPUT", "BINGET", "LONG_BINGET", "FRAME"):
                 arg = int.from_bytes(buf[pos:pos + n], "little")
             pos += n
@@ -100,7 +106,7 @@ def scan(buf, start=0, end=None):
             for _ in range(2 if name in _TWO_LINES else 1):
                 nl = buf.find(b"\n", pos, limit)
                 if nl < 0:
-                    refuse(f"{name} argument without its newline", op_at)
+                    refuse(f"{name} argument without its newline", op_at, limit == end)
                 line, pos = buf[pos:nl], nl + 1
             if name in ("PUT", "GET"):
                 try:
@@ -110,18 +116,20 @@ def scan(buf, start=0, end=None):
         else:  # a length, then that many bytes
             width, signed = _LENGTH_PREFIX[n]
             if pos + width > limit:
-                refuse(f"{name} length cut off", op_at)
+                refuse(f"{name} length cut off", op_at, limit == end)
             length = int.from_bytes(buf[pos:pos + width], "little", signed=signed)
             pos += width
-            if length < 0 or length > limit - pos:
-                refuse(f"{name} declares {length} bytes, {limit - pos} remain", op_at)
+            if length < 0:
+                refuse(f"{name} declares {length} bytes", op_at)
+            if length > limit - pos:
+                refuse(f"{name} declares {length} bytes, {limit - pos} remain", op_at, limit == end)
             pos += length
 
         if name == "FRAME":
             if frame_end is not None:
                 refuse("a frame begins inside another frame", op_at)
             if arg > end - pos:
-                refuse(f"a frame declares {arg} bytes, {end - pos} remain", op_at)
+                refuse(f"a frame declares {arg} bytes, {end - pos} remain", op_at, True)
             frame_end = pos + arg if arg else None
         elif name in _PUTS:
             if arg > n_ops:

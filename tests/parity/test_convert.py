@@ -468,7 +468,7 @@ _MALFORMED = {
     "BINBYTES8 declares 9223372036854775807 bytes, 1 remain, at byte 2":
         b"\x80\x04\x8e" + (2 ** 63 - 1).to_bytes(8, "little") + b".",
     "BYTEARRAY8 declares 4294967296 bytes, 0 remain, at byte 2": b"\x80\x05\x96" + (2 ** 32).to_bytes(8, "little"),
-    "BINSTRING declares -1 bytes, 1 remain, at byte 2": b"\x80\x02T\xff\xff\xff\xff.",
+    "BINSTRING declares -1 bytes, at byte 2": b"\x80\x02T\xff\xff\xff\xff.",
     "GLOBAL argument without its newline, at byte 2": b"\x80\x02cos\nsystem",
     "memo index 7 beyond the 2 ops before it, at byte 3": b"\x80\x02Nq\x07.",
     "memo index 0 read before it is stored, at byte 2": b"\x80\x02h\x00.",
@@ -481,16 +481,28 @@ _MALFORMED = {
 }
 
 
+# Those of _MALFORMED whose data ends before the pickle does (a file cut short): reported as
+# truncated, the rest as malformed.
+_TRUNCATED = {"no STOP before the end of the data, at byte 3", "a frame declares 4096 bytes, 2 remain, at byte 2",
+              "BINBYTES8 declares 9223372036854775807 bytes, 1 remain, at byte 2",
+              "BYTEARRAY8 declares 4294967296 bytes, 0 remain, at byte 2",
+              "GLOBAL argument without its newline, at byte 2"}
+
+
 def test_scan_refuses_malformed_pickles(tmp_path):
     """Each rule of pickle_scan on a pickle that breaks only it; through load_checkpoint too,
-    as one ConvertError."""
+    as one ConvertError that says truncated where the data ends first."""
+    assert _TRUNCATED < set(_MALFORMED)
     for why, data in _MALFORMED.items():
         with pytest.raises(pickle_scan.MalformedPickle) as e:
             pickle_scan.scan(data)
         assert str(e.value) == why, (why, data)
+        truncated = why in _TRUNCATED
+        assert isinstance(e.value, pickle_scan.TruncatedPickle) == truncated, why
         p = tmp_path / "m.pkl"
         p.write_bytes(data)
-        with pytest.raises(convert.ConvertError, match=re.escape(f"malformed pickle ({why})")):
+        kind = "truncated pickle data" if truncated else "malformed pickle"
+        with pytest.raises(convert.ConvertError, match=re.escape(f"{kind} ({why})")):
             convert.load_checkpoint(str(p))
 
 
