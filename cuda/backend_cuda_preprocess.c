@@ -28,6 +28,8 @@
 
 #include "cuda_internal.h"
 #include "core/half.h"
+#include "ops/image_preprocess.h"
+#include "ops/resize_pil.h"
 
 /* Pixels the image buffers hold at least: 16.7 MP covers the common camera
  * photo (12 MP, 4000x3000) at 48 MiB of device and 48 MiB of pinned

@@ -35,6 +35,7 @@
 #include "backend/backend.h"
 #include "backend_cuda.h"
 #include "ops/mask_paste_chunk.h"
+#include "ops/preprocess.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -26,6 +26,7 @@
 
 #include "core/config.h"
 #include "io/image.h"
+#include "ops/image_preprocess.h"
 #include "model/model.h"
 #ifdef MR_HAVE_CUDA
 #include "backend_cuda.h"

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "ops/box_post.h"
-#include "io/image.h"
+#include "core/image_types.h"
 #include "ops/mask_paste.h"
 #include "ops/proposals.h"
 #include "ops/roi_align.h"

@@ -21,7 +21,7 @@
 typedef enum { MR_CHANNELS_RGB = 0, MR_CHANNELS_BGR } mr_channel_order;
 
 /* How the resized size is computed from the input size (image_geometry in
- * engine/io/image.h has the exact arithmetic of each):
+ * engine/ops/image_preprocess.h has the exact arithmetic of each):
  *  FLOOR: torchvision (float32 scale, F.interpolate with recompute_scale_factor)
  *  ROUND: Detectron (one double scale, cv2.resize fx=fy=scale: round half even)
  *  DETECTRON2: detectron2's ResizeShortestEdge.get_output_shape (short side set
@@ -31,7 +31,7 @@ typedef enum { MR_CHANNELS_RGB = 0, MR_CHANNELS_BGR } mr_channel_order;
  *              exceed max_size; the long side truncated, int(size*long/short)). */
 typedef enum { MR_RESIZE_FLOOR = 0, MR_RESIZE_ROUND, MR_RESIZE_DETECTRON2, MR_RESIZE_MASKRCNN_BENCHMARK } mr_resize_rounding;
 
-/* Which resampler makes the resized image (engine/io/image.h):
+/* Which resampler makes the resized image (engine/ops/image_preprocess.h):
  *  TORCH_BILINEAR: torchvision, F.interpolate bilinear on the normalised float image
  *  PIL_BILINEAR: detectron2, Pillow's Image.resize(BILINEAR) on the uint8 image,
  *                before normalising (engine/ops/resize_pil.h)

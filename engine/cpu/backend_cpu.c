@@ -9,6 +9,7 @@
 
 #include "core/affine_fold.h"
 #include "cpu/backend_cpu.h"
+#include "ops/image_preprocess.h"
 
 /* Why huge pages: a convolution or RoIAlign over a blocked map touches a
  * new 4 KiB page every few vectors (P2 is 62 MB, 32 planes of 1.9 MB;

@@ -23,7 +23,7 @@
 #include <stddef.h>
 
 #include "core/config.h"
-#include "model/model.h"
+#include "core/result.h"
 #include "core/status.h"
 
 /* COCO's category id for one of our class ids. With cfg->classes.num_classes

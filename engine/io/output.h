@@ -13,7 +13,7 @@
 
 #include "io/atomic_file.h"
 #include "core/config.h"
-#include "model/model.h"
+#include "core/result.h"
 #include "core/status.h"
 
 typedef struct {

@@ -1,7 +1,7 @@
 /* COCO RLE; see rle.h for the format. */
 #include "io/rle.h"
 
-#include "ops/mask_paste.h"
+#include "core/result.h"
 
 #include <string.h>
 

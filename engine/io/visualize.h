@@ -28,8 +28,8 @@
 #include <stdint.h>
 
 #include "core/config.h"
-#include "io/image.h"
-#include "model/model.h"
+#include "core/image_types.h"
+#include "core/result.h"
 #include "core/status.h"
 
 /* out receives a new image (free it with image_free) the size of img.

@@ -434,10 +434,3 @@ mr_status model_detect(mr_model *m, const mr_image *img, mr_result *res, mr_stag
     if (times) *times = t;
     return MR_OK;
 }
-
-void result_free(mr_result *res)
-{
-    free(res->mask_storage);
-    free(res->dets);
-    memset(res, 0, sizeof *res);
-}

@@ -24,38 +24,12 @@
 
 #include "backend/backend.h"
 #include "core/config.h"
-#include "io/image.h"
+#include "core/result.h"
+#include "core/image_types.h"
 #include "core/status.h"
 #include "core/tensor.h"
 
 typedef struct mr_model mr_model;
-
-typedef struct {
-    float box[4];   /* x1, y1, x2, y2 in original-image pixels */
-    float score;
-    int class_id;   /* 1..num_classes-1; 0 is background and never reported */
-    /* The binary mask (0/1) over mask_win only, the part of the image its
-     * paste can touch (mask_paste.h): mask_win.h rows of mask_win.w bytes,
-     * image pixel (x, y) at mask[(y - mask_win.y0) * mask_win.w + x -
-     * mask_win.x0]; every pixel outside the window is 0. NULL: no mask. */
-    uint8_t *mask;
-    mr_mask_window mask_win;
-} mr_detection;
-
-typedef struct {
-    int width, height;
-    int count;
-    mr_detection *dets;
-    uint8_t *mask_storage; /* every detection's mask, back to back; owned, the dets point into it */
-} mr_result;
-
-/* Pixel (x, y) of the image in d's mask: 0 or 1 (0 outside the window). */
-static inline int detection_mask_at(const mr_detection *d, int x, int y)
-{
-    const mr_mask_window *w = &d->mask_win;
-    if (!d->mask || x < w->x0 || y < w->y0 || x >= w->x0 + w->w || y >= w->y0 + w->h) return 0;
-    return d->mask[(size_t)(y - w->y0) * (size_t)w->w + (size_t)(x - w->x0)] != 0;
-}
 
 /* Seconds per stage for one image (host clock on the CPU backend). */
 typedef struct {
@@ -67,9 +41,8 @@ mr_status model_load(mr_model **out, const mr_config *cfg, const char *weights_p
 void model_free(mr_model *m);
 const mr_config *model_config(const mr_model *m);
 
-/* Runs everything; res is filled (free it with result_free). times may be NULL. */
+/* Runs everything; res is filled (free it with result_free, core/result.h). times may be NULL. */
 mr_status model_detect(mr_model *m, const mr_image *img, mr_result *res, mr_stage_times *times, mr_error *err);
-void result_free(mr_result *res);
 
 /* Stages, in order. model_stage_input sets the geometry for an image of
  * in_h x in_w; pass img = NULL to only set the geometry (the caller then

@@ -3,7 +3,7 @@
 #ifndef MR_MODEL_INTERNAL_H
 #define MR_MODEL_INTERNAL_H
 
-#include "io/image.h"
+#include "ops/image_preprocess.h"
 #include "model/model.h"
 #include "ops/nms.h"
 #include "ops/roi_align.h"

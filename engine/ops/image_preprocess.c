@@ -1,8 +1,10 @@
 /* Image geometry (sizes through resize and padding) and preprocessing to
- * the network input, on the host. Contracts in image.h; the per-pixel
+ * the network input, on the host. Contracts in image_preprocess.h; the per-pixel
  * math is preprocess.h's, shared with cuda/preprocess.cu. Decoding is
  * image.c. */
-#include "io/image.h"
+#include "ops/image_preprocess.h"
+#include "ops/resize_cv2.h"
+#include "ops/resize_pil.h"
 
 #include <math.h>
 #include <stdlib.h>

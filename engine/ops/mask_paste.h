@@ -60,6 +60,7 @@
 #define MR_MASK_PASTE_H
 
 #include "core/hd.h"
+#include "core/result.h"
 #include "core/status.h"
 
 #include <math.h>
@@ -129,24 +130,6 @@ MR_HD static inline mr_paste_geom mask_paste_geom(int mask_size, int padding, co
     return g;
 }
 
-/* Where one detection's paste can be nonzero: [x0, x0 + w) x [y0, y0 + h),
- * inside the image; w = h = 0 (and x0 = y0 = 0) when nothing is pasted. */
-typedef struct {
-    int x0, y0, w, h;
-} mr_mask_window;
-
-MR_HD static inline size_t mask_window_pixels(mr_mask_window win) { return (size_t)win.w * (size_t)win.h; }
-
-/* Whether `win` is a window of an img_h x img_w image: no negative side,
- * and an empty window anywhere or a non-empty one wholly inside (written
- * so that no sum can overflow). Every reader of a window checks this
- * first: the encoders, the drawing, the CUDA paste. */
-MR_HD static inline int mask_window_fits(mr_mask_window win, int img_h, int img_w)
-{
-    if (win.w < 0 || win.h < 0) return 0;
-    return mask_window_pixels(win) == 0 ||
-           (win.x0 >= 0 && win.y0 >= 0 && win.x0 <= img_w - win.w && win.y0 <= img_h - win.h);
-}
 
 /* detectron2 rule, step 1: the integer window [*lo, *hi) of one axis for
  * box sides [b0, b1] and image extent n. */

@@ -17,6 +17,7 @@
 #include "core/config.h"
 #include "fuzz_common.h"
 #include "io/image.h"
+#include "ops/image_preprocess.h"
 
 #define FUZZ_MAX_SIDE 4096
 

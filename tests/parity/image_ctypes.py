@@ -1,5 +1,6 @@
-"""ctypes mirrors of engine/io/image.h's structs and functions, shared by
-test_image_torch.py and test_image_pil.py. Field order and types follow
+"""ctypes mirrors of the image structs and functions (engine/core/image_types.h,
+engine/io/image.h, engine/ops/image_preprocess.h), shared by test_image_torch.py
+and test_image_pil.py. Field order and types follow
 the C headers named beside each class; change both together."""
 
 import ctypes as C
@@ -26,7 +27,7 @@ def input_config(mean, std, min_size, max_size, rounding="floor", method="torch_
                        max_size, ROUNDING[rounding], METHOD[method], size_divisibility, max_image_side)
 
 
-class Geometry(C.Structure):  # engine/io/image.h: mr_input_geometry
+class Geometry(C.Structure):  # engine/core/image_types.h: mr_input_geometry
     _fields_ = [(n, C.c_int) for n in ("in_h", "in_w", "resized_h", "resized_w", "padded_h", "padded_w")] + \
                [("scale_h", C.c_float), ("scale_w", C.c_float), ("method", C.c_int),
                 ("factor_h", C.c_double), ("factor_w", C.c_double)]

@@ -27,7 +27,7 @@ from conftest import engine_library_path
 MR_OK = 0
 
 
-class Image_(C.Structure):  # engine/io/image.h: mr_image
+class Image_(C.Structure):  # engine/core/image_types.h: mr_image
     _fields_ = [("pixels", C.POINTER(C.c_uint8)), ("h", C.c_int), ("w", C.c_int)]
 
 

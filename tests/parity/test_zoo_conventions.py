@@ -55,7 +55,7 @@ SHIM = r"""
 #include "ops/proposals.h"
 #include "ops/box_post.h"
 #include "core/config.h"
-#include "io/image.h"
+#include "ops/image_preprocess.h"
 #include "ops/mask_paste.h"
 
 static mr_box_coder coder(const float *w, float clip, int plus_one)

@@ -28,6 +28,7 @@
 
 #include "ops/anchors.h"
 #include "backend/backend.h"
+#include "ops/image_preprocess.h"
 #include "ref_ops.h"
 #ifdef MR_HAVE_CUDA
 #include "backend_cuda.h"

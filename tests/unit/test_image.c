@@ -16,6 +16,10 @@
 #include <png.h>
 
 #include "io/image.h"
+#include "core/tensor.h"
+#include "ops/image_preprocess.h"
+#include "ops/resize_cv2.h"
+#include "ops/resize_pil.h"
 
 /* torchvision's defaults, filled by hand (config.c is not linked here). */
 static mr_input_config tv_config(void)

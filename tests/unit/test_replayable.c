@@ -21,6 +21,7 @@
 #include "backend/backend.h"
 #include "core/config.h"
 #include "io/image.h"
+#include "ops/image_preprocess.h"
 #include "model/model.h"
 
 #define CONFIG "configs/mask_rcnn_R-101-FPN_shapes.json"
