@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "backend/backend.h"
+#include "backend/backend_registry.h"
 
 typedef struct {
     const char *what;
@@ -48,7 +49,7 @@ int main(int argc, char **argv)
     if (getenv("MR_BENCH_WALL")) g_clock = CLOCK_MONOTONIC;
     mr_backend be;
     mr_error err;
-    if (backend_cpu_create(&be, threads, &err) != MR_OK) return 1;
+    if (backend_open("cpu", &(mr_backend_params){.threads = threads}, &be, &err) != MR_OK) return 1;
     printf("%-16s %-22s %10s %10s %8s %9s\n", "layer", "shape", "direct ms", "wino ms", "speedup", "dir GF/s");
     printf("(%s time; with 2 threads, CPU time is the sum over both)\n", g_clock == CLOCK_MONOTONIC ? "wall" : "CPU");
     for (size_t s = 0; s < sizeof g_shapes / sizeof g_shapes[0]; s++) {

@@ -274,24 +274,32 @@ static int env_flag(const char *name, int dflt)
     return strcmp(v, "0") != 0;
 }
 
-static mr_status cuda_create(mr_backend *out, const mr_cuda_params *p, mr_error *err)
+static mr_status cuda_create(const mr_backend_params *p, mr_backend *out, mr_error *err)
 {
     char why[256];
     int count = cuda_device_count(why, sizeof why);
     if (count == 0) return mr_fail(err, MR_ERR_BACKEND, "no CUDA device: %s", why);
     if (p->device < 0 || p->device >= count)
         return mr_fail(err, MR_ERR_CONFIG, "cuda:%d: no such device (%d present)", p->device, count);
-    if (p->tf32 && !p->fp16 && !cuda_has_tf32(p->device))
+    if (p->precision != MR_PRECISION_DEFAULT && p->precision != MR_PRECISION_FP32 &&
+        p->precision != MR_PRECISION_TF32 && p->precision != MR_PRECISION_FP16)
+        return mr_fail(err, MR_ERR_UNSUPPORTED, "cuda:%d: precision %d is not one of fp32, tf32, fp16", p->device,
+                       (int)p->precision);
+    int fp16 = p->precision == MR_PRECISION_FP16;
+    /* The default is the device's best fp32-range math: TF32 where it has it. */
+    int tf32 = p->precision == MR_PRECISION_TF32 ||
+               (p->precision == MR_PRECISION_DEFAULT && cuda_has_tf32(p->device));
+    if (tf32 && !cuda_has_tf32(p->device))
         return mr_fail(err, MR_ERR_UNSUPPORTED, "cuda:%d: TF32 needs compute capability 8.0 or later", p->device);
-    if (p->fp16 && !cuda_has_fp16_tensor_cores(p->device))
+    if (fp16 && !cuda_has_fp16_tensor_cores(p->device))
         return mr_fail(err, MR_ERR_UNSUPPORTED, "cuda:%d: --precision fp16 needs fp16 tensor cores (compute "
                        "capability 7.0 or later)", p->device);
     cuda_ctx *c = calloc(1, sizeof *c);
     if (!c) return mr_fail(err, MR_ERR_OOM, "out of memory");
     c->device = p->device;
-    c->fp16 = p->fp16;
-    c->tf32 = p->fp16 ? 0 : p->tf32; /* fp16 runs every layer in fp16; no fp32 GEMM is left for TF32 */
-    c->fold = p->fold_affine;
+    c->fp16 = fp16;
+    c->tf32 = fp16 ? 0 : tf32; /* fp16 runs every layer in fp16; no fp32 GEMM is left for TF32 */
+    c->fold = !p->no_fold;
     c->sync_each = env_flag("MR_CUDA_SYNC", 0);
     c->fuse_z = env_flag("MR_CUDA_FUSED_Z", 0);
     c->host_post = env_flag("MR_CUDA_HOST_POST", 0);

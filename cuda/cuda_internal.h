@@ -33,7 +33,7 @@
 #include <cudnn.h>
 
 #include "backend/backend.h"
-#include "backend_cuda.h"
+#include "backend/backend_cuda_entry.h"
 #include "ops/mask_paste_chunk.h"
 #include "ops/preprocess.h"
 
@@ -44,8 +44,8 @@ extern "C" {
 typedef struct {
     int device;
     int tf32;      /* TF32 tensor cores allowed in cuDNN and cuBLAS */
-    int fp16;      /* --precision fp16: fp16 weights and feature maps (mr_cuda_params.fp16) */
-    int fold;      /* fold_affine (backend_cuda.h) */
+    int fp16;      /* --precision fp16: fp16 weights and feature maps (MR_PRECISION_FP16) */
+    int fold;      /* !mr_backend_params.no_fold (backend_registry.h) */
     int sync_each; /* MR_CUDA_SYNC=1: synchronise and check after every launch */
     int host_post; /* MR_CUDA_HOST_POST=1: rpn_proposals and box_detections wholly on the host (debugging) */
     int fuse_z;    /* MR_CUDA_FUSED_Z=1: residual as cuDNN's z, aliasing y (see backend_cuda_layers.c) */

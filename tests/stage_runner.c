@@ -29,7 +29,7 @@
 #include "ops/image_preprocess.h"
 #include "model/model.h"
 #ifdef MR_HAVE_CUDA
-#include "backend_cuda.h"
+#include "backend/backend_registry.h"
 #endif
 
 typedef struct {
@@ -233,8 +233,9 @@ int main(int argc, char **argv)
             fprintf(stderr, "stage_runner: --precision %s: fp32 or tf32 only\n", precision);
             return 2;
         }
-        mr_cuda_params cp = {0, strcmp(precision, "tf32") == 0, fold, 0};
-        CHECK(backend_cuda_create_ex(&be, &cp, &err));
+        mr_backend_params bp = {.precision = strcmp(precision, "tf32") == 0 ? MR_PRECISION_TF32 : MR_PRECISION_FP32,
+                                .no_fold = !fold};
+        CHECK(backend_open("cuda", &bp, &be, &err));
 #else
         (void)precision;
         (void)fold;
@@ -242,7 +243,8 @@ int main(int argc, char **argv)
         return 2;
 #endif
     } else {
-        CHECK(backend_cpu_create(&be, threads, &err));
+        mr_backend_params bp = {.threads = threads};
+        CHECK(backend_open("cpu", &bp, &be, &err));
     }
     CHECK(model_load(&m, &cfg, weights, be, &err));
     CHECK(image_load(image, cfg.input.max_image_side, &img, &err));

@@ -7,9 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef MR_HAVE_CUDA
-#include "backend_cuda.h"
-#endif
+#include "backend/backend_registry.h"
 
 /* The message of each thread's last failing call. Thread-local, like errno
  * and OpenVINO's last-error message: the only state outside the objects,
@@ -211,25 +209,29 @@ static mr_status create_cpu(detect_model *m, const detect_options *o, mr_error *
     if (o->precision[0] && strcmp(o->precision, "fp32") != 0)
         add_notice(m, "precision %s applies to the GPU; the CPU computes in fp32", o->precision);
     snprintf(m->device, sizeof m->device, "cpu");
-    return backend_cpu_create(&m->be, o->threads, err);
+    mr_backend_params p = {.threads = o->threads};
+    return backend_open("cpu", &p, &m->be, err);
 }
 
-#ifdef MR_HAVE_CUDA
+/* The GPU's precision from the option ("" is the device's best). */
+static mr_precision gpu_precision(const char *precision)
+{
+    if (!strcmp(precision, "fp32")) return MR_PRECISION_FP32;
+    if (!strcmp(precision, "tf32")) return MR_PRECISION_TF32;
+    if (!strcmp(precision, "fp16")) return MR_PRECISION_FP16;
+    return MR_PRECISION_DEFAULT;
+}
+
 /* The CUDA backend on device `index`; MR_ERR_UNSUPPORTED with *why set
- * when there is no usable GPU (the caller then takes the CPU). */
+ * when this build or machine has no usable GPU (the caller then takes the
+ * CPU). */
 static mr_status create_cuda(detect_model *m, const detect_options *o, int index, char *why, size_t why_len,
                              mr_error *err)
 {
-    char reason[256];
-    if (backend_cuda_device_count(reason, sizeof reason) == 0) {
-        snprintf(why, why_len, "no CUDA device (%s)", reason);
-        return MR_ERR_UNSUPPORTED;
-    }
-    mr_cuda_params p = {index, 0, o->fold, 0};
-    p.fp16 = strcmp(o->precision, "fp16") == 0;
-    p.tf32 = o->precision[0] ? strcmp(o->precision, "tf32") == 0 : backend_cuda_has_tf32(index);
+    if (!backend_available("cuda", why, why_len)) return MR_ERR_UNSUPPORTED;
+    mr_backend_params p = {.precision = gpu_precision(o->precision), .device = index, .no_fold = !o->fold};
     mr_error e = {0};
-    mr_status st = backend_cuda_create_ex(&m->be, &p, &e);
+    mr_status st = backend_open("cuda", &p, &m->be, &e);
     if (st == MR_ERR_BACKEND) {
         snprintf(why, why_len, "%s", e.msg);
         return MR_ERR_UNSUPPORTED;
@@ -238,7 +240,6 @@ static mr_status create_cuda(detect_model *m, const detect_options *o, int index
     snprintf(m->device, sizeof m->device, "cuda:%d", index);
     return MR_OK;
 }
-#endif
 
 /* "auto": the GPU when there is one, silently the CPU otherwise; "cuda[:N]":
  * that GPU, or a notice and the CPU. */
@@ -247,14 +248,10 @@ static mr_status create_backend(detect_model *m, const detect_options *o, mr_err
     int index = 0;
     if (strcmp(o->device, "cpu") == 0) return create_cpu(m, o, err);
     int asked = parse_cuda_device(o->device, &index);
-#ifdef MR_HAVE_CUDA
     char why[MR_ERROR_MSG_LEN] = "";
     mr_status st = create_cuda(m, o, index, why, sizeof why, err);
     if (st != MR_ERR_UNSUPPORTED) return st;
     if (asked) add_notice(m, "device %s: %s; running on the CPU", o->device, why);
-#else
-    if (asked) add_notice(m, "device %s: this build has no CUDA backend; running on the CPU", o->device);
-#endif
     return create_cpu(m, o, err);
 }
 

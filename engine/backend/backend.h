@@ -1,9 +1,9 @@
 /* The backend interface: what the model code (resnet.c, fpn.c, rpn.c,
  * roi_heads.c, mask_head.c) may ask of a device. One table of function
  * pointers plus a context, like ggml's ggml_backend_i: the CPU backend
- * (backend_cpu.c) implements it with oneDNN and OpenMP, the CUDA backend
- * (cuda/backend_cuda.c) with cuDNN, cuBLAS and kernels. The model is
- * written once against this table.
+ * (engine/cpu/) implements it with oneDNN and OpenMP, the CUDA backend
+ * (cuda/) with cuDNN, cuBLAS and kernels. The model is written once against
+ * this table; backend_registry.h opens a backend by name.
  *
  * Memory: tensors passed to these ops live in the backend's memory
  * (buffer_alloc). Layers (convolutions, linear layers) are prepared once at
@@ -197,14 +197,5 @@ typedef struct {
     const mr_backend_i *i;
     void *ctx;
 } mr_backend;
-
-/* The CPU backend, `threads` OpenMP threads (0 = library default). */
-mr_status backend_cpu_create(mr_backend *out, int threads, mr_error *err);
-
-/* The same with the channel block of its layout between convolutions
- * fixed: 8 (nChw8c) or 16 (nChw16c); 0 chooses as backend_cpu_create does
- * (MR_CPU_BLOCK if set, else 16 on a CPU with AVX-512, else 8). Results
- * agree across blocks to the convolution tolerance; the tests run both. */
-mr_status backend_cpu_create_block(mr_backend *out, int threads, int block, mr_error *err);
 
 #endif

@@ -1,4 +1,5 @@
-/* The CUDA backend's public entry points (cuda/backend_cuda.h), which load
+/* The CUDA backend's entry points in the engine (backend_cuda_loader.h,
+ * and backend_cuda_open of backend_registry.h), which load
  * build/libdetect_cuda.so on first use. The library alone links cuDNN,
  * cuBLAS and the CUDA runtime, so a CPU-only run never maps them (about
  * 200 MB resident before any work, measured with `detect --help`).
@@ -15,7 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend_cuda.h"
+#include "backend/backend_cuda_entry.h"
+#include "backend/backend_cuda_loader.h"
 
 #define CUDA_LIBRARY "libdetect_cuda.so"
 
@@ -96,24 +98,18 @@ int backend_cuda_has_tf32(int device)
     return e ? e->has_tf32(device) : 0;
 }
 
-mr_status backend_cuda_create_ex(mr_backend *out, const mr_cuda_params *p, mr_error *err)
+mr_status backend_cuda_open(const mr_backend_params *p, mr_backend *out, mr_error *err)
 {
     char why[512];
     if (!driver_present(why, sizeof why)) return mr_fail(err, MR_ERR_BACKEND, "no CUDA device: %s", why);
     const mr_cuda_entry *e = load_entry(why, sizeof why);
     if (!e) return mr_fail(err, MR_ERR_BACKEND, "no CUDA backend: %s", why);
-    return e->create(out, p, err);
+    return e->create(p, out, err);
 }
 
 int backend_cuda_library_loads(char *why, size_t why_len)
 {
     return load_entry(why, why_len) != NULL;
-}
-
-mr_status backend_cuda_create(mr_backend *out, int device, mr_error *err)
-{
-    mr_cuda_params p = {device, 0, 1, 0};
-    return backend_cuda_create_ex(out, &p, err);
 }
 
 #else

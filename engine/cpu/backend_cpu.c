@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 
 #include "core/affine_fold.h"
+#include "backend/backend_registry.h"
 #include "cpu/backend_cpu.h"
 #include "ops/image_preprocess.h"
 
@@ -245,15 +246,14 @@ int cpu_block_choose(void)
     return __builtin_cpu_supports("avx512f") ? 16 : 8;
 }
 
-mr_status backend_cpu_create(mr_backend *out, int threads, mr_error *err)
+mr_status backend_cpu_open(const mr_backend_params *p, mr_backend *out, mr_error *err)
 {
-    return backend_cpu_create_block(out, threads, 0, err);
-}
-
-mr_status backend_cpu_create_block(mr_backend *out, int threads, int block, mr_error *err)
-{
+    int threads = p->threads, block = p->cpu_block;
     if (block != 0 && block != 8 && block != 16)
         return mr_fail(err, MR_ERR_RANGE, "cpu backend: channel block %d (8 or 16)", block);
+    if (p->precision != MR_PRECISION_DEFAULT && p->precision != MR_PRECISION_FP32)
+        return mr_fail(err, MR_ERR_UNSUPPORTED, "cpu backend: computes in fp32 only (precision %d)",
+                       (int)p->precision);
     cpu_ctx *c = calloc(1, sizeof *c);
     if (!c) return mr_fail(err, MR_ERR_OOM, "out of memory");
     __builtin_cpu_init();

@@ -36,14 +36,17 @@ SHIM = r"""
 #include <stdlib.h>
 
 #include "backend/backend.h"
+#include "backend/backend_registry.h"
+#include "ops/image_preprocess.h"
 #include "ops/preprocess.h"
+#include "ops/resize_pil.h"
 
 /* The CPU backend's entry through its table. */
 int shim_backend_preprocess(const mr_input_config *cfg, const mr_input_geometry *g, const uint8_t *pix, float *out)
 {
     mr_backend be;
     mr_error err = {0};
-    if (backend_cpu_create(&be, 2, &err) != MR_OK) return -1;
+    if (backend_open("cpu", &(mr_backend_params){.threads = 2}, &be, &err) != MR_OK) return -1;
     mr_image img = {(uint8_t *)pix, g->in_h, g->in_w};
     mr_tensor t = mr_tensor_make(out, 1, g->padded_h, g->padded_w, 3);
     int st = be.i->preprocess(be.ctx, cfg, &img, g, &t, &err);

@@ -28,11 +28,9 @@
 
 #include "ops/anchors.h"
 #include "backend/backend.h"
+#include "backend/backend_registry.h"
 #include "ops/image_preprocess.h"
 #include "ref_ops.h"
-#ifdef MR_HAVE_CUDA
-#include "backend_cuda.h"
-#endif
 
 #define DEFAULT_SEED 0x6d61736b52434e4eull
 
@@ -99,8 +97,8 @@ typedef struct {
 static int create_cpu_block(mr_backend *be, char *why, size_t why_len, int block)
 {
     mr_error err = {0};
-    if (backend_cpu_create_block(be, 2, block, &err) == MR_OK) return 0;
-    snprintf(why, why_len, "backend_cpu_create_block failed: %s", err.msg);
+    if (backend_open("cpu", &(mr_backend_params){.threads = 2, .cpu_block = block}, be, &err) == MR_OK) return 0;
+    snprintf(why, why_len, "backend_open cpu failed: %s", err.msg);
     return 1;
 }
 
@@ -117,8 +115,8 @@ static int create_cuda_fold(mr_backend *be, char *why, size_t why_len, int fold)
 {
 #ifdef MR_HAVE_CUDA
     mr_error err = {0};
-    mr_cuda_params p = {0, 0, fold, 0};
-    if (backend_cuda_create_ex(be, &p, &err) == MR_OK) return 0;
+    mr_backend_params p = {.precision = MR_PRECISION_FP32, .no_fold = !fold};
+    if (backend_open("cuda", &p, be, &err) == MR_OK) return 0;
     snprintf(why, why_len, "no GPU (%s)", err.msg);
     return 1;
 #else

@@ -33,6 +33,7 @@
 #include <cmocka.h>
 
 #include "backend/backend.h"
+#include "backend/backend_registry.h"
 #include "cpu/conv_winograd.h"
 
 #define SEED 0x77696e6f67726164ull
@@ -155,7 +156,7 @@ static void test_against_double_block(int block)
 {
     mr_backend be;
     mr_error err;
-    assert_int_equal(backend_cpu_create_block(&be, 2, block, &err), MR_OK);
+    assert_int_equal(backend_open("cpu", &(mr_backend_params){.threads = 2, .cpu_block = block}, &be, &err), MR_OK);
     if (!wino_cpu_supported()) {
         printf("SKIP: no AVX2/FMA, Winograd is not used on this CPU\n");
         be.i->destroy(be.ctx);
@@ -229,9 +230,9 @@ static void test_avx512_equals_avx2(void **state)
         mr_backend avx2, avx512;
         mr_error err;
         setenv("MR_CPU_AVX512", "0", 1);
-        assert_int_equal(backend_cpu_create_block(&avx2, 2, block, &err), MR_OK);
+        assert_int_equal(backend_open("cpu", &(mr_backend_params){.threads = 2, .cpu_block = block}, &avx2, &err), MR_OK);
         unsetenv("MR_CPU_AVX512");
-        assert_int_equal(backend_cpu_create_block(&avx512, 2, block, &err), MR_OK);
+        assert_int_equal(backend_open("cpu", &(mr_backend_params){.threads = 2, .cpu_block = block}, &avx512, &err), MR_OK);
         g_rng = SEED ^ 2;
         for (size_t i = 0; i < sizeof g_cases / sizeof g_cases[0]; i++) {
             const wcase *c = &g_cases[i];

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "backend/backend.h"
+#include "backend/backend_registry.h"
 
 #define TOL 1e-5
 
@@ -83,7 +84,7 @@ static int g_block;
 static int setup(void **state)
 {
     fix *f = calloc(1, sizeof *f);
-    if (!f || backend_cpu_create_block(&f->be, 1, g_block, &f->err) != MR_OK) return -1;
+    if (!f || backend_open("cpu", &(mr_backend_params){.threads = 1, .cpu_block = g_block}, &f->be, &f->err) != MR_OK) return -1;
     *state = f;
     return 0;
 }

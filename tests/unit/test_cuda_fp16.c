@@ -1,4 +1,4 @@
-/* The CUDA backend's --precision fp16 (mr_cuda_params.fp16), op by op,
+/* The CUDA backend's --precision fp16 (MR_PRECISION_FP16), op by op,
  * against references that share no code with it: the double-precision
  * loops of ref_ops.h for the dense ops, the CPU backend (itself checked
  * against torchvision) for RoIAlign.
@@ -32,7 +32,7 @@
 #include "ref_ops.h"
 #include "core/half.h"
 #ifdef MR_HAVE_CUDA
-#include "backend_cuda.h"
+#include "backend/backend_registry.h"
 #endif
 
 #define TOL_LAYER 2e-3
@@ -67,17 +67,18 @@ static int setup(void **state)
     *state = NULL;
 #ifdef MR_HAVE_CUDA
     mr_error err = {0};
-    mr_cuda_params p32 = {0, 0, 1, 0}, p16 = {0, 0, 1, 1}, p16n = {0, 0, 0, 1};
-    if (backend_cuda_create_ex(&c.f32, &p32, &err) != MR_OK) {
+    mr_backend_params p32 = {.precision = MR_PRECISION_FP32}, p16 = {.precision = MR_PRECISION_FP16},
+                      p16n = {.precision = MR_PRECISION_FP16, .no_fold = 1}, pcpu = {.threads = 2};
+    if (backend_open("cuda", &p32, &c.f32, &err) != MR_OK) {
         printf("SKIP test_cuda_fp16: no GPU (%s)\n", err.msg);
         return 0;
     }
-    if (backend_cuda_create_ex(&c.f16, &p16, &err) != MR_OK ||
-        backend_cuda_create_ex(&c.f16_nofold, &p16n, &err) != MR_OK) {
+    if (backend_open("cuda", &p16, &c.f16, &err) != MR_OK ||
+        backend_open("cuda", &p16n, &c.f16_nofold, &err) != MR_OK) {
         printf("SKIP test_cuda_fp16: no fp16 context (%s)\n", err.msg);
         return 0;
     }
-    if (backend_cpu_create(&c.cpu, 2, &err) != MR_OK) fail_msg("backend_cpu_create: %s", err.msg);
+    if (backend_open("cpu", &pcpu, &c.cpu, &err) != MR_OK) fail_msg("backend_open cpu: %s", err.msg);
     *state = &c;
 #else
     printf("SKIP test_cuda_fp16: no CUDA backend in this build\n");

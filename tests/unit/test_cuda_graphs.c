@@ -21,7 +21,7 @@
 
 #include "backend/backend.h"
 #ifdef MR_HAVE_CUDA
-#include "backend_cuda.h"
+#include "backend/backend_registry.h"
 #endif
 
 enum { H = 24, W = 36, CIN = 8, CMID = 16 };
@@ -107,8 +107,8 @@ static int setup(void **state)
     *state = NULL;
 #ifdef MR_HAVE_CUDA
     mr_error err = {0};
-    mr_cuda_params p = {0, 0, 1, 0};
-    if (backend_cuda_create_ex(&s.be, &p, &err) != MR_OK) {
+    mr_backend_params p = {.precision = MR_PRECISION_FP32};
+    if (backend_open("cuda", &p, &s.be, &err) != MR_OK) {
         printf("SKIP test_cuda_graphs: no GPU (%s)\n", err.msg);
         return 0;
     }

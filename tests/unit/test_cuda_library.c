@@ -16,7 +16,8 @@
 
 #include "backend/backend.h"
 #ifdef MR_HAVE_CUDA
-#include "backend_cuda.h"
+#include "backend/backend_cuda_loader.h"
+#include "backend/backend_registry.h"
 #endif
 
 static void test_library_loads(void **state)
@@ -76,7 +77,8 @@ static void test_device_or_reason(void **state)
     int n = backend_cuda_device_count(why, sizeof why);
     mr_backend be;
     mr_error err = {0};
-    mr_status st = backend_cuda_create(&be, 0, &err);
+    mr_backend_params p = {.precision = MR_PRECISION_FP32};
+    mr_status st = backend_open("cuda", &p, &be, &err);
     printf("  devices: %d%s%s; create: %s\n", n, n ? "" : ", ", n ? "" : why, st == MR_OK ? "ok" : err.msg);
     if (n == 0) {
         assert_true(why[0] != '\0');

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "backend/backend.h"
+#include "backend/backend_registry.h"
 #include "ops/mask_paste_chunk.h"
 
 /* Walks the chunks as cuda_mask_paste does and checks that every row of
@@ -169,7 +170,7 @@ static void test_conv_affine_cpu(void **state)
     printf("test_conv_affine_cpu: seed %u\n", seed);
     mr_backend be;
     mr_error err;
-    assert_int_equal(backend_cpu_create(&be, 1, &err), MR_OK);
+    assert_int_equal(backend_open("cpu", &(mr_backend_params){.threads = 1}, &be, &err), MR_OK);
     enum { H = 6, W = 5, CIN = 5, COUT = 6, K = 3 };
     float x[H * W * CIN], w[COUT * CIN * K * K], b[COUT], s[COUT], t[COUT], y[H * W * COUT];
     for (int with_bias = 0; with_bias < 2; with_bias++) {

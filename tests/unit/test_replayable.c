@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "backend/backend.h"
+#include "backend/backend_registry.h"
 #include "core/config.h"
 #include "io/image.h"
 #include "ops/image_preprocess.h"
@@ -185,7 +186,7 @@ static void test_model_calls_replayable_as_documented(void **state)
     static mr_config cfg;
     mr_error err = {0};
     if (config_load(&cfg, CONFIG, &err) != MR_OK) fail_msg("%s", err.msg);
-    assert_int_equal(backend_cpu_create(&g_cpu, 2, &err), MR_OK);
+    assert_int_equal(backend_open("cpu", &(mr_backend_params){.threads = 2}, &g_cpu, &err), MR_OK);
     mr_model *plain = NULL, *wrap = NULL;
     if (model_load(&plain, &cfg, WEIGHTS, g_cpu, &err) != MR_OK) fail_msg("%s", err.msg);
     if (model_load(&wrap, &cfg, WEIGHTS, wrapped(), &err) != MR_OK) fail_msg("%s", err.msg);
