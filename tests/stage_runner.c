@@ -28,9 +28,7 @@
 #include "io/image.h"
 #include "ops/image_preprocess.h"
 #include "model/model.h"
-#ifdef MR_HAVE_CUDA
 #include "backend/backend_registry.h"
-#endif
 
 typedef struct {
     int ndim;

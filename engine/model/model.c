@@ -1,5 +1,6 @@
-/* Loading, buffer planning and the end-to-end pass. The stages themselves
- * live in resnet.c, fpn.c, rpn.c, roi_heads.c and mask_head.c. */
+/* Loading, buffer planning and the end-to-end pass: the driver, which calls
+ * the stages (resnet.c, fpn.c, rpn.c, roi_heads.c, mask_head.c); the
+ * helpers those share sit below them all in model_layers.c. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,63 +8,6 @@
 #include <time.h>
 
 #include "model/model_internal.h"
-
-mr_status tensor_shape(mr_tensor *t, int n, int h, int w, int c, mr_error *err)
-{
-    size_t need = (size_t)n * (size_t)h * (size_t)w * (size_t)c;
-    if (n < 0 || h < 0 || w < 0 || c < 0 || need > t->cap)
-        return mr_fail(err, MR_ERR_RANGE, "a [%d,%d,%d,%d] tensor does not fit the %zu elements planned at load",
-                       n, h, w, c, t->cap);
-    t->n = n;
-    t->h = h;
-    t->w = w;
-    t->c = c;
-    return MR_OK;
-}
-
-mr_status model_check_finite(const mr_weights *w, const char *layer, const float *v, size_t n, mr_error *err)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(v[i]))
-            return mr_fail(err, MR_ERR_FORMAT, "%s: layer \"%s\" has %s weights (or normalisation); "
-                           "refusing NaN/Inf weights", w->path, layer, isnan(v[i]) ? "NaN" : "Inf");
-    return MR_OK;
-}
-
-/* The conv and its normalisation go to the backend unfolded
- * (conv_init_affine): it folds them (affine_fold.h) or, on CUDA with
- * --no-fold, applies the affine after the conv. */
-mr_status model_conv_layer(mr_model *m, mr_weights *w, const char *prefix, const char *norm, int cin, int cout,
-                           int k, int stride, int pad, int relu, mr_extent in, mr_layer **out, mr_error *err)
-{
-    char name[256];
-    size_t per_out = (size_t)cin * (size_t)k * (size_t)k;
-    float *wt = malloc(sizeof(float) * (per_out * (size_t)cout + 3 * (size_t)cout));
-    if (!wt) return mr_fail(err, MR_ERR_OOM, "out of memory loading %s", prefix);
-    float *bias = wt + per_out * (size_t)cout, *scale = bias + cout, *shift = scale + cout;
-    int64_t wshape[4] = {cout, cin, k, k}, bshape[1] = {cout};
-    snprintf(name, sizeof name, "%s.weight", prefix);
-    mr_status st = weights_read_f32(w, name, 4, wshape, wt, err);
-    snprintf(name, sizeof name, "%s.bias", prefix);
-    if (st == MR_OK) {
-        if (weights_find(w, name)) st = weights_read_f32(w, name, 1, bshape, bias, err);
-        else if (norm) memset(bias, 0, sizeof(float) * (size_t)cout);
-        else st = mr_fail(err, MR_ERR_SHAPE, "%s: tensor \"%s\" is missing", w->path, name);
-    }
-    if (st == MR_OK && norm) st = weights_read_affine(w, norm, cout, m->cfg.backbone.norm_eps, scale, shift, err);
-    size_t count = per_out * (size_t)cout + (size_t)cout * (norm ? 3 : 1);
-    if (st == MR_OK) st = model_check_finite(w, prefix, wt, count, err);
-    if (st == MR_OK) {
-        mr_conv_params p = {cin, cout, k, k, stride, pad, 1, 1, relu, in.n, in.h, in.w};
-        st = norm ? m->be.i->conv_init_affine(m->be.ctx, prefix, &p, wt, bias, scale, shift, out, err)
-                  : m->be.i->conv_init(m->be.ctx, prefix, &p, wt, bias, out, err);
-    }
-    free(wt);
-    return st;
-}
-
-/* Output size of the stride-2 steps used everywhere in the network. */
-static int half_up(int x) { return (x + 1) / 2; }
 
 /* The activation plan: every tensor with its size and the stages during
  * which it is alive; tensors whose lives do not overlap share memory in one
@@ -141,18 +85,6 @@ static size_t plan_place(plan *p)
         if (offset + it->bytes > total) total = offset + it->bytes;
     }
     return total;
-}
-
-/* The level at `stride` (a power of 2) for the padded max input, each
- * side halved (rounding up) once per factor of 2. */
-mr_extent model_level_extent(const mr_model *m, int stride)
-{
-    mr_extent e = {1, m->max_h, m->max_w};
-    for (int s = 1; s < stride; s *= 2) {
-        e.h = half_up(e.h);
-        e.w = half_up(e.w);
-    }
-    return e;
 }
 
 /* Elements of one channel of the level at `stride` for the largest input;
@@ -386,21 +318,6 @@ mr_tensor *model_tensor(mr_model *m, const char *name)
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (strcmp(table[i].name, name) == 0) return table[i].t->data ? table[i].t : NULL;
     return NULL;
-}
-
-mr_status model_set_count(mr_model *m, const char *name, int count, mr_error *err)
-{
-    mr_buffers *b = &m->buf;
-    if (strcmp(name, "proposals") == 0) {
-        MR_TRY(tensor_shape(&b->proposals, count, 1, 1, 4, err));
-        return tensor_shape(&b->proposal_scores, count, 1, 1, 1, err);
-    }
-    if (strcmp(name, "detections") == 0) {
-        MR_TRY(tensor_shape(&b->detections, count, 1, 1, 4, err));
-        MR_TRY(tensor_shape(&b->detection_scores, count, 1, 1, 1, err));
-        return tensor_shape(&b->detection_labels, count, 1, 1, 1, err);
-    }
-    return mr_fail(err, MR_ERR_INTERNAL, "model_set_count: no countable tensor \"%s\"", name);
 }
 
 static double now_seconds(void)

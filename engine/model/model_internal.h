@@ -71,7 +71,7 @@ typedef struct {
     int n, h, w;
 } mr_extent;
 
-/* Loading helpers (model.c). NaN/Inf weights are refused at load, naming
+/* Loading helpers (model_layers.c). NaN/Inf weights are refused at load, naming
  * the layer: one would silently poison every detection. */
 mr_status model_check_finite(const mr_weights *w, const char *layer, const float *v, size_t n, mr_error *err);
 /* A conv, with its normalisation at `norm` (NULL: none, the conv's bias),
@@ -112,7 +112,7 @@ static inline int model_nms_flags(const mr_config *c)
 mr_status model_roi_align(mr_model *m, const mr_pooler_config *pc, const mr_tensor *rois, mr_tensor *out,
                           mr_error *err);
 
-/* Shapes a planned buffer for this image; fails if it would not fit. */
+/* Shapes a planned buffer for this image; fails if it would not fit (model_layers.c). */
 mr_status tensor_shape(mr_tensor *t, int n, int h, int w, int c, mr_error *err);
 
 #endif
