@@ -6,7 +6,9 @@
 #   make python-test  the Python package: pip install . into a temporary venv, then its tests
 #   make cluster-test detect --shard, detect merge, the Slurm and Kubernetes recipes, and the Ray
 #                   pipeline on a local Ray cluster (Ray from PyPI into build/venv-ray; ~5 min)
-#   make check      the README's test command and CI's: make test, make sanitize, make fuzz, make cuda-emu (~25 min)
+#   make check      the README's test command and CI's: make test, the layer check, make sanitize, make fuzz,
+#                   make cuda-emu (~25 min)
+#   make check-layers  includes against docs/architecture.md's folder rules, and no file-level call cycles
 #   make test       unit tests (cmocka), parity tests against torchvision (pytest), python-test,
 #                   cluster-test
 #   make bench      CPU time per stage beside torchvision's: one full-size image, a mixed-size batch
@@ -75,7 +77,7 @@ NVCCFLAGS  += $(foreach d,$(CUDA_INC_DIRS),-isystem $(d))
 LDLIBS     += -ldl
 endif
 
-.PHONY: all lib install uninstall python-test doc-test cluster-test check test unit-test parity-test bench bench-peers demo deps clean sanitize valgrind fuzz fuzz-explore cuda-report
+.PHONY: check-layers all lib install uninstall python-test doc-test cluster-test check test unit-test parity-test bench bench-peers demo deps clean sanitize valgrind fuzz fuzz-explore cuda-report
 FUZZ_SECONDS ?= 60
 all: $(BUILD)/detect $(BUILD)/libdetect.so $(BUILD)/libdetect_internal.so $(BUILD)/stage_runner $(CUDA_SO)
 
@@ -163,6 +165,9 @@ bench-peers: deps $(PEERS_VENV)/.installed
 demo: deps
 	$(MAKE) all
 	scripts/demo.sh
+
+check-layers: all
+	$(PYTHON) scripts/check_layers.py --calls $(BUILD)
 
 sanitize: deps
 	scripts/sanitize.sh

@@ -1,7 +1,9 @@
 /* Internals shared by the CUDA backend's files (not part of the API).
  *
  * Layout of the backend:
- *   backend_cuda.c          context, buffers, copies, the table, error helpers
+ *   backend_cuda.c          context, buffers, copies, the table
+ *   backend_cuda_common.c   the helpers every file calls: errors, launch checks, allocation
+ *   backend_cuda_weights.c  layer objects, weight and bias uploads (every layer kind)
  *   backend_cuda_layers.c   conv (cuDNN)
  *   backend_cuda_gemm.c     linear, deconv2x2 and the fp16->fp32 1x1 convs (cuBLAS)
  *   backend_cuda_graph.c    replayable stages as CUDA graphs
@@ -131,7 +133,7 @@ struct mr_layer {
     int next_slot;
 };
 
-/* ---- helpers (backend_cuda.c) ---- */
+/* ---- helpers (backend_cuda_common.c) ---- */
 
 /* MR_ERR_BACKEND "<op>: <what>: <CUDA error string>". */
 mr_status cuda_fail(mr_error *err, const char *op, const char *what, cudaError_t e);
@@ -152,9 +154,11 @@ mr_status cuda_host_reserve(cuda_ctx *c, size_t bytes, const char *op, mr_error 
  * N bytes (X MiB)" on failure. */
 mr_status cuda_alloc(cuda_ctx *c, void **buf, size_t bytes, const char *what, mr_error *err);
 
-/* ---- layer helpers (backend_cuda_layers.c), shared with backend_cuda_gemm.c ---- */
+/* ---- layer objects and weights (backend_cuda_weights.c), for backend_cuda_layers.c and _gemm.c ---- */
 
 mr_layer *cuda_layer_new(cuda_layer_kind kind, const char *name);
+/* Destroys a cached algorithm entry's descriptors and zeroes it. */
+void cuda_conv_entry_clear(cuda_conv_entry *e);
 /* `count` host floats into a new device array of the context's weight
  * type: halves (rounded to nearest even, half.h) with fp16, else floats. */
 mr_status cuda_upload_weights(cuda_ctx *c, const char *name, const float *h, size_t count, void **out, mr_error *err);

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # make check: the README's test command, and what CI runs (.ci/run). Every
-# check the project has that fits in CI's time, in four steps:
+# check the project has that fits in CI's time, in five steps:
 #
 #   1. make test       release build; unit tests (cmocka) and parity tests
 #                      against torchvision (pytest)
+#      layers          scripts/check_layers.py --calls build: every include of
+#                      engine/, cuda/ and cmd/ against the folder rules in
+#                      docs/architecture.md, and no two files of a folder
+#                      calling each other (seconds; after the build it reads)
 #   2. make sanitize   the unit and end-to-end tests again under AddressSanitizer
 #                      + UBSan (scripts/sanitize.sh: what it runs, and why the
 #                      rest is left out, is at its top)
@@ -41,6 +45,7 @@ step() { # step NAME COMMAND...: runs it, records the outcome and time
 start=$SECONDS
 rm -f build/fuzz/summary.txt
 step test "$MAKE" test
+step layers "${PYTHON:-/usr/bin/python3}" scripts/check_layers.py --calls build
 step sanitize scripts/sanitize.sh
 step fuzz scripts/fuzz.sh
 if "$MAKE" -n cuda-emu >/dev/null 2>&1; then

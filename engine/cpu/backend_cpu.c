@@ -1,35 +1,16 @@
-/* The CPU backend: host memory, oneDNN for convolutions and GEMMs
- * (backend_cpu_layers.c), OpenMP loops for the memory-bound ops here. */
+/* The CPU backend's function table: host memory, oneDNN for convolutions
+ * and GEMMs (backend_cpu_layers.c), OpenMP loops for the memory-bound ops
+ * here. Its files' shared allocator is below them in backend_cpu_alloc.c. */
 #include <float.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "core/affine_fold.h"
 #include "backend/backend_registry.h"
 #include "cpu/backend_cpu.h"
 #include "ops/image_preprocess.h"
-
-/* Why huge pages: a convolution or RoIAlign over a blocked map touches a
- * new 4 KiB page every few vectors (P2 is 62 MB, 32 planes of 1.9 MB;
- * the Winograd weights of one layer 9-38 MB), more pages than the TLB
- * holds. Debian's default for transparent huge pages is "madvise", so
- * without the call they never happen. Measured end to end at 800x1216,
- * 2 threads: bench/NOTES.md section 10. The call is advice: where the
- * kernel has none to give, the memory works as before. */
-void *cpu_alloc(size_t bytes)
-{
-    void *p = NULL;
-    if (bytes < CPU_HUGE_PAGE) return posix_memalign(&p, 64, bytes ? bytes : 64) == 0 ? p : NULL;
-    if (posix_memalign(&p, CPU_HUGE_PAGE, bytes) != 0) return NULL;
-#ifdef MADV_HUGEPAGE
-    size_t page = 4096;
-    (void)madvise(p, (bytes + page - 1) / page * page, MADV_HUGEPAGE);
-#endif
-    return p;
-}
 
 static mr_status cpu_buffer_alloc(void *ctx, size_t bytes, void **out, mr_error *err)
 {

@@ -95,7 +95,7 @@ static inline dnnl_format_tag_t cpu_block_tag(int block)
 mr_status cpu_scratch_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err);
 mr_status cpu_blocked_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err);
 
-/* The backend's arrays (activations, scratch, weights): 64-byte aligned;
+/* The backend's arrays (activations, scratch, weights; backend_cpu_alloc.c): 64-byte aligned;
  * from CPU_HUGE_PAGE bytes up, aligned to a huge page and marked for
  * transparent huge pages. NULL when out of memory; release with free(). */
 #define CPU_HUGE_PAGE ((size_t)2 << 20)

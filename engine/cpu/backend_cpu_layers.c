@@ -41,28 +41,6 @@ static mr_layer *layer_new(cpu_layer_kind kind, const char *name, size_t wcount,
     return l;
 }
 
-mr_status cpu_scratch_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err)
-{
-    if (bytes <= ctx->scratch_size) return MR_OK;
-    void *p = cpu_alloc(bytes);
-    if (!p) return mr_fail(err, MR_ERR_OOM, "out of memory (%zu bytes of scratch)", bytes);
-    free(ctx->scratch);
-    ctx->scratch = p;
-    ctx->scratch_size = bytes;
-    return MR_OK;
-}
-
-mr_status cpu_blocked_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err)
-{
-    if (bytes <= ctx->blocked_size) return MR_OK;
-    void *p = cpu_alloc(bytes);
-    if (!p) return mr_fail(err, MR_ERR_OOM, "out of memory (%zu bytes)", bytes);
-    free(ctx->blocked);
-    ctx->blocked = p;
-    ctx->blocked_size = bytes;
-    return MR_OK;
-}
-
 /* Whether a convolution runs as Winograd F(4x4,3x3) (conv_winograd.h): a
  * 3x3 stride-1 pad-1 convolution on blocked channels (multiples of the
  * block), on
