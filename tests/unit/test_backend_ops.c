@@ -1,6 +1,12 @@
 /* Every op of the backend interface (backend.h, mr_backend_i), run through
- * the backend table on every backend of this build from one table of cases
- * per op, after ggml's test-backend-ops.
+ * the backend table on every backend of this build, after ggml's
+ * test-backend-ops: one runner (run_op) takes each (backend, op) pair of
+ * g_backends x g_ops and runs every row of the op's case table through the
+ * op's case function. A case table is a list of parameter sets, sweeps
+ * written out as rows (g_pre_rows); adding an op adds a case function, a
+ * table and a row of g_ops, never a loop of its own. Each (backend, op)
+ * prints its case and check counts (a case may make several checks: the
+ * op against the reference, and against the CPU backend).
  *
  * The dense ops (conv, linear, deconv2x2, max_pool, upsample_nearest) are
  * compared with naive references written here (direct loops over NHWC
@@ -158,9 +164,15 @@ typedef struct {
     int cases, fails, skips;
 } tally;
 
+/* One op of the case table: the function that runs one case of it on the
+ * fixture's backend, and its cases (n_cases rows of case_size bytes, each a
+ * parameter set; sweeps are written out as rows). Adding an op adds a row
+ * here and its case table, never a loop. */
 typedef struct {
     const char *name;
-    void (*run)(fixture *f, tally *t);
+    void (*run_case)(fixture *f, tally *t, const void *params);
+    const void *cases;
+    size_t case_size, n_cases;
 } op_desc;
 
 struct fixture {
@@ -379,62 +391,62 @@ static const conv_case g_conv_cases[] = {
     {0, 13, 19, 64, 16, 1, 1, 0, 1, 1, 1, 1},
 };
 
-static void op_conv(fixture *f, tally *t)
+static void case_conv(fixture *f, tally *t, const void *params)
 {
     NEED(f, conv_init);
     NEED(f, conv);
-    for (size_t i = 0; i < sizeof g_conv_cases / sizeof g_conv_cases[0]; i++) {
-        const conv_case *c = &g_conv_cases[i];
-        mr_conv_params p = conv_params(c);
-        float *w, *b;
-        conv_weights(&p, &w, &b);
-        mr_layer *layer = NULL;
-        mr_error err = {0};
-        char label[96];
-        label_case(f, label, sizeof label, "init case %zu", i);
-        if (status_ok(t, label, f->be.i->conv_init(f->be.ctx, "test.conv", &p, w, b, &layer, &err), &err)) {
-            conv_check(f, t, layer, &p, w, b, c->n, c->h, c->w, c->accumulate);
-            f->be.i->layer_free(f->be.ctx, layer);
-        }
-        free(w);
-        free(b);
+    const conv_case *c = params;
+    mr_conv_params p = conv_params(c);
+    float *w, *b;
+    conv_weights(&p, &w, &b);
+    mr_layer *layer = NULL;
+    mr_error err = {0};
+    char label[96];
+    label_case(f, label, sizeof label, "init k%d s%d %d->%d", c->k, c->stride, c->cin, c->cout);
+    if (status_ok(t, label, f->be.i->conv_init(f->be.ctx, "test.conv", &p, w, b, &layer, &err), &err)) {
+        conv_check(f, t, layer, &p, w, b, c->n, c->h, c->w, c->accumulate);
+        f->be.i->layer_free(f->be.ctx, layer);
     }
+    free(w);
+    free(b);
 }
 
 /* One layer run on a sequence of input shapes: a backend that caches
  * per-shape primitives (or reorders weights on first use) must give the same
  * results when the shape changes, changes back, and after more shapes than
- * a small cache holds. */
-static void op_conv_shapes(fixture *f, tally *t)
+ * a small cache holds. A case is a layer; the sequence is every case's. */
+static const conv_case g_conv_shape_layers[] = {
+    {0, 0, 0, 16, 32, 3, 1, 1, 1, 1, 1, 0},
+    {0, 0, 0, 64, 16, 1, 2, 0, 1, 1, 0, 0},
+};
+
+/* n, h, w, accumulate */
+static const int g_conv_shape_seq[][4] = {
+    {1, 13, 19, 0}, {1, 7, 5, 0}, {1, 13, 19, 0}, {1, 13, 19, 1}, {3, 13, 19, 0}, {1, 7, 5, 1},
+    {1, 5, 4, 0},   {1, 6, 5, 0}, {1, 7, 6, 0},   {1, 8, 7, 0},   {1, 9, 8, 0},   {1, 10, 9, 0},
+    {1, 11, 10, 0}, {1, 12, 11, 0}, {1, 13, 19, 0}, {1, 7, 5, 1}, {0, 7, 5, 0},   {1, 13, 19, 1},
+};
+
+static void case_conv_shapes(fixture *f, tally *t, const void *params)
 {
     NEED(f, conv_init);
     NEED(f, conv);
-    static const conv_case layers[] = {
-        {0, 0, 0, 16, 32, 3, 1, 1, 1, 1, 1, 0},
-        {0, 0, 0, 64, 16, 1, 2, 0, 1, 1, 0, 0},
-    };
-    /* n, h, w, accumulate */
-    static const int seq[][4] = {
-        {1, 13, 19, 0}, {1, 7, 5, 0}, {1, 13, 19, 0}, {1, 13, 19, 1}, {3, 13, 19, 0}, {1, 7, 5, 1},
-        {1, 5, 4, 0},   {1, 6, 5, 0}, {1, 7, 6, 0},   {1, 8, 7, 0},   {1, 9, 8, 0},   {1, 10, 9, 0},
-        {1, 11, 10, 0}, {1, 12, 11, 0}, {1, 13, 19, 0}, {1, 7, 5, 1}, {0, 7, 5, 0},   {1, 13, 19, 1},
-    };
-    for (size_t l = 0; l < sizeof layers / sizeof layers[0]; l++) {
-        mr_conv_params p = conv_params(&layers[l]);
-        float *w, *b;
-        conv_weights(&p, &w, &b);
-        mr_layer *layer = NULL;
-        mr_error err = {0};
-        char label[96];
-        label_case(f, label, sizeof label, "init layer %zu", l);
-        if (status_ok(t, label, f->be.i->conv_init(f->be.ctx, "test.conv_shapes", &p, w, b, &layer, &err), &err)) {
-            for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++)
-                conv_check(f, t, layer, &p, w, b, seq[i][0], seq[i][1], seq[i][2], seq[i][3]);
-            f->be.i->layer_free(f->be.ctx, layer);
+    mr_conv_params p = conv_params(params);
+    float *w, *b;
+    conv_weights(&p, &w, &b);
+    mr_layer *layer = NULL;
+    mr_error err = {0};
+    char label[96];
+    label_case(f, label, sizeof label, "init k%d s%d %d->%d", p.kh, p.stride, p.cin, p.cout);
+    if (status_ok(t, label, f->be.i->conv_init(f->be.ctx, "test.conv_shapes", &p, w, b, &layer, &err), &err)) {
+        for (size_t i = 0; i < sizeof g_conv_shape_seq / sizeof g_conv_shape_seq[0]; i++) {
+            const int *q = g_conv_shape_seq[i];
+            conv_check(f, t, layer, &p, w, b, q[0], q[1], q[2], q[3]);
         }
-        free(w);
-        free(b);
+        f->be.i->layer_free(f->be.ctx, layer);
     }
+    free(w);
+    free(b);
 }
 
 /* ------------------------------------------------------------------ linear */
@@ -457,43 +469,41 @@ static const linear_case g_linear_cases[] = {
     {37, 3, 5, 7, 12, 0},
 };
 
-static void op_linear(fixture *f, tally *t)
+static void case_linear(fixture *f, tally *t, const void *params)
 {
     NEED(f, linear_init);
     NEED(f, linear);
-    for (size_t i = 0; i < sizeof g_linear_cases / sizeof g_linear_cases[0]; i++) {
-        const linear_case *c = &g_linear_cases[i];
-        int in = c->h * c->w * c->c;
-        mr_linear_params p = {in, c->out, c->relu};
-        size_t xs = (size_t)c->n * in, ys = (size_t)c->n * c->out, ws = (size_t)c->out * in;
-        float *w = fmalloc(ws), *b = fmalloc((size_t)c->out), *hx = fmalloc(xs), *hy = fmalloc(ys), *ref = fmalloc(ys);
-        float s = 1.0f / sqrtf((float)in);
-        fill_uniform(w, ws, -s, s);
-        fill_uniform(b, (size_t)c->out, -0.5f, 0.5f);
-        fill_uniform(hx, xs, -1.0f, 1.0f);
-        char label[160];
-        label_case(f, label, sizeof label, "%s[%d,%d,%d,%d] x [%d,%d]^T", c->relu ? "relu " : "", c->n, c->h, c->w,
-                   c->c, c->out, in);
-        mr_layer *layer = NULL;
-        mr_error err = {0};
-        if (status_ok(t, label, f->be.i->linear_init(f->be.ctx, "test.linear", &p, w, b, &layer, &err), &err)) {
-            float *dx = dev_upload(f, hx, xs), *dy = dev_output(f, NULL, ys);
-            mr_tensor tx = mr_tensor_make(dx, c->n, c->h, c->w, c->c), ty = mr_tensor_make(dy, c->n, 1, 1, c->out);
-            if (status_ok(t, label, f->be.i->linear(f->be.ctx, layer, &tx, &ty, &err), &err)) {
-                dev_get(f, hy, dy, ys);
-                ref_linear(&p, c->n, hx, w, b, ref);
-                check_close(t, label, hy, ref, ys, TOL_LINEAR, guard_intact(f, dy, ys));
-            }
-            dev_free(f, dx);
-            dev_free(f, dy);
-            f->be.i->layer_free(f->be.ctx, layer);
+    const linear_case *c = params;
+    int in = c->h * c->w * c->c;
+    mr_linear_params p = {in, c->out, c->relu};
+    size_t xs = (size_t)c->n * in, ys = (size_t)c->n * c->out, ws = (size_t)c->out * in;
+    float *w = fmalloc(ws), *b = fmalloc((size_t)c->out), *hx = fmalloc(xs), *hy = fmalloc(ys), *ref = fmalloc(ys);
+    float s = 1.0f / sqrtf((float)in);
+    fill_uniform(w, ws, -s, s);
+    fill_uniform(b, (size_t)c->out, -0.5f, 0.5f);
+    fill_uniform(hx, xs, -1.0f, 1.0f);
+    char label[160];
+    label_case(f, label, sizeof label, "%s[%d,%d,%d,%d] x [%d,%d]^T", c->relu ? "relu " : "", c->n, c->h, c->w,
+               c->c, c->out, in);
+    mr_layer *layer = NULL;
+    mr_error err = {0};
+    if (status_ok(t, label, f->be.i->linear_init(f->be.ctx, "test.linear", &p, w, b, &layer, &err), &err)) {
+        float *dx = dev_upload(f, hx, xs), *dy = dev_output(f, NULL, ys);
+        mr_tensor tx = mr_tensor_make(dx, c->n, c->h, c->w, c->c), ty = mr_tensor_make(dy, c->n, 1, 1, c->out);
+        if (status_ok(t, label, f->be.i->linear(f->be.ctx, layer, &tx, &ty, &err), &err)) {
+            dev_get(f, hy, dy, ys);
+            ref_linear(&p, c->n, hx, w, b, ref);
+            check_close(t, label, hy, ref, ys, TOL_LINEAR, guard_intact(f, dy, ys));
         }
-        free(w);
-        free(b);
-        free(hx);
-        free(hy);
-        free(ref);
+        dev_free(f, dx);
+        dev_free(f, dy);
+        f->be.i->layer_free(f->be.ctx, layer);
     }
+    free(w);
+    free(b);
+    free(hx);
+    free(hy);
+    free(ref);
 }
 
 /* --------------------------------------------------------------- deconv2x2 */
@@ -512,44 +522,42 @@ static const deconv_case g_deconv_cases[] = {
     {6, 13, 17, 8, 24, 0},
 };
 
-static void op_deconv2x2(fixture *f, tally *t)
+static void case_deconv2x2(fixture *f, tally *t, const void *params)
 {
     NEED(f, deconv2x2_init);
     NEED(f, deconv2x2);
-    for (size_t i = 0; i < sizeof g_deconv_cases / sizeof g_deconv_cases[0]; i++) {
-        const deconv_case *c = &g_deconv_cases[i];
-        mr_deconv2x2_params p = {c->cin, c->cout, c->relu, 0, 0, 0};
-        size_t ws = (size_t)c->cin * c->cout * 4, xs = (size_t)c->n * c->h * c->w * c->cin;
-        size_t ys = (size_t)c->n * 4 * c->h * c->w * c->cout;
-        float *w = fmalloc(ws), *b = fmalloc((size_t)c->cout), *hx = fmalloc(xs), *hy = fmalloc(ys), *ref = fmalloc(ys);
-        float s = 1.0f / sqrtf((float)c->cin);
-        fill_uniform(w, ws, -s, s);
-        fill_uniform(b, (size_t)c->cout, -0.5f, 0.5f);
-        fill_uniform(hx, xs, -1.0f, 1.0f);
-        char label[160];
-        label_case(f, label, sizeof label, "%sN=%d %dx%dx%d->%dx%dx%d", c->relu ? "relu " : "", c->n, c->h, c->w,
-                   c->cin, 2 * c->h, 2 * c->w, c->cout);
-        mr_layer *layer = NULL;
-        mr_error err = {0};
-        if (status_ok(t, label, f->be.i->deconv2x2_init(f->be.ctx, "test.deconv", &p, w, b, &layer, &err), &err)) {
-            float *dx = dev_upload(f, hx, xs), *dy = dev_output(f, NULL, ys);
-            mr_tensor tx = mr_tensor_make(dx, c->n, c->h, c->w, c->cin);
-            mr_tensor ty = mr_tensor_make(dy, c->n, 2 * c->h, 2 * c->w, c->cout);
-            if (status_ok(t, label, f->be.i->deconv2x2(f->be.ctx, layer, &tx, &ty, &err), &err)) {
-                dev_get(f, hy, dy, ys);
-                ref_deconv2x2(&p, c->n, c->h, c->w, hx, w, b, ref);
-                check_close(t, label, hy, ref, ys, TOL_DECONV, guard_intact(f, dy, ys));
-            }
-            dev_free(f, dx);
-            dev_free(f, dy);
-            f->be.i->layer_free(f->be.ctx, layer);
+    const deconv_case *c = params;
+    mr_deconv2x2_params p = {c->cin, c->cout, c->relu, 0, 0, 0};
+    size_t ws = (size_t)c->cin * c->cout * 4, xs = (size_t)c->n * c->h * c->w * c->cin;
+    size_t ys = (size_t)c->n * 4 * c->h * c->w * c->cout;
+    float *w = fmalloc(ws), *b = fmalloc((size_t)c->cout), *hx = fmalloc(xs), *hy = fmalloc(ys), *ref = fmalloc(ys);
+    float s = 1.0f / sqrtf((float)c->cin);
+    fill_uniform(w, ws, -s, s);
+    fill_uniform(b, (size_t)c->cout, -0.5f, 0.5f);
+    fill_uniform(hx, xs, -1.0f, 1.0f);
+    char label[160];
+    label_case(f, label, sizeof label, "%sN=%d %dx%dx%d->%dx%dx%d", c->relu ? "relu " : "", c->n, c->h, c->w,
+               c->cin, 2 * c->h, 2 * c->w, c->cout);
+    mr_layer *layer = NULL;
+    mr_error err = {0};
+    if (status_ok(t, label, f->be.i->deconv2x2_init(f->be.ctx, "test.deconv", &p, w, b, &layer, &err), &err)) {
+        float *dx = dev_upload(f, hx, xs), *dy = dev_output(f, NULL, ys);
+        mr_tensor tx = mr_tensor_make(dx, c->n, c->h, c->w, c->cin);
+        mr_tensor ty = mr_tensor_make(dy, c->n, 2 * c->h, 2 * c->w, c->cout);
+        if (status_ok(t, label, f->be.i->deconv2x2(f->be.ctx, layer, &tx, &ty, &err), &err)) {
+            dev_get(f, hy, dy, ys);
+            ref_deconv2x2(&p, c->n, c->h, c->w, hx, w, b, ref);
+            check_close(t, label, hy, ref, ys, TOL_DECONV, guard_intact(f, dy, ys));
         }
-        free(w);
-        free(b);
-        free(hx);
-        free(hy);
-        free(ref);
+        dev_free(f, dx);
+        dev_free(f, dy);
+        f->be.i->layer_free(f->be.ctx, layer);
     }
+    free(w);
+    free(b);
+    free(hx);
+    free(hy);
+    free(ref);
 }
 
 /* ---------------------------------------------------------------- max_pool */
@@ -576,47 +584,45 @@ static const pool_case g_pool_cases[] = {
     {0, 13, 19, 8, 3, 2, 1, 0, 0}, /* N = 0 */
 };
 
-static void op_max_pool(fixture *f, tally *t)
+static void case_max_pool(fixture *f, tally *t, const void *params)
 {
     NEED(f, max_pool);
-    for (size_t i = 0; i < sizeof g_pool_cases / sizeof g_pool_cases[0]; i++) {
-        const pool_case *c = &g_pool_cases[i];
-        mr_pool_params p = {c->kernel, c->stride, c->pad};
-        int oh = (c->h + 2 * c->pad - c->kernel) / c->stride + 1, ow = (c->w + 2 * c->pad - c->kernel) / c->stride + 1;
-        size_t xs = (size_t)c->n * c->h * c->w * c->c, ys = (size_t)c->n * oh * ow * c->c;
-        float *hx = fmalloc(xs), *hy = fmalloc(ys), *ref = fmalloc(ys);
-        fill_uniform(hx, xs, c->negative ? -2.0f : -1.0f, c->negative ? -1.0f : 1.0f);
-        for (size_t k = 0; c->nans && k < xs; k += 37) hx[k] = NAN;
-        ref_max_pool(&p, c->n, c->h, c->w, c->c, hx, oh, ow, ref);
-        float *dx = dev_upload(f, hx, xs), *dy = dev_output(f, NULL, ys);
-        mr_tensor tx = mr_tensor_make(dx, c->n, c->h, c->w, c->c), ty = mr_tensor_make(dy, c->n, oh, ow, c->c);
-        char label[160];
-        label_case(f, label, sizeof label, "k%d s%d p%d %s%sN=%d %dx%dx%d->%dx%d", c->kernel, c->stride, c->pad,
-                   c->negative ? "all<0 " : "", c->nans ? "NaNs " : "", c->n, c->h, c->w, c->c, oh, ow);
-        mr_error err = {0};
-        if (status_ok(t, label, f->be.i->max_pool(f->be.ctx, &p, &tx, &ty, &err), &err)) {
-            dev_get(f, hy, dy, ys);
-            /* NaN where the reference has NaN, then the rest compared (NaN set to 0 in both) */
-            size_t nan_wrong = 0, nan_count = 0;
-            for (size_t k = 0; k < ys; k++) {
-                nan_count += ref[k] != ref[k];
-                nan_wrong += (hy[k] != hy[k]) != (ref[k] != ref[k]);
-                if (ref[k] != ref[k]) ref[k] = 0.0f;
-                if (hy[k] != hy[k]) hy[k] = 0.0f;
-            }
-            if (c->nans || nan_wrong) {
-                char detail[96];
-                snprintf(detail, sizeof detail, "%zu of %zu NaN outputs, %zu misplaced", nan_count, ys, nan_wrong);
-                report(t, label, nan_count > 0 && nan_wrong == 0, detail);
-            }
-            check_close(t, label, hy, ref, ys, TOL_EXACT, guard_intact(f, dy, ys));
+    const pool_case *c = params;
+    mr_pool_params p = {c->kernel, c->stride, c->pad};
+    int oh = (c->h + 2 * c->pad - c->kernel) / c->stride + 1, ow = (c->w + 2 * c->pad - c->kernel) / c->stride + 1;
+    size_t xs = (size_t)c->n * c->h * c->w * c->c, ys = (size_t)c->n * oh * ow * c->c;
+    float *hx = fmalloc(xs), *hy = fmalloc(ys), *ref = fmalloc(ys);
+    fill_uniform(hx, xs, c->negative ? -2.0f : -1.0f, c->negative ? -1.0f : 1.0f);
+    for (size_t k = 0; c->nans && k < xs; k += 37) hx[k] = NAN;
+    ref_max_pool(&p, c->n, c->h, c->w, c->c, hx, oh, ow, ref);
+    float *dx = dev_upload(f, hx, xs), *dy = dev_output(f, NULL, ys);
+    mr_tensor tx = mr_tensor_make(dx, c->n, c->h, c->w, c->c), ty = mr_tensor_make(dy, c->n, oh, ow, c->c);
+    char label[160];
+    label_case(f, label, sizeof label, "k%d s%d p%d %s%sN=%d %dx%dx%d->%dx%d", c->kernel, c->stride, c->pad,
+               c->negative ? "all<0 " : "", c->nans ? "NaNs " : "", c->n, c->h, c->w, c->c, oh, ow);
+    mr_error err = {0};
+    if (status_ok(t, label, f->be.i->max_pool(f->be.ctx, &p, &tx, &ty, &err), &err)) {
+        dev_get(f, hy, dy, ys);
+        /* NaN where the reference has NaN, then the rest compared (NaN set to 0 in both) */
+        size_t nan_wrong = 0, nan_count = 0;
+        for (size_t k = 0; k < ys; k++) {
+            nan_count += ref[k] != ref[k];
+            nan_wrong += (hy[k] != hy[k]) != (ref[k] != ref[k]);
+            if (ref[k] != ref[k]) ref[k] = 0.0f;
+            if (hy[k] != hy[k]) hy[k] = 0.0f;
         }
-        dev_free(f, dx);
-        dev_free(f, dy);
-        free(hx);
-        free(hy);
-        free(ref);
+        if (c->nans || nan_wrong) {
+            char detail[96];
+            snprintf(detail, sizeof detail, "%zu of %zu NaN outputs, %zu misplaced", nan_count, ys, nan_wrong);
+            report(t, label, nan_count > 0 && nan_wrong == 0, detail);
+        }
+        check_close(t, label, hy, ref, ys, TOL_EXACT, guard_intact(f, dy, ys));
     }
+    dev_free(f, dx);
+    dev_free(f, dy);
+    free(hx);
+    free(hy);
+    free(ref);
 }
 
 /* -------------------------------------------------------- upsample_nearest */
@@ -636,30 +642,28 @@ static const upsample_case g_upsample_cases[] = {
     {0, 5, 7, 10, 14, 4},  /* N = 0 */
 };
 
-static void op_upsample_nearest(fixture *f, tally *t)
+static void case_upsample_nearest(fixture *f, tally *t, const void *params)
 {
     NEED(f, upsample_nearest);
-    for (size_t i = 0; i < sizeof g_upsample_cases / sizeof g_upsample_cases[0]; i++) {
-        const upsample_case *c = &g_upsample_cases[i];
-        size_t xs = (size_t)c->n * c->ih * c->iw * c->c, ys = (size_t)c->n * c->oh * c->ow * c->c;
-        float *hx = fmalloc(xs), *hy = fmalloc(ys), *ref = fmalloc(ys);
-        fill_uniform(hx, xs, -1.0f, 1.0f);
-        ref_upsample_nearest(c->n, c->ih, c->iw, c->oh, c->ow, c->c, hx, ref);
-        float *dx = dev_upload(f, hx, xs), *dy = dev_output(f, NULL, ys);
-        mr_tensor tx = mr_tensor_make(dx, c->n, c->ih, c->iw, c->c), ty = mr_tensor_make(dy, c->n, c->oh, c->ow, c->c);
-        char label[160];
-        label_case(f, label, sizeof label, "N=%d %dx%dx%d->%dx%d", c->n, c->ih, c->iw, c->c, c->oh, c->ow);
-        mr_error err = {0};
-        if (status_ok(t, label, f->be.i->upsample_nearest(f->be.ctx, &tx, &ty, &err), &err)) {
-            dev_get(f, hy, dy, ys);
-            check_close(t, label, hy, ref, ys, TOL_EXACT, guard_intact(f, dy, ys));
-        }
-        dev_free(f, dx);
-        dev_free(f, dy);
-        free(hx);
-        free(hy);
-        free(ref);
+    const upsample_case *c = params;
+    size_t xs = (size_t)c->n * c->ih * c->iw * c->c, ys = (size_t)c->n * c->oh * c->ow * c->c;
+    float *hx = fmalloc(xs), *hy = fmalloc(ys), *ref = fmalloc(ys);
+    fill_uniform(hx, xs, -1.0f, 1.0f);
+    ref_upsample_nearest(c->n, c->ih, c->iw, c->oh, c->ow, c->c, hx, ref);
+    float *dx = dev_upload(f, hx, xs), *dy = dev_output(f, NULL, ys);
+    mr_tensor tx = mr_tensor_make(dx, c->n, c->ih, c->iw, c->c), ty = mr_tensor_make(dy, c->n, c->oh, c->ow, c->c);
+    char label[160];
+    label_case(f, label, sizeof label, "N=%d %dx%dx%d->%dx%d", c->n, c->ih, c->iw, c->c, c->oh, c->ow);
+    mr_error err = {0};
+    if (status_ok(t, label, f->be.i->upsample_nearest(f->be.ctx, &tx, &ty, &err), &err)) {
+        dev_get(f, hy, dy, ys);
+        check_close(t, label, hy, ref, ys, TOL_EXACT, guard_intact(f, dy, ys));
     }
+    dev_free(f, dx);
+    dev_free(f, dy);
+    free(hx);
+    free(hy);
+    free(ref);
 }
 
 /* --------------------------------------------------------------- roi_align */
@@ -695,98 +699,100 @@ static void compare_roi_align_with_cpu(fixture *f, tally *t, const char *label, 
     ref.i->destroy(ref.ctx);
 }
 
-static void op_roi_align(fixture *f, tally *t)
+static const float g_roi_boxes[] = {
+    10, 12, 50, 40,         /* inside (P2) */
+    0, 0, 128, 128,         /* the whole image (P3) */
+    30.5f, 20.25f, 31.5f, 21.25f, /* sub-pixel */
+    40, 40, 40, 60,         /* zero width */
+    60, 50, 20, 10,         /* x2 < x1, y2 < y1 */
+    -300, -300, 500, 500,   /* larger than the image (P5), mostly outside */
+    900, 900, 1000, 1000,   /* wholly outside the image: all zero */
+};
+#define ROI_BOXES ((int)(sizeof g_roi_boxes / sizeof g_roi_boxes[0] / 4))
+#define ROI_INSIDE 3  /* the first boxes, whose every sample is in the image */
+#define ROI_OUTSIDE 6 /* the box wholly outside */
+
+enum { ROI_NONE, ROI_SOME, ROI_WRONG_OUTPUT };
+
+typedef struct {
+    mr_roi_align_params p;
+    int constant; /* 1: every map 0.75, so every in-image sample is 0.75; 0: random maps */
+    int rois;     /* ROI_NONE, ROI_SOME (all boxes on random maps, the inside ones on constant maps), or
+                     ROI_WRONG_OUTPUT: an output of the wrong C, which must be refused */
+} roi_case;
+
+/* torchvision and Detectron's 7x7, sampling 2; detectron2's 14x14, aligned, adaptive sampling. */
+#define ROI_TV {7, 7, 2, 0, 1.0f}
+#define ROI_D2 {14, 14, 0, 1, 1.0f}
+static const roi_case g_roi_cases[] = {
+    {ROI_TV, 0, ROI_NONE}, {ROI_TV, 0, ROI_SOME}, {ROI_D2, 0, ROI_NONE}, {ROI_D2, 0, ROI_SOME},
+    {ROI_TV, 1, ROI_NONE}, {ROI_TV, 1, ROI_SOME}, {ROI_D2, 1, ROI_NONE}, {ROI_D2, 1, ROI_SOME},
+    {ROI_TV, 0, ROI_WRONG_OUTPUT},
+};
+
+static void case_roi_align(fixture *f, tally *t, const void *params)
 {
     NEED(f, roi_align);
-    static const float rois[] = {
-        10, 12, 50, 40,         /* inside (P2) */
-        0, 0, 128, 128,         /* the whole image (P3) */
-        30.5f, 20.25f, 31.5f, 21.25f, /* sub-pixel */
-        40, 40, 40, 60,         /* zero width */
-        60, 50, 20, 10,         /* x2 < x1, y2 < y1 */
-        -300, -300, 500, 500,   /* larger than the image (P5), mostly outside */
-        900, 900, 1000, 1000,   /* wholly outside the image: all zero */
-    };
-    const int n_rois = (int)(sizeof rois / sizeof rois[0] / 4), n_inside = 3, outside = 6;
-    static const mr_roi_align_params variants[] = {
-        {7, 7, 2, 0, 1.0f},   /* torchvision, Detectron */
-        {14, 14, 0, 1, 1.0f}, /* detectron2: aligned, adaptive sampling */
-    };
+    const roi_case *c = params;
+    const mr_roi_align_params *p = &c->p;
     const mr_level_map map = {2, 5, 224, 4, 1e-6f, 0, 0};
 
     float *d_levels[ROI_LEVELS], *h_levels[ROI_LEVELS];
     mr_tensor levels[ROI_LEVELS];
     const mr_tensor *lv[ROI_LEVELS];
-    size_t lcount[ROI_LEVELS];
     for (int l = 0; l < ROI_LEVELS; l++) {
         int s = ROI_IMG >> (l + 2);
-        lcount[l] = (size_t)s * s * ROI_C;
-        h_levels[l] = fmalloc(lcount[l]);
-        d_levels[l] = dev_alloc(f, lcount[l]);
+        size_t count = (size_t)s * s * ROI_C;
+        h_levels[l] = fmalloc(count);
+        if (c->constant)
+            for (size_t k = 0; k < count; k++) h_levels[l][k] = 0.75f;
+        else
+            fill_uniform(h_levels[l], count, -1.0f, 1.0f);
+        d_levels[l] = dev_upload(f, h_levels[l], count);
         levels[l] = mr_tensor_make(d_levels[l], 1, s, s, ROI_C);
         lv[l] = &levels[l];
     }
-    float *d_rois = dev_upload(f, rois, 4 * (size_t)n_rois);
+    float *d_rois = dev_upload(f, g_roi_boxes, 4 * (size_t)ROI_BOXES);
+    char label[160];
+    mr_error err = {0};
 
-    for (int constant = 0; constant < 2; constant++) {
-        /* random maps: shapes and finiteness; constant maps: every in-image
-         * sample of a bilinear interpolation is that constant */
-        for (int l = 0; l < ROI_LEVELS; l++) {
-            if (constant)
-                for (size_t k = 0; k < lcount[l]; k++) h_levels[l][k] = 0.75f;
-            else
-                fill_uniform(h_levels[l], lcount[l], -1.0f, 1.0f);
-            dev_put(f, d_levels[l], h_levels[l], lcount[l]);
-        }
-        for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
-            const mr_roi_align_params *p = &variants[v];
-            int counts[2] = {0, constant ? n_inside : n_rois};
-            for (int ci = 0; ci < 2; ci++) {
-                int n = counts[ci];
-                size_t per = (size_t)p->out_h * p->out_w * ROI_C, ys = (size_t)n * per;
-                float *dy = dev_output(f, NULL, ys), *hy = fmalloc(ys);
-                mr_tensor tr = mr_tensor_make(d_rois, n, 1, 1, 4), ty = mr_tensor_make(dy, n, p->out_h, p->out_w, ROI_C);
-                char label[160];
-                label_case(f, label, sizeof label, "%dx%d sr%d aligned%d %s maps, %d rois", p->out_h, p->out_w,
-                           p->sampling_ratio, p->aligned, constant ? "constant" : "random", n);
-                mr_error err = {0};
-                if (status_ok(t, label, f->be.i->roi_align(f->be.ctx, p, &map, lv, &tr, &ty, &err), &err)) {
-                    dev_get(f, hy, dy, ys);
-                    int shape_ok = ty.n == n && ty.h == p->out_h && ty.w == p->out_w && ty.c == ROI_C;
-                    if (constant) {
-                        float *ref = fmalloc(ys);
-                        for (size_t k = 0; k < ys; k++) ref[k] = 0.75f;
-                        check_close(t, label, hy, ref, ys, TOL_ROI_CONST, shape_ok && guard_intact(f, dy, ys));
-                        free(ref);
-                    } else {
-                        compare_roi_align_with_cpu(f, t, label, p, &map, h_levels, rois, n, hy);
-                        int zero_outside = 1;
-                        if (n > outside)
-                            for (size_t k = 0; k < per; k++) zero_outside &= hy[(size_t)outside * per + k] == 0.0f;
-                        char detail[96];
-                        snprintf(detail, sizeof detail, "%s%s%s", all_finite(hy, ys) ? "finite" : "NaN/inf in output",
-                                 zero_outside ? "" : ", roi outside the image not zero",
-                                 guard_intact(f, dy, ys) ? "" : ", output guard overwritten");
-                        report(t, label, shape_ok && all_finite(hy, ys) && zero_outside && guard_intact(f, dy, ys),
-                               detail);
-                    }
-                }
-                dev_free(f, dy);
-                free(hy);
-            }
-        }
-    }
-
-    /* an output of the wrong shape is refused */
-    {
-        float *dy = dev_alloc(f, (size_t)n_rois * 7 * 7 * (ROI_C + 1));
-        mr_tensor tr = mr_tensor_make(d_rois, n_rois, 1, 1, 4), ty = mr_tensor_make(dy, n_rois, 7, 7, ROI_C + 1);
-        mr_error err = {0};
-        mr_status s = f->be.i->roi_align(f->be.ctx, &variants[0], &map, lv, &tr, &ty, &err);
-        char label[160];
+    if (c->rois == ROI_WRONG_OUTPUT) {
+        float *dy = dev_alloc(f, (size_t)ROI_BOXES * p->out_h * p->out_w * (ROI_C + 1));
+        mr_tensor tr = mr_tensor_make(d_rois, ROI_BOXES, 1, 1, 4);
+        mr_tensor ty = mr_tensor_make(dy, ROI_BOXES, p->out_h, p->out_w, ROI_C + 1);
+        mr_status s = f->be.i->roi_align(f->be.ctx, p, &map, lv, &tr, &ty, &err);
         label_case(f, label, sizeof label, "output with the wrong C -> %s", mr_status_name(s));
         report(t, label, s == MR_ERR_SHAPE, s == MR_ERR_SHAPE ? err.msg : "expected a shape error");
         dev_free(f, dy);
+    } else {
+        int n = c->rois == ROI_NONE ? 0 : c->constant ? ROI_INSIDE : ROI_BOXES;
+        size_t per = (size_t)p->out_h * p->out_w * ROI_C, ys = (size_t)n * per;
+        float *dy = dev_output(f, NULL, ys), *hy = fmalloc(ys);
+        mr_tensor tr = mr_tensor_make(d_rois, n, 1, 1, 4), ty = mr_tensor_make(dy, n, p->out_h, p->out_w, ROI_C);
+        label_case(f, label, sizeof label, "%dx%d sr%d aligned%d %s maps, %d rois", p->out_h, p->out_w,
+                   p->sampling_ratio, p->aligned, c->constant ? "constant" : "random", n);
+        if (status_ok(t, label, f->be.i->roi_align(f->be.ctx, p, &map, lv, &tr, &ty, &err), &err)) {
+            dev_get(f, hy, dy, ys);
+            int shape_ok = ty.n == n && ty.h == p->out_h && ty.w == p->out_w && ty.c == ROI_C;
+            if (c->constant) {
+                float *ref = fmalloc(ys);
+                for (size_t k = 0; k < ys; k++) ref[k] = 0.75f;
+                check_close(t, label, hy, ref, ys, TOL_ROI_CONST, shape_ok && guard_intact(f, dy, ys));
+                free(ref);
+            } else {
+                compare_roi_align_with_cpu(f, t, label, p, &map, h_levels, g_roi_boxes, n, hy);
+                int zero_outside = 1;
+                if (n > ROI_OUTSIDE)
+                    for (size_t k = 0; k < per; k++) zero_outside &= hy[(size_t)ROI_OUTSIDE * per + k] == 0.0f;
+                char detail[96];
+                snprintf(detail, sizeof detail, "%s%s%s", all_finite(hy, ys) ? "finite" : "NaN/inf in output",
+                         zero_outside ? "" : ", roi outside the image not zero",
+                         guard_intact(f, dy, ys) ? "" : ", output guard overwritten");
+                report(t, label, shape_ok && all_finite(hy, ys) && zero_outside && guard_intact(f, dy, ys), detail);
+            }
+        }
+        dev_free(f, dy);
+        free(hy);
     }
 
     dev_free(f, d_rois);
@@ -815,9 +821,28 @@ static int boxes_scores_ok(const float *boxes, const float *scores, int n, float
 #define RPN_A 3
 #define RPN_CAP 200
 
-static void op_rpn_proposals(fixture *f, tally *t)
+/* grid (per level), score threshold, pre-NMS top-N per level, expect
+ * proposals. The NMS works on 64-box words: the last case's 300 boxes
+ * per level span five, so the GPU's multi-word path runs too. */
+typedef struct {
+    int grid[RPN_LEVELS];
+    float score_thresh;
+    int pre_nms_top_n;
+    int expect_some;
+    const char *what;
+} rpn_case;
+
+static const rpn_case g_rpn_cases[] = {
+    {{8, 4}, 0.0f, 50, 1, "8x8 + 4x4 grids"},
+    {{8, 4}, 1.01f, 50, 0, "every score under the threshold"},
+    {{0, 0}, 0.0f, 50, 0, "empty grids"},
+    {{16, 12}, 0.0f, 300, 1, "16x16 + 12x12 grids, 300 per level"},
+};
+
+static void case_rpn_proposals(fixture *f, tally *t, const void *params)
 {
     NEED(f, rpn_proposals);
+    const rpn_case *c = params;
     static const float ratios[3] = {0.5f, 1.0f, 2.0f};
     float cell[RPN_LEVELS][RPN_A * 4];
     mr_proposal_params p;
@@ -837,100 +862,82 @@ static void op_rpn_proposals(fixture *f, tally *t)
     p.min_size = 1e-3f;
     p.coder = (mr_box_coder){{1, 1, 1, 1}, 4.135166556742356f, 0};
     p.img_h = p.img_w = 64.0f;
-
-    /* grid (per level), score threshold, pre-NMS top-N per level, expect
-     * proposals. The NMS works on 64-box words: the last case's 300 boxes
-     * per level span five, so the GPU's multi-word path runs too. */
-    static const struct {
-        int grid[RPN_LEVELS];
-        float score_thresh;
-        int pre_nms_top_n;
-        int expect_some;
-        const char *what;
-    } cases[] = {
-        {{8, 4}, 0.0f, 50, 1, "8x8 + 4x4 grids"},
-        {{8, 4}, 1.01f, 50, 0, "every score under the threshold"},
-        {{0, 0}, 0.0f, 50, 0, "empty grids"},
-        {{16, 12}, 0.0f, 300, 1, "16x16 + 12x12 grids, 300 per level"},
-    };
-    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
-        float *dlog[RPN_LEVELS], *ddel[RPN_LEVELS], *hlog[RPN_LEVELS], *hdel[RPN_LEVELS];
-        mr_tensor tlog[RPN_LEVELS], tdel[RPN_LEVELS];
-        const mr_tensor *plog[RPN_LEVELS], *pdel[RPN_LEVELS];
-        for (int l = 0; l < RPN_LEVELS; l++) {
-            int g = cases[ci].grid[l];
-            size_t cnt = (size_t)g * g * RPN_A;
-            p.grid_h[l] = p.grid_w[l] = g;
-            float *hl = fmalloc(cnt), *hd = fmalloc(4 * cnt);
-            fill_uniform(hl, cnt, -4.0f, 4.0f);
-            fill_uniform(hd, 4 * cnt, -0.5f, 0.5f);
-            dlog[l] = dev_upload(f, hl, cnt);
-            ddel[l] = dev_upload(f, hd, 4 * cnt);
-            tlog[l] = mr_tensor_make(dlog[l], 1, g, g, RPN_A);
-            tdel[l] = mr_tensor_make(ddel[l], 1, g, g, 4 * RPN_A);
-            plog[l] = &tlog[l];
-            pdel[l] = &tdel[l];
-            hlog[l] = hl;
-            hdel[l] = hd;
+    float *dlog[RPN_LEVELS], *ddel[RPN_LEVELS], *hlog[RPN_LEVELS], *hdel[RPN_LEVELS];
+    mr_tensor tlog[RPN_LEVELS], tdel[RPN_LEVELS];
+    const mr_tensor *plog[RPN_LEVELS], *pdel[RPN_LEVELS];
+    for (int l = 0; l < RPN_LEVELS; l++) {
+        int g = c->grid[l];
+        size_t cnt = (size_t)g * g * RPN_A;
+        p.grid_h[l] = p.grid_w[l] = g;
+        float *hl = fmalloc(cnt), *hd = fmalloc(4 * cnt);
+        fill_uniform(hl, cnt, -4.0f, 4.0f);
+        fill_uniform(hd, 4 * cnt, -0.5f, 0.5f);
+        dlog[l] = dev_upload(f, hl, cnt);
+        ddel[l] = dev_upload(f, hd, 4 * cnt);
+        tlog[l] = mr_tensor_make(dlog[l], 1, g, g, RPN_A);
+        tdel[l] = mr_tensor_make(ddel[l], 1, g, g, 4 * RPN_A);
+        plog[l] = &tlog[l];
+        pdel[l] = &tdel[l];
+        hlog[l] = hl;
+        hdel[l] = hd;
+    }
+    p.score_thresh = c->score_thresh;
+    p.pre_nms_top_n = c->pre_nms_top_n;
+    float *db = dev_output(f, NULL, 4 * RPN_CAP), *ds = dev_output(f, NULL, RPN_CAP);
+    mr_tensor tb = mr_tensor_make(db, RPN_CAP, 1, 1, 4), ts = mr_tensor_make(ds, RPN_CAP, 1, 1, 1);
+    char label[160];
+    label_case(f, label, sizeof label, "%s", c->what);
+    mr_error err = {0};
+    if (status_ok(t, label, f->be.i->rpn_proposals(f->be.ctx, &p, plog, pdel, &tb, &ts, &err), &err)) {
+        float hb[4 * RPN_CAP], hs[RPN_CAP];
+        int n = tb.n;
+        int count_ok = n == ts.n && n >= 0 && n <= RPN_CAP && (c->expect_some ? n > 0 : n == 0);
+        if (count_ok) {
+            dev_get(f, hb, db, 4 * (size_t)n);
+            dev_get(f, hs, ds, (size_t)n);
         }
-        p.score_thresh = cases[ci].score_thresh;
-        p.pre_nms_top_n = cases[ci].pre_nms_top_n;
-        float *db = dev_output(f, NULL, 4 * RPN_CAP), *ds = dev_output(f, NULL, RPN_CAP);
-        mr_tensor tb = mr_tensor_make(db, RPN_CAP, 1, 1, 4), ts = mr_tensor_make(ds, RPN_CAP, 1, 1, 1);
-        char label[160];
-        label_case(f, label, sizeof label, "%s", cases[ci].what);
-        mr_error err = {0};
-        if (status_ok(t, label, f->be.i->rpn_proposals(f->be.ctx, &p, plog, pdel, &tb, &ts, &err), &err)) {
-            float hb[4 * RPN_CAP], hs[RPN_CAP];
-            int n = tb.n;
-            int count_ok = n == ts.n && n >= 0 && n <= RPN_CAP && (cases[ci].expect_some ? n > 0 : n == 0);
-            if (count_ok) {
-                dev_get(f, hb, db, 4 * (size_t)n);
-                dev_get(f, hs, ds, (size_t)n);
+        int values_ok = count_ok && boxes_scores_ok(hb, hs, n, p.img_h, p.img_w, p.score_thresh);
+        int guards = guard_intact(f, db, 4 * RPN_CAP) && guard_intact(f, ds, RPN_CAP);
+        char detail[128];
+        snprintf(detail, sizeof detail, "%d proposals (boxes n %d, scores n %d)%s%s", n, tb.n, ts.n,
+                 count_ok && !values_ok ? ", bad box/score/order" : "", guards ? "" : ", output guard overwritten");
+        report(t, label, count_ok && values_ok && guards, detail);
+        mr_backend ref;
+        if (count_ok && cpu_reference(f->bd->name, &ref)) {
+            /* the same inputs through the CPU backend: same count, same rows */
+            mr_tensor rl[RPN_LEVELS], rd[RPN_LEVELS];
+            const mr_tensor *prl[RPN_LEVELS], *prd[RPN_LEVELS];
+            for (int l = 0; l < RPN_LEVELS; l++) {
+                rl[l] = tlog[l];
+                rd[l] = tdel[l];
+                rl[l].data = hlog[l];
+                rd[l].data = hdel[l];
+                prl[l] = &rl[l];
+                prd[l] = &rd[l];
             }
-            int values_ok = count_ok && boxes_scores_ok(hb, hs, n, p.img_h, p.img_w, p.score_thresh);
-            int guards = guard_intact(f, db, 4 * RPN_CAP) && guard_intact(f, ds, RPN_CAP);
-            char detail[128];
-            snprintf(detail, sizeof detail, "%d proposals (boxes n %d, scores n %d)%s%s", n, tb.n, ts.n,
-                     count_ok && !values_ok ? ", bad box/score/order" : "", guards ? "" : ", output guard overwritten");
-            report(t, label, count_ok && values_ok && guards, detail);
-            mr_backend ref;
-            if (count_ok && cpu_reference(f->bd->name, &ref)) {
-                /* the same inputs through the CPU backend: same count, same rows */
-                mr_tensor rl[RPN_LEVELS], rd[RPN_LEVELS];
-                const mr_tensor *prl[RPN_LEVELS], *prd[RPN_LEVELS];
-                for (int l = 0; l < RPN_LEVELS; l++) {
-                    rl[l] = tlog[l];
-                    rd[l] = tdel[l];
-                    rl[l].data = hlog[l];
-                    rd[l].data = hdel[l];
-                    prl[l] = &rl[l];
-                    prd[l] = &rd[l];
+            float wb[4 * RPN_CAP], ws[RPN_CAP];
+            mr_tensor rb = mr_tensor_make(wb, RPN_CAP, 1, 1, 4), rs = mr_tensor_make(ws, RPN_CAP, 1, 1, 1);
+            char l2[200];
+            snprintf(l2, sizeof l2, "%s vs cpu", label);
+            if (status_ok(t, l2, ref.i->rpn_proposals(ref.ctx, &p, prl, prd, &rb, &rs, &err), &err)) {
+                if (rb.n != n) {
+                    snprintf(detail, sizeof detail, "%d proposals, the CPU %d", n, rb.n);
+                    report(t, l2, 0, detail);
+                } else {
+                    check_close(t, l2, hb, wb, 4 * (size_t)n, TOL_VS_CPU, 1);
+                    check_close(t, l2, hs, ws, (size_t)n, TOL_VS_CPU, 1);
                 }
-                float wb[4 * RPN_CAP], ws[RPN_CAP];
-                mr_tensor rb = mr_tensor_make(wb, RPN_CAP, 1, 1, 4), rs = mr_tensor_make(ws, RPN_CAP, 1, 1, 1);
-                char l2[200];
-                snprintf(l2, sizeof l2, "%s vs cpu", label);
-                if (status_ok(t, l2, ref.i->rpn_proposals(ref.ctx, &p, prl, prd, &rb, &rs, &err), &err)) {
-                    if (rb.n != n) {
-                        snprintf(detail, sizeof detail, "%d proposals, the CPU %d", n, rb.n);
-                        report(t, l2, 0, detail);
-                    } else {
-                        check_close(t, l2, hb, wb, 4 * (size_t)n, TOL_VS_CPU, 1);
-                        check_close(t, l2, hs, ws, (size_t)n, TOL_VS_CPU, 1);
-                    }
-                }
-                ref.i->destroy(ref.ctx);
             }
+            ref.i->destroy(ref.ctx);
         }
-        dev_free(f, db);
-        dev_free(f, ds);
-        for (int l = 0; l < RPN_LEVELS; l++) {
-            dev_free(f, dlog[l]);
-            dev_free(f, ddel[l]);
-            free(hlog[l]);
-            free(hdel[l]);
-        }
+    }
+    dev_free(f, db);
+    dev_free(f, ds);
+    for (int l = 0; l < RPN_LEVELS; l++) {
+        dev_free(f, dlog[l]);
+        dev_free(f, ddel[l]);
+        free(hlog[l]);
+        free(hdel[l]);
     }
 }
 
@@ -939,9 +946,29 @@ static void op_rpn_proposals(fixture *f, tally *t)
 #define BOX_K 5
 #define BOX_CAP 100
 
-static void op_box_detections(fixture *f, tally *t)
+typedef struct {
+    int n;
+    float score_thresh;
+    int expect_some;
+    const char *what;
+    int agnostic, max_dets;
+} box_case;
+
+static const box_case g_box_cases[] = {
+    {24, 0.05f, 1, "24 rois", 0, BOX_CAP},
+    {0, 0.05f, 0, "0 rois", 0, BOX_CAP},
+    {24, 1.0f, 0, "every score under the threshold", 0, BOX_CAP},
+    {300, 0.05f, 1, "300 rois (NMS groups over 64 boxes)", 0, BOX_CAP},
+    {24, 0.05f, 1, "24 rois, agnostic NMS", 1, BOX_CAP},
+    {0, 0.05f, 0, "0 rois, agnostic NMS", 1, BOX_CAP},
+    {300, 0.05f, 1, "300 rois, agnostic NMS (survivors over 64)", 1, BOX_CAP},
+    {300, 0.05f, 1, "300 rois, agnostic NMS cut at 10 detections", 1, 10},
+};
+
+static void case_box_detections(fixture *f, tally *t, const void *params)
 {
     NEED(f, box_detections);
+    const box_case *c = params;
     mr_box_post_params p;
     memset(&p, 0, sizeof p);
     p.num_classes = BOX_K;
@@ -952,138 +979,118 @@ static void op_box_detections(fixture *f, tally *t)
     p.max_dets = BOX_CAP;
     p.keep_ties = 0;
     p.out_capacity = BOX_CAP;
-
-    static const struct {
-        int n;
-        float score_thresh;
-        int expect_some;
-        const char *what;
-        int agnostic, max_dets;
-    } cases[] = {
-        {24, 0.05f, 1, "24 rois", 0, BOX_CAP},
-        {0, 0.05f, 0, "0 rois", 0, BOX_CAP},
-        {24, 1.0f, 0, "every score under the threshold", 0, BOX_CAP},
-        {300, 0.05f, 1, "300 rois (NMS groups over 64 boxes)", 0, BOX_CAP},
-        {24, 0.05f, 1, "24 rois, agnostic NMS", 1, BOX_CAP},
-        {0, 0.05f, 0, "0 rois, agnostic NMS", 1, BOX_CAP},
-        {300, 0.05f, 1, "300 rois, agnostic NMS (survivors over 64)", 1, BOX_CAP},
-        {300, 0.05f, 1, "300 rois, agnostic NMS cut at 10 detections", 1, 10},
-    };
-    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
-        int n = cases[ci].n;
-        float *hr = fmalloc(4 * (size_t)n), *hl = fmalloc((size_t)n * BOX_K), *hd = fmalloc((size_t)n * 4 * BOX_K);
-        for (int r = 0; r < n; r++) {
-            float x = rng_uniform(0, 50), y = rng_uniform(0, 50);
-            hr[4 * r + 0] = x;
-            hr[4 * r + 1] = y;
-            hr[4 * r + 2] = x + rng_uniform(2, 30);
-            hr[4 * r + 3] = y + rng_uniform(2, 30);
-        }
-        fill_uniform(hl, (size_t)n * BOX_K, -3.0f, 3.0f);
-        fill_uniform(hd, (size_t)n * 4 * BOX_K, -1.0f, 1.0f);
-        float *dr = dev_upload(f, hr, 4 * (size_t)n), *dl = dev_upload(f, hl, (size_t)n * BOX_K);
-        float *dd = dev_upload(f, hd, (size_t)n * 4 * BOX_K);
-        float *db = dev_output(f, NULL, 4 * BOX_CAP), *ds = dev_output(f, NULL, BOX_CAP);
-        float *dlab = dev_output(f, NULL, BOX_CAP);
-        mr_tensor tr = mr_tensor_make(dr, n, 1, 1, 4), tl = mr_tensor_make(dl, n, 1, 1, BOX_K);
-        mr_tensor td = mr_tensor_make(dd, n, 1, 1, 4 * BOX_K);
-        mr_tensor tb = mr_tensor_make(db, BOX_CAP, 1, 1, 4), ts = mr_tensor_make(ds, BOX_CAP, 1, 1, 1);
-        mr_tensor tlab = mr_tensor_make(dlab, BOX_CAP, 1, 1, 1);
-        p.score_thresh = cases[ci].score_thresh;
-        p.agnostic_nms = cases[ci].agnostic;
-        p.agnostic_nms_thresh = 0.3;
-        p.max_dets = p.out_capacity = cases[ci].max_dets;
-        char label[160];
-        label_case(f, label, sizeof label, "%s, %d classes", cases[ci].what, BOX_K);
-        mr_error err = {0};
-        if (status_ok(t, label, f->be.i->box_detections(f->be.ctx, &p, &tr, &tl, &td, &tb, &ts, &tlab, &err), &err)) {
-            int d = tb.n;
-            int count_ok = d == ts.n && d == tlab.n && d >= 0 && d <= p.max_dets &&
-                           (cases[ci].expect_some ? d > 0 : d == 0);
-            float hb[4 * BOX_CAP], hs[BOX_CAP], hlab[BOX_CAP];
-            int values_ok = count_ok;
-            if (count_ok) {
-                dev_get(f, hb, db, 4 * (size_t)d);
-                dev_get(f, hs, ds, (size_t)d);
-                dev_get(f, hlab, dlab, (size_t)d);
-                values_ok = boxes_scores_ok(hb, hs, d, p.img_h, p.img_w, p.score_thresh);
-                for (int i = 0; i < d; i++)
-                    values_ok &= hs[i] > p.score_thresh && hlab[i] >= 1.0f && hlab[i] <= (float)(BOX_K - 1) &&
-                                 hlab[i] == floorf(hlab[i]);
-            }
-            int guards = guard_intact(f, db, 4 * BOX_CAP) && guard_intact(f, ds, BOX_CAP) &&
-                         guard_intact(f, dlab, BOX_CAP);
-            char detail[128];
-            snprintf(detail, sizeof detail, "%d detections (n %d/%d/%d)%s%s", d, tb.n, ts.n, tlab.n,
-                     count_ok && !values_ok ? ", bad box/score/label/order" : "",
-                     guards ? "" : ", output guard overwritten");
-            report(t, label, count_ok && values_ok && guards, detail);
-            mr_backend ref;
-            if (count_ok && cpu_reference(f->bd->name, &ref)) {
-                /* the same inputs through the CPU backend: same count, same rows */
-                float wb[4 * BOX_CAP], ws[BOX_CAP], wl[BOX_CAP];
-                mr_tensor rr = mr_tensor_make(hr, n, 1, 1, 4), rl = mr_tensor_make(hl, n, 1, 1, BOX_K);
-                mr_tensor rd = mr_tensor_make(hd, n, 1, 1, 4 * BOX_K), rb = mr_tensor_make(wb, BOX_CAP, 1, 1, 4);
-                mr_tensor rs = mr_tensor_make(ws, BOX_CAP, 1, 1, 1), rlab = mr_tensor_make(wl, BOX_CAP, 1, 1, 1);
-                char l2[200];
-                snprintf(l2, sizeof l2, "%s vs cpu", label);
-                if (status_ok(t, l2, ref.i->box_detections(ref.ctx, &p, &rr, &rl, &rd, &rb, &rs, &rlab, &err), &err)) {
-                    if (rb.n != d) {
-                        snprintf(detail, sizeof detail, "%d detections, the CPU %d", d, rb.n);
-                        report(t, l2, 0, detail);
-                    } else {
-                        check_close(t, l2, hb, wb, 4 * (size_t)d, TOL_VS_CPU, 1);
-                        check_close(t, l2, hs, ws, (size_t)d, TOL_VS_CPU, 1);
-                        check_close(t, l2, hlab, wl, (size_t)d, TOL_EXACT, 1);
-                    }
-                }
-                ref.i->destroy(ref.ctx);
-            }
-        }
-        dev_free(f, dr);
-        dev_free(f, dl);
-        dev_free(f, dd);
-        dev_free(f, db);
-        dev_free(f, ds);
-        dev_free(f, dlab);
-        free(hr);
-        free(hl);
-        free(hd);
+    int n = c->n;
+    float *hr = fmalloc(4 * (size_t)n), *hl = fmalloc((size_t)n * BOX_K), *hd = fmalloc((size_t)n * 4 * BOX_K);
+    for (int r = 0; r < n; r++) {
+        float x = rng_uniform(0, 50), y = rng_uniform(0, 50);
+        hr[4 * r + 0] = x;
+        hr[4 * r + 1] = y;
+        hr[4 * r + 2] = x + rng_uniform(2, 30);
+        hr[4 * r + 3] = y + rng_uniform(2, 30);
     }
+    fill_uniform(hl, (size_t)n * BOX_K, -3.0f, 3.0f);
+    fill_uniform(hd, (size_t)n * 4 * BOX_K, -1.0f, 1.0f);
+    float *dr = dev_upload(f, hr, 4 * (size_t)n), *dl = dev_upload(f, hl, (size_t)n * BOX_K);
+    float *dd = dev_upload(f, hd, (size_t)n * 4 * BOX_K);
+    float *db = dev_output(f, NULL, 4 * BOX_CAP), *ds = dev_output(f, NULL, BOX_CAP);
+    float *dlab = dev_output(f, NULL, BOX_CAP);
+    mr_tensor tr = mr_tensor_make(dr, n, 1, 1, 4), tl = mr_tensor_make(dl, n, 1, 1, BOX_K);
+    mr_tensor td = mr_tensor_make(dd, n, 1, 1, 4 * BOX_K);
+    mr_tensor tb = mr_tensor_make(db, BOX_CAP, 1, 1, 4), ts = mr_tensor_make(ds, BOX_CAP, 1, 1, 1);
+    mr_tensor tlab = mr_tensor_make(dlab, BOX_CAP, 1, 1, 1);
+    p.score_thresh = c->score_thresh;
+    p.agnostic_nms = c->agnostic;
+    p.agnostic_nms_thresh = 0.3;
+    p.max_dets = p.out_capacity = c->max_dets;
+    char label[160];
+    label_case(f, label, sizeof label, "%s, %d classes", c->what, BOX_K);
+    mr_error err = {0};
+    if (status_ok(t, label, f->be.i->box_detections(f->be.ctx, &p, &tr, &tl, &td, &tb, &ts, &tlab, &err), &err)) {
+        int d = tb.n;
+        int count_ok = d == ts.n && d == tlab.n && d >= 0 && d <= p.max_dets &&
+                       (c->expect_some ? d > 0 : d == 0);
+        float hb[4 * BOX_CAP], hs[BOX_CAP], hlab[BOX_CAP];
+        int values_ok = count_ok;
+        if (count_ok) {
+            dev_get(f, hb, db, 4 * (size_t)d);
+            dev_get(f, hs, ds, (size_t)d);
+            dev_get(f, hlab, dlab, (size_t)d);
+            values_ok = boxes_scores_ok(hb, hs, d, p.img_h, p.img_w, p.score_thresh);
+            for (int i = 0; i < d; i++)
+                values_ok &= hs[i] > p.score_thresh && hlab[i] >= 1.0f && hlab[i] <= (float)(BOX_K - 1) &&
+                             hlab[i] == floorf(hlab[i]);
+        }
+        int guards = guard_intact(f, db, 4 * BOX_CAP) && guard_intact(f, ds, BOX_CAP) &&
+                     guard_intact(f, dlab, BOX_CAP);
+        char detail[128];
+        snprintf(detail, sizeof detail, "%d detections (n %d/%d/%d)%s%s", d, tb.n, ts.n, tlab.n,
+                 count_ok && !values_ok ? ", bad box/score/label/order" : "",
+                 guards ? "" : ", output guard overwritten");
+        report(t, label, count_ok && values_ok && guards, detail);
+        mr_backend ref;
+        if (count_ok && cpu_reference(f->bd->name, &ref)) {
+            /* the same inputs through the CPU backend: same count, same rows */
+            float wb[4 * BOX_CAP], ws[BOX_CAP], wl[BOX_CAP];
+            mr_tensor rr = mr_tensor_make(hr, n, 1, 1, 4), rl = mr_tensor_make(hl, n, 1, 1, BOX_K);
+            mr_tensor rd = mr_tensor_make(hd, n, 1, 1, 4 * BOX_K), rb = mr_tensor_make(wb, BOX_CAP, 1, 1, 4);
+            mr_tensor rs = mr_tensor_make(ws, BOX_CAP, 1, 1, 1), rlab = mr_tensor_make(wl, BOX_CAP, 1, 1, 1);
+            char l2[200];
+            snprintf(l2, sizeof l2, "%s vs cpu", label);
+            if (status_ok(t, l2, ref.i->box_detections(ref.ctx, &p, &rr, &rl, &rd, &rb, &rs, &rlab, &err), &err)) {
+                if (rb.n != d) {
+                    snprintf(detail, sizeof detail, "%d detections, the CPU %d", d, rb.n);
+                    report(t, l2, 0, detail);
+                } else {
+                    check_close(t, l2, hb, wb, 4 * (size_t)d, TOL_VS_CPU, 1);
+                    check_close(t, l2, hs, ws, (size_t)d, TOL_VS_CPU, 1);
+                    check_close(t, l2, hlab, wl, (size_t)d, TOL_EXACT, 1);
+                }
+            }
+            ref.i->destroy(ref.ctx);
+        }
+    }
+    dev_free(f, dr);
+    dev_free(f, dl);
+    dev_free(f, dd);
+    dev_free(f, db);
+    dev_free(f, ds);
+    dev_free(f, dlab);
+    free(hr);
+    free(hl);
+    free(hd);
 }
 
 /* -------------------------------------------------------------- mask_probs */
 
-static void op_mask_probs(fixture *f, tally *t)
+static void case_mask_probs(fixture *f, tally *t, const void *params)
 {
     NEED(f, mask_probs);
+    const int d = *(const int *)params; /* detections */
     enum { M = 5, K = 4 };
     static const float labels[3] = {1, 3, 0};
-    for (int d = 0; d <= 3; d += 3) {
-        size_t ls = (size_t)d * M * M * K, ps = (size_t)d * M * M;
-        float *hl = fmalloc(ls), *hp = fmalloc(ps), *ref = fmalloc(ps);
-        fill_uniform(hl, ls, -6.0f, 6.0f);
-        for (int i = 0; i < d; i++)
-            for (int k = 0; k < M * M; k++)
-                ref[(size_t)i * M * M + k] = (float)(1.0 / (1.0 + exp(-(double)hl[((size_t)i * M * M + k) * K +
-                                                                                  (size_t)labels[i]])));
-        float *dl = dev_upload(f, hl, ls), *dlab = dev_upload(f, labels, (size_t)d), *dp = dev_output(f, NULL, ps);
-        mr_tensor tl = mr_tensor_make(dl, d, M, M, K), tlab = mr_tensor_make(dlab, d, 1, 1, 1);
-        mr_tensor tp = mr_tensor_make(dp, d, M, M, 1);
-        char label[160];
-        label_case(f, label, sizeof label, "%d detections, %dx%d masks, %d classes", d, M, M, K);
-        mr_error err = {0};
-        if (status_ok(t, label, f->be.i->mask_probs(f->be.ctx, &tl, &tlab, &tp, &err), &err)) {
-            dev_get(f, hp, dp, ps);
-            check_close(t, label, hp, ref, ps, TOL_SIGMOID, guard_intact(f, dp, ps));
-        }
-        dev_free(f, dl);
-        dev_free(f, dlab);
-        dev_free(f, dp);
-        free(hl);
-        free(hp);
-        free(ref);
+    size_t ls = (size_t)d * M * M * K, ps = (size_t)d * M * M;
+    float *hl = fmalloc(ls), *hp = fmalloc(ps), *ref = fmalloc(ps);
+    fill_uniform(hl, ls, -6.0f, 6.0f);
+    for (int i = 0; i < d; i++)
+        for (int k = 0; k < M * M; k++)
+            ref[(size_t)i * M * M + k] = (float)(1.0 / (1.0 + exp(-(double)hl[((size_t)i * M * M + k) * K +
+                                                                              (size_t)labels[i]])));
+    float *dl = dev_upload(f, hl, ls), *dlab = dev_upload(f, labels, (size_t)d), *dp = dev_output(f, NULL, ps);
+    mr_tensor tl = mr_tensor_make(dl, d, M, M, K), tlab = mr_tensor_make(dlab, d, 1, 1, 1);
+    mr_tensor tp = mr_tensor_make(dp, d, M, M, 1);
+    char label[160];
+    label_case(f, label, sizeof label, "%d detections, %dx%d masks, %d classes", d, M, M, K);
+    mr_error err = {0};
+    if (status_ok(t, label, f->be.i->mask_probs(f->be.ctx, &tl, &tlab, &tp, &err), &err)) {
+        dev_get(f, hp, dp, ps);
+        check_close(t, label, hp, ref, ps, TOL_SIGMOID, guard_intact(f, dp, ps));
     }
+    dev_free(f, dl);
+    dev_free(f, dlab);
+    dev_free(f, dp);
+    free(hl);
+    free(hp);
+    free(ref);
 }
 
 /* -------------------------------------------------------- mask_class_probs */
@@ -1091,9 +1098,10 @@ static void op_mask_probs(fixture *f, tally *t)
 /* Against a double-precision 1x1 convolution of every class, then the
  * labelled class's sigmoid; C = 20 is not a multiple of a vector. A label
  * outside 0..K-1 (or NaN) must be refused. */
-static void op_mask_class_probs(fixture *f, tally *t)
+static void case_mask_class_probs(fixture *f, tally *t, const void *params)
 {
     NEED(f, mask_class_probs);
+    const int d = *(const int *)params; /* detections */
     enum { M = 5, C = 20, K = 4 };
     static const float labels[3] = {1, 3, 0};
     float *hw = fmalloc((size_t)K * C), hb[K];
@@ -1101,49 +1109,47 @@ static void op_mask_class_probs(fixture *f, tally *t)
     fill_uniform(hb, K, -1.0f, 1.0f);
     float *dw = dev_upload(f, hw, (size_t)K * C), *db = dev_upload(f, hb, K);
     mr_tensor tw = mr_tensor_make(dw, K, 1, 1, C), tb = mr_tensor_make(db, K, 1, 1, 1);
-    for (int d = 0; d <= 3; d += 3) {
-        size_t xs = (size_t)d * M * M * C, ps = (size_t)d * M * M;
-        float *hx = fmalloc(xs), *hp = fmalloc(ps), *ref = fmalloc(ps);
-        fill_uniform(hx, xs, -2.0f, 2.0f);
-        for (int i = 0; i < d; i++)
-            for (int k = 0; k < M * M; k++) {
-                double logits[K];
-                for (int cls = 0; cls < K; cls++) {
-                    logits[cls] = hb[cls];
-                    for (int c = 0; c < C; c++)
-                        logits[cls] += (double)hx[((size_t)i * M * M + k) * C + c] * hw[(size_t)cls * C + c];
-                }
-                ref[(size_t)i * M * M + k] = (float)(1.0 / (1.0 + exp(-logits[(int)labels[i]])));
+    size_t xs = (size_t)d * M * M * C, ps = (size_t)d * M * M;
+    float *hx = fmalloc(xs), *hp = fmalloc(ps), *ref = fmalloc(ps);
+    fill_uniform(hx, xs, -2.0f, 2.0f);
+    for (int i = 0; i < d; i++)
+        for (int k = 0; k < M * M; k++) {
+            double logits[K];
+            for (int cls = 0; cls < K; cls++) {
+                logits[cls] = hb[cls];
+                for (int c = 0; c < C; c++)
+                    logits[cls] += (double)hx[((size_t)i * M * M + k) * C + c] * hw[(size_t)cls * C + c];
             }
-        float *dx = dev_upload(f, hx, xs), *dlab = dev_upload(f, labels, (size_t)d), *dp = dev_output(f, NULL, ps);
-        mr_tensor tx = mr_tensor_make(dx, d, M, M, C), tlab = mr_tensor_make(dlab, d, 1, 1, 1);
-        mr_tensor tp = mr_tensor_make(dp, d, M, M, 1);
-        char label[160];
-        label_case(f, label, sizeof label, "%d detections, %dx%d, %d channels, %d classes", d, M, M, C, K);
-        mr_error err = {0};
-        if (status_ok(t, label, f->be.i->mask_class_probs(f->be.ctx, &tx, &tw, &tb, &tlab, &tp, &err), &err)) {
-            dev_get(f, hp, dp, ps);
-            check_close(t, label, hp, ref, ps, TOL_SIGMOID, guard_intact(f, dp, ps));
+            ref[(size_t)i * M * M + k] = (float)(1.0 / (1.0 + exp(-logits[(int)labels[i]])));
         }
-        if (d) {
-            static const float bad[2] = {(float)K, NAN};
-            for (int b = 0; b < 2; b++) {
-                float bl[3] = {labels[0], labels[1], bad[b]};
-                float *dbad = dev_upload(f, bl, 3);
-                mr_tensor tbad = mr_tensor_make(dbad, d, 1, 1, 1);
-                label_case(f, label, sizeof label, "label %g refused", (double)bad[b]);
-                mr_status s = f->be.i->mask_class_probs(f->be.ctx, &tx, &tw, &tb, &tbad, &tp, &err);
-                report(t, label, s == MR_ERR_RANGE, s == MR_ERR_RANGE ? err.msg : "expected a range error");
-                dev_free(f, dbad);
-            }
-        }
-        dev_free(f, dx);
-        dev_free(f, dlab);
-        dev_free(f, dp);
-        free(hx);
-        free(hp);
-        free(ref);
+    float *dx = dev_upload(f, hx, xs), *dlab = dev_upload(f, labels, (size_t)d), *dp = dev_output(f, NULL, ps);
+    mr_tensor tx = mr_tensor_make(dx, d, M, M, C), tlab = mr_tensor_make(dlab, d, 1, 1, 1);
+    mr_tensor tp = mr_tensor_make(dp, d, M, M, 1);
+    char label[160];
+    label_case(f, label, sizeof label, "%d detections, %dx%d, %d channels, %d classes", d, M, M, C, K);
+    mr_error err = {0};
+    if (status_ok(t, label, f->be.i->mask_class_probs(f->be.ctx, &tx, &tw, &tb, &tlab, &tp, &err), &err)) {
+        dev_get(f, hp, dp, ps);
+        check_close(t, label, hp, ref, ps, TOL_SIGMOID, guard_intact(f, dp, ps));
     }
+    if (d) {
+        static const float bad[2] = {(float)K, NAN};
+        for (int b = 0; b < 2; b++) {
+            float bl[3] = {labels[0], labels[1], bad[b]};
+            float *dbad = dev_upload(f, bl, 3);
+            mr_tensor tbad = mr_tensor_make(dbad, d, 1, 1, 1);
+            label_case(f, label, sizeof label, "label %g refused", (double)bad[b]);
+            mr_status s = f->be.i->mask_class_probs(f->be.ctx, &tx, &tw, &tb, &tbad, &tp, &err);
+            report(t, label, s == MR_ERR_RANGE, s == MR_ERR_RANGE ? err.msg : "expected a range error");
+            dev_free(f, dbad);
+        }
+    }
+    dev_free(f, dx);
+    dev_free(f, dlab);
+    dev_free(f, dp);
+    free(hx);
+    free(hp);
+    free(ref);
     dev_free(f, dw);
     dev_free(f, db);
     free(hw);
@@ -1173,109 +1179,112 @@ static int unpack_windows(const mr_mask_window *win, int d, const uint8_t *pk, c
     return intact;
 }
 
-static void op_mask_paste(fixture *f, tally *t)
+static const float g_paste_boxes[] = {
+    5, 4, 25, 20,       /* inside */
+    -10, -5, 15, 12,    /* across the top-left corner */
+    30, 20, 45, 35,     /* across the bottom-right corner */
+    20, 10, 20, 10,     /* a point */
+    100, 100, 120, 120, /* wholly outside: nothing pasted */
+};
+/* Cases: no detections, and one per box. */
+static const int g_paste_counts[] = {0, (int)(sizeof g_paste_boxes / sizeof g_paste_boxes[0] / 4)};
+
+static void case_mask_paste(fixture *f, tally *t, const void *params)
 {
     NEED(f, mask_paste);
-    static const float boxes[] = {
-        5, 4, 25, 20,       /* inside */
-        -10, -5, 15, 12,    /* across the top-left corner */
-        30, 20, 45, 35,     /* across the bottom-right corner */
-        20, 10, 20, 10,     /* a point */
-        100, 100, 120, 120, /* wholly outside: nothing pasted */
-    };
-    const int nb = (int)(sizeof boxes / sizeof boxes[0] / 4), outside = 4;
+    const int d = *(const int *)params; /* detections */
+    const float *boxes = g_paste_boxes;
+    const int outside = 4;
     const mr_mask_paste_params p = {PASTE_M, 1, 0.5f, MR_MASK_GT, MR_PASTE_TORCHVISION};
     const size_t plane = (size_t)PASTE_H * PASTE_W, mplane = (size_t)PASTE_M * PASTE_M;
-    for (int d = 0; d <= nb; d += nb) {
-        mr_mask_window win[8];
-        size_t total = 0;
-        for (int i = 0; i < d; i++) {
-            win[i] = mask_paste_window(&p, boxes + 4 * i, PASTE_H, PASTE_W);
-            total += mask_window_pixels(win[i]);
-        }
-        float *hp = fmalloc((size_t)d * mplane);
-        fill_uniform(hp, (size_t)d * mplane, 0.0f, 1.0f);
-        float *dp = dev_upload(f, hp, (size_t)d * mplane), *db = dev_upload(f, boxes, 4 * (size_t)d);
-        mr_tensor tp = mr_tensor_make(dp, d, PASTE_M, PASTE_M, 1), tb = mr_tensor_make(db, d, 1, 1, 4);
-        uint8_t *pk = xmalloc(total + PASTE_GUARD), *pk2 = xmalloc(total + PASTE_GUARD);
-        float *psoft = fmalloc(total + PASTE_GUARD);
-        uint8_t *bin = xmalloc((size_t)(d ? d : 1) * plane), *bin2 = xmalloc((size_t)(d ? d : 1) * plane);
-        float *soft = fmalloc((size_t)d * plane);
-        memset(pk, 0xAB, total + PASTE_GUARD);
-        memset(pk2, 0xAB, total + PASTE_GUARD);
-        for (size_t k = 0; k < total + PASTE_GUARD; k++) psoft[k] = NAN;
-        char label[160];
-        label_case(f, label, sizeof label, "%d detections, %dx%d masks into %dx%d", d, PASTE_M, PASTE_M, PASTE_H,
-                   PASTE_W);
-        mr_error err = {0};
-        mr_status s = f->be.i->mask_paste(f->be.ctx, &p, &tp, &tb, PASTE_H, PASTE_W, win, pk, psoft, &err);
-        if (status_ok(t, label, s, &err) &&
-            status_ok(t, label, f->be.i->mask_paste(f->be.ctx, &p, &tp, &tb, PASTE_H, PASTE_W, win, pk2, NULL, &err),
-                      &err)) {
-            int intact = unpack_windows(win, d, pk, psoft, bin, soft) & unpack_windows(win, d, pk2, NULL, bin2, NULL);
-            int finite = all_finite(soft, (size_t)d * plane), binary = 1, agree = 1, window = 1, any = 0;
-            float scale = (float)(PASTE_M + 2) / (float)PASTE_M;
-            for (int i = 0; i < d; i++) {
-                const float *b = boxes + 4 * i;
-                float xc = (b[0] + b[2]) * 0.5f, yc = (b[1] + b[3]) * 0.5f;
-                float wh = (b[2] - b[0]) * 0.5f * scale, hh = (b[3] - b[1]) * 0.5f * scale;
-                for (int y = 0; y < PASTE_H; y++)
-                    for (int x = 0; x < PASTE_W; x++) {
-                        size_t o = (size_t)i * plane + (size_t)y * PASTE_W + x;
-                        float v = soft[o];
-                        binary &= bin[o] <= 1;
-                        agree &= bin[o] == (v > p.threshold) && bin2[o] == bin[o];
-                        finite &= v >= 0.0f && v <= 1.0f;
-                        /* nothing outside the expanded box (a pixel of slack) */
-                        int far = x < xc - wh - 1.0f || x > xc + wh + 1.0f || y < yc - hh - 1.0f || y > yc + hh + 1.0f;
-                        if (far || i == outside) window &= v == 0.0f && bin[o] == 0;
-                        any |= bin[o];
-                    }
-            }
-            int ok = intact && finite && binary && agree && window && (d == 0 || any);
-            char detail[200];
-            snprintf(detail, sizeof detail, "%s%s%s%s%s%s", finite ? "finite, in [0,1]" : "NaN or out of [0,1]",
-                     binary ? "" : ", binary mask not 0/1", agree ? "" : ", binary != (prob > threshold)",
-                     window ? "" : ", pixels set outside the box", d == 0 || any ? "" : ", nothing pasted",
-                     intact ? "" : ", written past the windows");
-            report(t, label, ok, detail);
-            mr_backend ref;
-            if (cpu_reference(f->bd->name, &ref)) {
-                /* the same masks and boxes pasted by the CPU backend */
-                uint8_t *wpk = xmalloc(total + PASTE_GUARD), *wbin = xmalloc((size_t)(d ? d : 1) * plane);
-                float *wpsoft = fmalloc(total + PASTE_GUARD), *wsoft = fmalloc((size_t)d * plane);
-                memset(wpk, 0xAB, total + PASTE_GUARD);
-                for (size_t k = 0; k < total + PASTE_GUARD; k++) wpsoft[k] = NAN;
-                mr_tensor rp = mr_tensor_make(hp, d, PASTE_M, PASTE_M, 1);
-                mr_tensor rb = mr_tensor_make((float *)boxes, d, 1, 1, 4);
-                char l2[200];
-                snprintf(l2, sizeof l2, "%s vs cpu", label);
-                if (status_ok(t, l2, ref.i->mask_paste(ref.ctx, &p, &rp, &rb, PASTE_H, PASTE_W, win, wpk, wpsoft, &err),
-                              &err)) {
-                    unpack_windows(win, d, wpk, wpsoft, wbin, wsoft);
-                    check_close(t, l2, soft, wsoft, (size_t)d * plane, TOL_VS_CPU, 1);
-                    size_t differ = 0;
-                    for (size_t k = 0; k < (size_t)d * plane; k++) differ += bin[k] != wbin[k];
-                    snprintf(detail, sizeof detail, "%zu binary pixels differ", differ);
-                    report(t, l2, differ == 0, detail);
-                }
-                free(wpk);
-                free(wbin);
-                free(wpsoft);
-                free(wsoft);
-                ref.i->destroy(ref.ctx);
-            }
-        }
-        dev_free(f, dp);
-        dev_free(f, db);
-        free(hp);
-        free(pk);
-        free(pk2);
-        free(psoft);
-        free(bin);
-        free(bin2);
-        free(soft);
+    mr_mask_window win[8];
+    size_t total = 0;
+    for (int i = 0; i < d; i++) {
+        win[i] = mask_paste_window(&p, boxes + 4 * i, PASTE_H, PASTE_W);
+        total += mask_window_pixels(win[i]);
     }
+    float *hp = fmalloc((size_t)d * mplane);
+    fill_uniform(hp, (size_t)d * mplane, 0.0f, 1.0f);
+    float *dp = dev_upload(f, hp, (size_t)d * mplane), *db = dev_upload(f, boxes, 4 * (size_t)d);
+    mr_tensor tp = mr_tensor_make(dp, d, PASTE_M, PASTE_M, 1), tb = mr_tensor_make(db, d, 1, 1, 4);
+    uint8_t *pk = xmalloc(total + PASTE_GUARD), *pk2 = xmalloc(total + PASTE_GUARD);
+    float *psoft = fmalloc(total + PASTE_GUARD);
+    uint8_t *bin = xmalloc((size_t)(d ? d : 1) * plane), *bin2 = xmalloc((size_t)(d ? d : 1) * plane);
+    float *soft = fmalloc((size_t)d * plane);
+    memset(pk, 0xAB, total + PASTE_GUARD);
+    memset(pk2, 0xAB, total + PASTE_GUARD);
+    for (size_t k = 0; k < total + PASTE_GUARD; k++) psoft[k] = NAN;
+    char label[160];
+    label_case(f, label, sizeof label, "%d detections, %dx%d masks into %dx%d", d, PASTE_M, PASTE_M, PASTE_H,
+               PASTE_W);
+    mr_error err = {0};
+    mr_status s = f->be.i->mask_paste(f->be.ctx, &p, &tp, &tb, PASTE_H, PASTE_W, win, pk, psoft, &err);
+    if (status_ok(t, label, s, &err) &&
+        status_ok(t, label, f->be.i->mask_paste(f->be.ctx, &p, &tp, &tb, PASTE_H, PASTE_W, win, pk2, NULL, &err),
+                  &err)) {
+        int intact = unpack_windows(win, d, pk, psoft, bin, soft) & unpack_windows(win, d, pk2, NULL, bin2, NULL);
+        int finite = all_finite(soft, (size_t)d * plane), binary = 1, agree = 1, window = 1, any = 0;
+        float scale = (float)(PASTE_M + 2) / (float)PASTE_M;
+        for (int i = 0; i < d; i++) {
+            const float *b = boxes + 4 * i;
+            float xc = (b[0] + b[2]) * 0.5f, yc = (b[1] + b[3]) * 0.5f;
+            float wh = (b[2] - b[0]) * 0.5f * scale, hh = (b[3] - b[1]) * 0.5f * scale;
+            for (int y = 0; y < PASTE_H; y++)
+                for (int x = 0; x < PASTE_W; x++) {
+                    size_t o = (size_t)i * plane + (size_t)y * PASTE_W + x;
+                    float v = soft[o];
+                    binary &= bin[o] <= 1;
+                    agree &= bin[o] == (v > p.threshold) && bin2[o] == bin[o];
+                    finite &= v >= 0.0f && v <= 1.0f;
+                    /* nothing outside the expanded box (a pixel of slack) */
+                    int far = x < xc - wh - 1.0f || x > xc + wh + 1.0f || y < yc - hh - 1.0f || y > yc + hh + 1.0f;
+                    if (far || i == outside) window &= v == 0.0f && bin[o] == 0;
+                    any |= bin[o];
+                }
+        }
+        int ok = intact && finite && binary && agree && window && (d == 0 || any);
+        char detail[200];
+        snprintf(detail, sizeof detail, "%s%s%s%s%s%s", finite ? "finite, in [0,1]" : "NaN or out of [0,1]",
+                 binary ? "" : ", binary mask not 0/1", agree ? "" : ", binary != (prob > threshold)",
+                 window ? "" : ", pixels set outside the box", d == 0 || any ? "" : ", nothing pasted",
+                 intact ? "" : ", written past the windows");
+        report(t, label, ok, detail);
+        mr_backend ref;
+        if (cpu_reference(f->bd->name, &ref)) {
+            /* the same masks and boxes pasted by the CPU backend */
+            uint8_t *wpk = xmalloc(total + PASTE_GUARD), *wbin = xmalloc((size_t)(d ? d : 1) * plane);
+            float *wpsoft = fmalloc(total + PASTE_GUARD), *wsoft = fmalloc((size_t)d * plane);
+            memset(wpk, 0xAB, total + PASTE_GUARD);
+            for (size_t k = 0; k < total + PASTE_GUARD; k++) wpsoft[k] = NAN;
+            mr_tensor rp = mr_tensor_make(hp, d, PASTE_M, PASTE_M, 1);
+            mr_tensor rb = mr_tensor_make((float *)boxes, d, 1, 1, 4);
+            char l2[200];
+            snprintf(l2, sizeof l2, "%s vs cpu", label);
+            if (status_ok(t, l2, ref.i->mask_paste(ref.ctx, &p, &rp, &rb, PASTE_H, PASTE_W, win, wpk, wpsoft, &err),
+                          &err)) {
+                unpack_windows(win, d, wpk, wpsoft, wbin, wsoft);
+                check_close(t, l2, soft, wsoft, (size_t)d * plane, TOL_VS_CPU, 1);
+                size_t differ = 0;
+                for (size_t k = 0; k < (size_t)d * plane; k++) differ += bin[k] != wbin[k];
+                snprintf(detail, sizeof detail, "%zu binary pixels differ", differ);
+                report(t, l2, differ == 0, detail);
+            }
+            free(wpk);
+            free(wbin);
+            free(wpsoft);
+            free(wsoft);
+            ref.i->destroy(ref.ctx);
+        }
+    }
+    dev_free(f, dp);
+    dev_free(f, db);
+    free(hp);
+    free(pk);
+    free(pk2);
+    free(psoft);
+    free(bin);
+    free(bin2);
+    free(soft);
 }
 
 /* ------------------------------------------------------------- error paths */
@@ -1292,8 +1301,9 @@ static void expect_shape_error(fixture *f, tally *t, const char *what, mr_status
     report(t, label, ok, detail);
 }
 
-static void op_errors(fixture *f, tally *t)
+static void case_errors(fixture *f, tally *t, const void *params)
 {
+    (void)params;
     NEED(f, conv_init);
     NEED(f, conv);
     const char *name = "backbone.res3.0.conv2";
@@ -1392,82 +1402,95 @@ static const pre_case g_pre_cases[] = {
     {1, 9, 4, 40, 8, 1},        {61, 47, 47, 61, 5, 1},   {4200, 4100, 800, 1333, 32, 0},
 };
 
-static void op_preprocess(fixture *f, tally *t)
+/* The sweep: every image case through each resize method and both
+ * normalisations; the large one through torch_bilinear with torchvision's. */
+typedef struct {
+    int image;   /* index into g_pre_cases */
+    int method;  /* 0 torch_bilinear, 1 pil_bilinear, 2 cv2_linear */
+    int variant; /* 0: torchvision's RGB, 1/255; 1: Detectron's BGR, 0..255 means, scale 1 */
+} pre_row;
+
+#define PRE_SWEEP(i) {i, 0, 0}, {i, 0, 1}, {i, 1, 0}, {i, 1, 1}, {i, 2, 0}, {i, 2, 1}
+static const pre_row g_pre_rows[] = {PRE_SWEEP(0), PRE_SWEEP(1), PRE_SWEEP(2), PRE_SWEEP(3), PRE_SWEEP(4), {5, 0, 0}};
+
+static void case_preprocess(fixture *f, tally *t, const void *params)
 {
     NEED(f, preprocess);
+    const pre_row *row = params;
+    const pre_case *pc = &g_pre_cases[row->image];
+    const int m = row->method, variant = row->variant;
     static const mr_resize_method methods[] = {MR_RESIZE_TORCH_BILINEAR, MR_RESIZE_PIL_BILINEAR,
                                                MR_RESIZE_CV2_LINEAR};
     static const char *const method_names[] = {"torch_bilinear", "pil_bilinear", "cv2_linear"};
     /* The rounding rule of each method's zoo (resize rules do not matter here). */
     static const mr_resize_rounding roundings[] = {MR_RESIZE_FLOOR, MR_RESIZE_DETECTRON2, MR_RESIZE_ROUND};
-    for (size_t k = 0; k < sizeof g_pre_cases / sizeof g_pre_cases[0]; k++) {
-        const pre_case *pc = &g_pre_cases[k];
-        mr_image img = {xmalloc((size_t)pc->h * (size_t)pc->w * 3), pc->h, pc->w};
-        for (size_t i = 0; i < (size_t)pc->h * (size_t)pc->w * 3; i++) img.pixels[i] = (uint8_t)(rng_next() >> 24);
-        for (int m = 0; m < (pc->all_methods ? 3 : 1); m++)
-            for (int variant = 0; variant < (pc->all_methods ? 2 : 1); variant++) {
-                /* variant 0: torchvision's RGB, 1/255; 1: Detectron's BGR, 0..255 means, scale 1 */
-                const mr_input_config cfg = {
-                    .channel_order = variant ? MR_CHANNELS_BGR : MR_CHANNELS_RGB,
-                    .pixel_scale = variant ? 1.0f : 1.0f / 255.0f,
-                    .pixel_mean = {variant ? 102.9801f : 0.485f, variant ? 115.9465f : 0.456f,
-                                   variant ? 122.7717f : 0.406f},
-                    .pixel_std = {variant ? 1.0f : 0.229f, variant ? 1.0f : 0.224f, variant ? 1.0f : 0.225f},
-                    .min_size = pc->min_size,
-                    .max_size = pc->max_size,
-                    .resize_rounding = roundings[m],
-                    .resize_method = methods[m],
-                    .size_divisibility = pc->divisibility,
-                    .max_image_side = 20000,
-                };
-                char label[160];
-                label_case(f, label, sizeof label, "%s %s %dx%d -> min %d max %d /%d", method_names[m],
-                           variant ? "BGR" : "RGB", pc->h, pc->w, pc->min_size, pc->max_size, pc->divisibility);
-                mr_input_geometry g;
-                mr_error err = {0};
-                if (!status_ok(t, label, image_geometry(&cfg, pc->h, pc->w, &g, &err), &err)) continue;
-                const size_t n = (size_t)g.padded_h * (size_t)g.padded_w * 3;
-                float *ref = fmalloc(n), *got = fmalloc(n);
-                void *scratch = xmalloc(image_preprocess_scratch_bytes(&g) + 64);
-                mr_tensor tr = mr_tensor_make(ref, 1, g.padded_h, g.padded_w, 3);
-                image_preprocess(&cfg, &img, &g, scratch, &tr);
-                float *d = dev_output(f, NULL, n);
-                mr_tensor td = mr_tensor_make(d, 1, g.padded_h, g.padded_w, 3);
-                if (status_ok(t, label, f->be.i->preprocess(f->be.ctx, &cfg, &img, &g, &td, &err), &err)) {
-                    dev_get(f, got, d, n);
-                    size_t diff = 0;
-                    for (size_t i = 0; i < n; i++) diff += memcmp(&got[i], &ref[i], sizeof(float)) != 0;
-                    char detail[96];
-                    snprintf(detail, sizeof detail, "%zu of %zu values differ in their bits%s", diff, n,
-                             guard_intact(f, d, n) ? "" : ", output guard overwritten");
-                    report(t, label, diff == 0 && guard_intact(f, d, n), detail);
-                }
-                dev_free(f, d);
-                free(scratch);
-                free(ref);
-                free(got);
-            }
-        free(img.pixels);
+    mr_image img = {xmalloc((size_t)pc->h * (size_t)pc->w * 3), pc->h, pc->w};
+    for (size_t i = 0; i < (size_t)pc->h * (size_t)pc->w * 3; i++) img.pixels[i] = (uint8_t)(rng_next() >> 24);
+    const mr_input_config cfg = {
+        .channel_order = variant ? MR_CHANNELS_BGR : MR_CHANNELS_RGB,
+        .pixel_scale = variant ? 1.0f : 1.0f / 255.0f,
+        .pixel_mean = {variant ? 102.9801f : 0.485f, variant ? 115.9465f : 0.456f, variant ? 122.7717f : 0.406f},
+        .pixel_std = {variant ? 1.0f : 0.229f, variant ? 1.0f : 0.224f, variant ? 1.0f : 0.225f},
+        .min_size = pc->min_size,
+        .max_size = pc->max_size,
+        .resize_rounding = roundings[m],
+        .resize_method = methods[m],
+        .size_divisibility = pc->divisibility,
+        .max_image_side = 20000,
+    };
+    char label[160];
+    label_case(f, label, sizeof label, "%s %s %dx%d -> min %d max %d /%d", method_names[m], variant ? "BGR" : "RGB",
+               pc->h, pc->w, pc->min_size, pc->max_size, pc->divisibility);
+    mr_input_geometry g;
+    mr_error err = {0};
+    if (status_ok(t, label, image_geometry(&cfg, pc->h, pc->w, &g, &err), &err)) {
+        const size_t n = (size_t)g.padded_h * (size_t)g.padded_w * 3;
+        float *ref = fmalloc(n), *got = fmalloc(n);
+        void *scratch = xmalloc(image_preprocess_scratch_bytes(&g) + 64);
+        mr_tensor tr = mr_tensor_make(ref, 1, g.padded_h, g.padded_w, 3);
+        image_preprocess(&cfg, &img, &g, scratch, &tr);
+        float *d = dev_output(f, NULL, n);
+        mr_tensor td = mr_tensor_make(d, 1, g.padded_h, g.padded_w, 3);
+        if (status_ok(t, label, f->be.i->preprocess(f->be.ctx, &cfg, &img, &g, &td, &err), &err)) {
+            dev_get(f, got, d, n);
+            size_t diff = 0;
+            for (size_t i = 0; i < n; i++) diff += memcmp(&got[i], &ref[i], sizeof(float)) != 0;
+            char detail[96];
+            snprintf(detail, sizeof detail, "%zu of %zu values differ in their bits%s", diff, n,
+                     guard_intact(f, d, n) ? "" : ", output guard overwritten");
+            report(t, label, diff == 0 && guard_intact(f, d, n), detail);
+        }
+        dev_free(f, d);
+        free(scratch);
+        free(ref);
+        free(got);
     }
+    free(img.pixels);
 }
 
 /* ------------------------------------------------------------------ driver */
 
+/* A table and its row count and size. */
+#define CASES(table) (table), sizeof(table)[0], sizeof(table) / sizeof(table)[0]
+
+static const int g_mask_counts[] = {0, 3}; /* detections: none, and three with labels 1, 3, 0 */
+static const int g_one_case[] = {0};       /* the error paths: one case of several checks */
+
 static const op_desc g_ops[] = {
-    {"conv", op_conv},
-    {"conv_shapes", op_conv_shapes},
-    {"linear", op_linear},
-    {"deconv2x2", op_deconv2x2},
-    {"max_pool", op_max_pool},
-    {"upsample_nearest", op_upsample_nearest},
-    {"roi_align", op_roi_align},
-    {"rpn_proposals", op_rpn_proposals},
-    {"box_detections", op_box_detections},
-    {"mask_probs", op_mask_probs},
-    {"mask_class_probs", op_mask_class_probs},
-    {"mask_paste", op_mask_paste},
-    {"preprocess", op_preprocess},
-    {"errors", op_errors},
+    {"conv", case_conv, CASES(g_conv_cases)},
+    {"conv_shapes", case_conv_shapes, CASES(g_conv_shape_layers)},
+    {"linear", case_linear, CASES(g_linear_cases)},
+    {"deconv2x2", case_deconv2x2, CASES(g_deconv_cases)},
+    {"max_pool", case_max_pool, CASES(g_pool_cases)},
+    {"upsample_nearest", case_upsample_nearest, CASES(g_upsample_cases)},
+    {"roi_align", case_roi_align, CASES(g_roi_cases)},
+    {"rpn_proposals", case_rpn_proposals, CASES(g_rpn_cases)},
+    {"box_detections", case_box_detections, CASES(g_box_cases)},
+    {"mask_probs", case_mask_probs, CASES(g_mask_counts)},
+    {"mask_class_probs", case_mask_class_probs, CASES(g_mask_counts)},
+    {"mask_paste", case_mask_paste, CASES(g_paste_counts)},
+    {"preprocess", case_preprocess, CASES(g_pre_rows)},
+    {"errors", case_errors, CASES(g_one_case)},
 };
 
 #define N_BACKENDS (sizeof g_backends / sizeof g_backends[0])
@@ -1496,11 +1519,15 @@ static void run_op(void **state)
         printf("SKIP %s: %s (%s)\n", f->bd->name, f->why, f->op->name);
         skip();
     }
+    /* The generic runner: every case of the op, in table order, from one
+     * seed per (backend, op), so a backend sees the inputs the CPU sees. */
     rng_reset();
     tally t = {0, 0, 0};
-    f->op->run(f, &t);
-    printf("  %s %s: %d cases, %d failed, %d skipped\n", f->bd->name, f->op->name, t.cases, t.fails, t.skips);
-    if (t.fails) fail_msg("%s %s: %d of %d cases failed", f->bd->name, f->op->name, t.fails, t.cases);
+    for (size_t i = 0; i < f->op->n_cases; i++)
+        f->op->run_case(f, &t, (const char *)f->op->cases + i * f->op->case_size);
+    printf("  %s %s: %zu cases, %d checks, %d failed, %d skipped\n", f->bd->name, f->op->name, f->op->n_cases,
+           t.cases, t.fails, t.skips);
+    if (t.fails) fail_msg("%s %s: %d of %d checks failed", f->bd->name, f->op->name, t.fails, t.cases);
     if (t.skips == t.cases) skip();
 }
 
