@@ -24,6 +24,13 @@
 
 CC      ?= gcc
 PYTHON  ?= /usr/bin/python3
+# pycocotools, the tests' one package from PyPI, lives in build/venv-test (scripts/install_deps.sh,
+# which make deps runs): its site-packages go on every recipe's PYTHONPATH, so Debian's python3, the
+# venvs the tests make from it and their subprocesses all import it. Expanded when a recipe runs,
+# after deps has made it.
+TEST_SITE = $(firstword $(wildcard $(CURDIR)/build/venv-test/lib/python3*/site-packages))
+PYTHONPATH_OUTER := $(PYTHONPATH)
+export PYTHONPATH = $(TEST_SITE)$(if $(and $(TEST_SITE),$(PYTHONPATH_OUTER)),:)$(PYTHONPATH_OUTER)
 BUILD   ?= build
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -Wall -Wextra -fopenmp -fPIC -Iinclude -Iengine -MMD -MP -D_GNU_SOURCE
@@ -77,7 +84,7 @@ NVCCFLAGS  += $(foreach d,$(CUDA_INC_DIRS),-isystem $(d))
 LDLIBS     += -ldl
 endif
 
-.PHONY: check-layers all lib install uninstall python-test doc-test cluster-test check test unit-test parity-test bench bench-peers demo deps clean sanitize valgrind fuzz fuzz-explore cuda-report
+.PHONY: check-layers deps-run all lib install uninstall python-test doc-test cluster-test check test unit-test parity-test bench bench-peers demo deps clean sanitize valgrind fuzz fuzz-explore cuda-report
 FUZZ_SECONDS ?= 60
 all: $(BUILD)/detect $(BUILD)/libdetect.so $(BUILD)/libdetect_internal.so $(BUILD)/stage_runner $(CUDA_SO)
 
@@ -130,8 +137,12 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libdetect.a $(CUDA_SO)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(BUILD)/libdetect.a $(LDFLAGS) $(LDLIBS) -lcmocka -o $@
 
+# What building and running need (make demo), and that plus the test tools (make test, check, bench).
+deps-run:
+	@scripts/install_deps.sh run
+
 deps:
-	@scripts/install_deps.sh
+	@scripts/install_deps.sh test
 
 unit-test: $(TEST_BIN)
 	@status=0; for t in $(TEST_BIN); do echo "== $$t"; $$t || status=1; done; exit $$status
@@ -162,7 +173,7 @@ bench-peers: deps $(PEERS_VENV)/.installed
 	$(MAKE) all
 	$(PEERS_VENV)/bin/python bench/bench_peers.py $(BENCH_PEERS_ARGS)
 
-demo: deps
+demo: deps-run
 	$(MAKE) all
 	scripts/demo.sh
 

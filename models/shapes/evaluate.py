@@ -1,6 +1,6 @@
 """Accuracy and parity of the shipped shapes model on held-out generated scenes.
 
-    /usr/bin/python3 models/shapes/evaluate.py [--count 200] [--weights models/shapes_r101_narrow.safetensors]
+    build/venv-test/bin/python models/shapes/evaluate.py [--count 200] [--weights models/shapes_r101_narrow.safetensors]
                                                [--work build/shapes_eval] [--threads 1] [--no-torchvision]
                                                [--demo-score 0.8[,0.85,...]] [--seed 2]
 
