@@ -63,6 +63,7 @@ ifeq ($(CUDA),1)
 CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_SRC   := $(wildcard cuda/*.cu)
 CUDA_CSRC  := $(wildcard cuda/*.c)
+# Ascending: the first is the oldest device the backend accepts (MR_CUDA_MIN_SM below).
 CUDA_ARCHS ?= 75 80 86 89 90
 NVCCFLAGS  ?= -O2 -std=c++17 -Iengine -Icuda $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) \
               -gencode arch=compute_90,code=compute_90 -fmad=false -Xcompiler -fPIC,-Wall,-Wextra -MMD -MP
@@ -79,7 +80,8 @@ CUDA_INC_DIRS ?=
 CUDA_LIB_DIRS ?=
 CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 $(foreach d,$(CUDA_LIB_DIRS),-L$(d) -Wl,-rpath,$(d)) \
               -lcudnn -lcublas -lcudart -lstdc++
-CFLAGS     += -DMR_HAVE_CUDA=1 -Icuda -isystem $(CUDA_HOME)/include $(foreach d,$(CUDA_INC_DIRS),-isystem $(d))
+# MR_CUDA_MIN_SM: the backend refuses a device older than the first (lowest) of CUDA_ARCHS.
+CFLAGS     += -DMR_HAVE_CUDA=1 -DMR_CUDA_MIN_SM=$(firstword $(CUDA_ARCHS)) -Icuda -isystem $(CUDA_HOME)/include $(foreach d,$(CUDA_INC_DIRS),-isystem $(d))
 NVCCFLAGS  += $(foreach d,$(CUDA_INC_DIRS),-isystem $(d))
 LDLIBS     += -ldl
 endif

@@ -197,6 +197,25 @@ static int compute_major(int device)
 
 static int cuda_has_tf32(int device) { return compute_major(device) >= 8; }
 
+/* The device's compute capability as major * 10 + minor (75 for 7.5), 0
+ * when it cannot be read. */
+static int compute_sm(int device)
+{
+    int minor = 0;
+    if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return compute_major(device) * 10 + minor;
+}
+
+/* The oldest compute capability this build has kernels for: the first of
+ * the Makefile's CUDA_ARCHS (ascending). An older device would open, then
+ * fail its first launch with "no kernel image": refused at open instead. */
+#ifndef MR_CUDA_MIN_SM
+#define MR_CUDA_MIN_SM 75
+#endif
+
 static int cuda_has_fp16_tensor_cores(int device) { return compute_major(device) >= 7; }
 
 static int env_flag(const char *name, int dflt)
@@ -213,6 +232,11 @@ static mr_status cuda_create(const mr_backend_params *p, mr_backend *out, mr_err
     if (count == 0) return mr_fail(err, MR_ERR_BACKEND, "no CUDA device: %s", why);
     if (p->device < 0 || p->device >= count)
         return mr_fail(err, MR_ERR_CONFIG, "cuda:%d: no such device (%d present)", p->device, count);
+    int sm = compute_sm(p->device);
+    if (sm < MR_CUDA_MIN_SM)
+        return mr_fail(err, MR_ERR_BACKEND, "cuda:%d: too old a GPU: compute capability %d.%d, and this build's "
+                       "kernels need %d.%d or later (Makefile CUDA_ARCHS)", p->device, sm / 10, sm % 10,
+                       MR_CUDA_MIN_SM / 10, MR_CUDA_MIN_SM % 10);
     if (p->precision != MR_PRECISION_DEFAULT && p->precision != MR_PRECISION_FP32 &&
         p->precision != MR_PRECISION_TF32 && p->precision != MR_PRECISION_FP16)
         return mr_fail(err, MR_ERR_UNSUPPORTED, "cuda:%d: precision %d is not one of fp32, tf32, fp16", p->device,

@@ -95,9 +95,12 @@ DETECT_API detect_status detect_options_create(detect_options **out);
 DETECT_API void detect_options_free(detect_options *o);
 
 /* "auto" (the default): the first GPU when this build has the CUDA backend
- * and one is usable, else the CPU. "cpu". "cuda" or "cuda:N": that GPU; when
- * it is not usable the model runs on the CPU and detect_model_notice() says
- * why (DETECT_ERR_CONFIG for any other text). */
+ * and one is usable, else the CPU (with a detect_model_notice() when a GPU
+ * is there but fails to open). "cpu". "cuda" or "cuda:N": that GPU, or
+ * detect_model_open fails with DETECT_ERR_UNSUPPORTED naming the cause (no
+ * driver, no device, too old a GPU, no CUDA backend in this build): a GPU
+ * asked for by name is never silently replaced by the CPU.
+ * DETECT_ERR_CONFIG for any other text. */
 DETECT_API detect_status detect_options_set_device(detect_options *o, const char *device);
 /* GPU arithmetic: "fp32", "tf32" (TF32 tensor cores; the default where the
  * GPU has them), "fp16" (half-precision storage, fp32 accumulation). The
@@ -133,8 +136,9 @@ DETECT_API void detect_model_free(detect_model *m);
 
 /* What the model runs on: "cpu" or "cuda:N". */
 DETECT_API const char *detect_model_device(const detect_model *m);
-/* Why the model does not run as asked ("--device cuda: no CUDA device (...);
- * running on the CPU"), or "" when it does. */
+/* What the model changed from what was asked, one line each ("precision fp16
+ * applies to the GPU; ...", "device auto: <why the GPU failed>; running on
+ * the CPU"), or "" when nothing was. */
 DETECT_API const char *detect_model_notice(const detect_model *m);
 /* The config's "name". */
 DETECT_API const char *detect_model_name(const detect_model *m);

@@ -241,17 +241,26 @@ static mr_status create_cuda(detect_model *m, const detect_options *o, int index
     return MR_OK;
 }
 
-/* "auto": the GPU when there is one, silently the CPU otherwise; "cuda[:N]":
- * that GPU, or a notice and the CPU. */
+/* "cpu": the CPU. "cuda[:N]", asked for by name: that GPU or an error
+ * (MR_ERR_UNSUPPORTED, naming the cause: no driver, no device, too old a
+ * GPU, a library missing), never a silent change of device: a user who
+ * names the GPU and gets the CPU would read its times as the GPU's.
+ * "auto", the default: the GPU when there is one; on a machine with no
+ * CUDA driver or device, the CPU quietly (the model's device says so); a
+ * GPU that is there but fails to open, the CPU with a notice saying why. */
 static mr_status create_backend(detect_model *m, const detect_options *o, mr_error *err)
 {
     int index = 0;
     if (strcmp(o->device, "cpu") == 0) return create_cpu(m, o, err);
     int asked = parse_cuda_device(o->device, &index);
     char why[MR_ERROR_MSG_LEN] = "";
+    int present = backend_available("cuda", why, sizeof why);
     mr_status st = create_cuda(m, o, index, why, sizeof why, err);
     if (st != MR_ERR_UNSUPPORTED) return st;
-    if (asked) add_notice(m, "device %s: %s; running on the CPU", o->device, why);
+    if (asked)
+        return mr_fail(err, MR_ERR_UNSUPPORTED, "device %s: %s (--device auto runs on the CPU instead)", o->device,
+                       why);
+    if (present) add_notice(m, "device %s: %s; running on the CPU", o->device, why);
     return create_cpu(m, o, err);
 }
 

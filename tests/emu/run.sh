@@ -11,7 +11,9 @@
 #      in reverse and shuffled order (a result that changes is a race);
 #   2. test_cuda_fp16 and test_cuda_graphs, also shuffled and with the
 #      fallback;
-#   3. out of device memory at load: one error line, exit 2;
+#   3. out of device memory at load: one error line, exit 2; a GPU older than
+#      the build's kernels (sm_70): an error by name, the CPU with a notice
+#      under --device auto;
 #   4. mixed_batch.py: a folder of 24 images of 12 sizes, PNG and JPEG, through
 #      detect --device cuda (decoding ahead, CUDA graphs per input size)
 #      against detect --device cpu, image by image;
@@ -80,6 +82,18 @@ MR_EMU_MEMORY_LIMIT=50000000 build/detect --device cuda -q --config configs/mask
 cat "$out"; echo "exit $rc"
 [ $rc -eq 2 ] && [ "$(wc -l <"$out")" -eq 1 ] && grep -q "out of GPU memory" "$out"'
 step "out of device memory at load: one line, exit 2" oom.log bash -c "$oom_check"
+# A GPU too old for this build's kernels (an emulated sm_70; the build's oldest is sm_75): asked for by
+# name, one error line naming the cause and exit 2; under --device auto, the CPU with a notice saying why.
+old_gpu_check='out=build-emu/logs/old_gpu.out rc=0
+run() { MR_EMU_SM=70 build/detect -q --config configs/mask_rcnn_R-101-FPN_shapes.json \
+    --weights models/shapes_r101_narrow.safetensors "$@" examples/shapes/scene_1.png; }
+run --device cuda >"$out" 2>&1 || rc=$?
+cat "$out"; echo "exit $rc"
+[ $rc -eq 2 ] && [ "$(wc -l <"$out")" -eq 1 ] && grep -q "device cuda: cuda:0: too old a GPU: compute capability 7.0" "$out" || exit 1
+run --device auto -v >"$out" 2>&1 || exit 1
+cat "$out"
+grep -q "notice: --device auto: cuda:0: too old a GPU" "$out" && grep -q "device cpu" "$out"'
+step "a GPU too old for the build: error by name, CPU under auto" old_gpu.log bash -c "$old_gpu_check"
 step "a folder of mixed sizes, PNG and JPEG, vs the CPU" mixed.log $PY tests/emu/mixed_batch.py \
     --work build-emu/mixed
 step "end to end (gpu_parity.py, torchvision on CPU)" parity.log $PY tests/gpu/gpu_parity.py \

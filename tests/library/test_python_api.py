@@ -127,10 +127,17 @@ def test_options(images, reference):
             # the model keeps the best 3 above the threshold; the class filter then applies to those
             best = [d for d in ref[p]["detections"] if d["score"] >= 0.8][:3]
             assert r.to_json(p)["detections"] == [d for d in best if d["class"] in ("star", "circle")]
-    m2 = detect.Model(CONFIG, WEIGHTS, device="cuda:0", precision="fp16")
-    # no GPU here, or one: either way a device is chosen and said
-    assert m2.device == "cpu" and "running on the CPU" in m2.notice or m2.device == "cuda:0"
-    m2.close()
+    # a GPU asked for by name: that GPU, or an exception naming the cause, never the CPU instead
+    try:
+        m2 = detect.Model(CONFIG, WEIGHTS, device="cuda:0", precision="fp16")
+    except detect.DetectError as e:
+        assert e.status == "DETECT_ERR_UNSUPPORTED" and "device cuda:0: " in str(e)
+    else:
+        assert m2.device == "cuda:0"
+        m2.close()
+    m3 = detect.Model(CONFIG, WEIGHTS, device="auto")
+    assert m3.device in ("cpu", "cuda:0")
+    m3.close()
 
 
 def test_bad_inputs_raise(model, tmp_path, images):

@@ -245,10 +245,25 @@ def test_help_lists_every_option():
     assert "default" in h
 
 
-def test_cuda_without_gpu_says_so(folder, seeded_weights):
-    r = detect("-q", "--weights", seeded_weights, "--device", "cuda", str(folder / "a_photo.png"))
-    assert r.returncode == 0
-    assert "CUDA" in r.stderr and "CPU" in r.stderr
+@pytest.mark.parametrize("device", ["cuda", "cuda:1"])
+def test_cuda_asked_without_gpu_is_an_error(folder, seeded_weights, device):
+    """A GPU asked for by name and not there: exit 2 and one line naming the device and the cause,
+    no detections on the CPU instead. (With the emulator's or a real GPU this runs on it: skipped.)"""
+    r = detect("-v", "--weights", seeded_weights, "--device", device, str(folder / "a_photo.png"))
+    if r.returncode == 0 and "device cuda:" in r.stderr:
+        pytest.skip("a CUDA device is usable here")
+    assert r.returncode == 2, r.stderr
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"detect: device {device}: "), r.stderr
+    assert "CUDA" in lines[0] and r.stdout == ""
+
+
+def test_auto_without_gpu_runs_on_the_cpu(folder, seeded_weights):
+    r = detect("-v", "--weights", seeded_weights, "--device", "auto", str(folder / "a_photo.png"))
+    assert r.returncode == 0, r.stderr
+    if "device cpu" not in r.stderr:
+        pytest.skip("a CUDA device is usable here")
+    assert "notice" not in r.stderr  # no GPU at all: the CPU is the plain choice, not a fallback
 
 
 def test_unwritable_output(folder, seeded_weights):
