@@ -59,7 +59,7 @@ int main(int argc, char **argv)
         size_t wc = (size_t)c * c * 9, xs = (size_t)sh->n * sh->h * sh->w * c;
         float *w = malloc(sizeof(float) * wc), *b = calloc(c, sizeof(float));
         for (size_t i = 0; i < wc; i++) w[i] = (float)((i * 2654435761u) % 1000) * 1e-4f - 0.05f;
-        mr_conv_params p = {c, c, 3, 3, 1, 1, 1, 1, 1, 0, 0, 0};
+        mr_conv_params p = {c, c, 3, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0};
         mr_layer *l[2];
         setenv("MR_CPU_WINOGRAD", "0", 1);
         be.i->conv_init(be.ctx, "direct", &p, w, b, &l[0], &err);

@@ -20,8 +20,10 @@ static void usage(FILE *f)
             "  --config FILE        model config (default configs/mask_rcnn_R-101-FPN_torchvision.json)\n"
             "  --weights FILE       converted weights, .safetensors (default model.safetensors)\n"
             "  --device DEV         cpu | cuda | cuda:N (default: cuda when a GPU is present, else cpu)\n"
-            "  --precision P        GPU math: fp32 | tf32 | fp16 (default: tf32 on GPUs that have it;\n"
-            "                       fp16: fp16 weights and feature maps, tensor cores, fp32 boxes and scores)\n"
+            "  --precision P        GPU: fp32 | tf32 | fp16 (default: tf32 on GPUs that have it; fp16: fp16\n"
+            "                       weights and feature maps, tensor cores, fp32 boxes and scores).\n"
+            "                       CPU: fp32 (default) | bf16 (AVX512_BF16 or AMX: the backbone, FPN and RPN\n"
+            "                       convs; the config's reduced_precision names what else)\n"
             "  --no-fold            GPU: batchnorm as its own AffineChannel pass, not folded (comparison)\n"
             "  --threads N          CPU threads (default: all cores)\n"
             "  --score-thresh X     minimum score, 0..1 (default: the config's box_head.score_thresh)\n"
@@ -105,8 +107,9 @@ int options_parse(int argc, char **argv, options *o)
         case O_WEIGHTS: o->weights_path = optarg; break;
         case O_DEVICE: o->device = optarg; break;
         case O_PRECISION:
-            if (strcmp(optarg, "fp32") != 0 && strcmp(optarg, "tf32") != 0 && strcmp(optarg, "fp16") != 0) {
-                fprintf(stderr, "detect: --precision: expected fp32, tf32 or fp16, got \"%s\"\n", optarg);
+            if (strcmp(optarg, "fp32") != 0 && strcmp(optarg, "tf32") != 0 && strcmp(optarg, "fp16") != 0 &&
+                strcmp(optarg, "bf16") != 0) {
+                fprintf(stderr, "detect: --precision: expected fp32, tf32, fp16 or bf16, got \"%s\"\n", optarg);
                 return 2;
             }
             o->precision = optarg;

@@ -103,8 +103,14 @@ DETECT_API void detect_options_free(detect_options *o);
  * DETECT_ERR_CONFIG for any other text. */
 DETECT_API detect_status detect_options_set_device(detect_options *o, const char *device);
 /* GPU arithmetic: "fp32", "tf32" (TF32 tensor cores; the default where the
- * GPU has them), "fp16" (half-precision storage, fp32 accumulation). The
- * CPU always computes in fp32 (a notice says so when another is asked). */
+ * GPU has them), "fp16" (half-precision storage, fp32 accumulation). CPU
+ * arithmetic: "fp32" (the default) or "bf16": the backbone's, FPN's and
+ * RPN's convolutions read bf16 inputs and weights and sum in fp32, on a CPU
+ * with AVX512_BF16 or AMX (elsewhere detect_model_open fails with
+ * DETECT_ERR_UNSUPPORTED naming the CPU's instruction set); the config's
+ * reduced_precision section says which other parts follow. "bf16" makes
+ * device "auto" the CPU, and is refused with "cuda". tf32 or fp16 asked of
+ * the CPU computes fp32, with a notice. */
 DETECT_API detect_status detect_options_set_precision(detect_options *o, const char *precision);
 /* CPU threads for the model (OpenMP); 0, the default: every core. */
 DETECT_API detect_status detect_options_set_threads(detect_options *o, int threads);

@@ -134,8 +134,8 @@ detect_status detect_options_set_precision(detect_options *o, const char *precis
         o->precision[0] = '\0';
         return DETECT_OK;
     }
-    if (strcmp(precision, "fp32") && strcmp(precision, "tf32") && strcmp(precision, "fp16"))
-        return api_failf(DETECT_ERR_CONFIG, "precision %s: expected fp32, tf32 or fp16", precision);
+    if (strcmp(precision, "fp32") && strcmp(precision, "tf32") && strcmp(precision, "fp16") && strcmp(precision, "bf16"))
+        return api_failf(DETECT_ERR_CONFIG, "precision %s: expected fp32, tf32, fp16 or bf16", precision);
     snprintf(o->precision, sizeof o->precision, "%s", precision);
     return DETECT_OK;
 }
@@ -206,10 +206,11 @@ static void add_notice(detect_model *m, const char *fmt, ...)
 
 static mr_status create_cpu(detect_model *m, const detect_options *o, mr_error *err)
 {
-    if (o->precision[0] && strcmp(o->precision, "fp32") != 0)
+    int bf16 = strcmp(o->precision, "bf16") == 0;
+    if (o->precision[0] && strcmp(o->precision, "fp32") != 0 && !bf16)
         add_notice(m, "precision %s applies to the GPU; the CPU computes in fp32", o->precision);
     snprintf(m->device, sizeof m->device, "cpu");
-    mr_backend_params p = {.threads = o->threads};
+    mr_backend_params p = {.threads = o->threads, .precision = bf16 ? MR_PRECISION_BF16 : MR_PRECISION_FP32};
     return backend_open("cpu", &p, &m->be, err);
 }
 
@@ -253,6 +254,12 @@ static mr_status create_backend(detect_model *m, const detect_options *o, mr_err
     int index = 0;
     if (strcmp(o->device, "cpu") == 0) return create_cpu(m, o, err);
     int asked = parse_cuda_device(o->device, &index);
+    if (strcmp(o->precision, "bf16") == 0) { /* a CPU precision: auto means the CPU */
+        if (asked)
+            return mr_fail(err, MR_ERR_UNSUPPORTED, "device %s: precision bf16 is the CPU's; the GPU computes in "
+                           "fp32, tf32 or fp16", o->device);
+        return create_cpu(m, o, err);
+    }
     char why[MR_ERROR_MSG_LEN] = "";
     int present = backend_available("cuda", why, sizeof why);
     mr_status st = create_cuda(m, o, index, why, sizeof why, err);

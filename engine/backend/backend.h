@@ -43,6 +43,8 @@ typedef struct {
     int stride, pad, dilation, groups;
     int relu;
     int max_n, max_h, max_w;
+    int keep_fp32; /* 1: fp32 whatever the backend's precision (the stem, predictors: config
+                      reduced_precision); 0: the backend's precision */
 } mr_conv_params;
 
 /* Fully connected: y[n, out] = act(x[n, in] * W^T + b). */

@@ -26,6 +26,9 @@ typedef enum {
     MR_PRECISION_TF32,        /* CUDA: TF32 tensor-core math in cuDNN and cuBLAS (sm_80 and later) */
     MR_PRECISION_FP16,        /* CUDA: weights and feature maps in fp16, NHWC, tensor cores with fp32
                                  accumulation; boxes, scores and logits stay fp32 (backend.h feature_dtype) */
+    MR_PRECISION_BF16,        /* CPU, with AVX512_BF16 or AMX: convolutions read bf16 inputs and weights and
+                                 sum and write fp32, except the layers that ask for fp32
+                                 (mr_conv_params.keep_fp32); feature maps stay fp32 between layers */
 } mr_precision;
 
 /* What a backend is opened with; each reads the fields that concern it, and
@@ -57,7 +60,8 @@ int backend_available(const char *name, char *why, size_t why_len);
 mr_status backend_open(const char *name, const mr_backend_params *p, mr_backend *out, mr_error *err);
 
 /* The backends' entry points, each defined in its own folder: */
-/* engine/cpu/backend_cpu.c: oneDNN and OpenMP; precision fp32 only. */
+/* engine/cpu/backend_cpu.c: oneDNN and OpenMP; precision fp32, or bf16 where the CPU has it
+ * (MR_ERR_UNSUPPORTED elsewhere, naming the CPU's instruction set). */
 mr_status backend_cpu_open(const mr_backend_params *p, mr_backend *out, mr_error *err);
 /* engine/backend/backend_cuda_loader.c: loads libdetect_cuda.so, whose
  * cuda/backend_cuda.c does the work (backend_cuda_loader.h). */

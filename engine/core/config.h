@@ -187,6 +187,19 @@ typedef struct {
     char class_names[MR_MAX_CLASSES][MR_MAX_CLASS_NAME]; /* "class_names": [...], index 0 = background */
 } mr_classes_config;
 
+/* Which parts of the network compute in reduced precision when a run asks
+ * for it (the CPU's --precision bf16). The rest of the backbone, the FPN and
+ * the RPN's 3x3 conv always do; these parts stay fp32 unless set, after
+ * NNCF's Mask R-CNN recipe (its 3-channel input is where reduced precision
+ * loses most; predictors and heads decide the boxes and masks). The box
+ * head's fully connected layers, box decoding, NMS, RoIAlign and the paste
+ * are fp32 whatever these say. */
+typedef struct {
+    int stem;                   /* "stem": false; the 7x7 conv on the image       */
+    int rpn_predictors;         /* "rpn_predictors": false; objectness and box deltas (1x1) */
+    int mask_head;              /* "mask_head": false; its 3x3 convs and the 1x1 mask logits */
+} mr_reduced_precision_config;
+
 typedef struct {
     char name[128];             /* "name": free text                             */
     mr_input_config input;      /* "input"                                       */
@@ -198,6 +211,7 @@ typedef struct {
     mr_box_head_config box_head;/* "box_head"                                    */
     mr_mask_head_config mask_head; /* "mask_head"                                */
     mr_classes_config classes;  /* "classes"                                     */
+    mr_reduced_precision_config reduced_precision; /* "reduced_precision"        */
 } mr_config;
 
 void config_defaults(mr_config *cfg);

@@ -272,6 +272,12 @@ static const cfg_key classes_keys[] = {
     {FIELD(mr_classes_config, class_names), .type = CFG_CLASS_NAMES},
 };
 
+static const cfg_key reduced_precision_keys[] = {
+    K_BOOL(mr_reduced_precision_config, stem),
+    K_BOOL(mr_reduced_precision_config, rpn_predictors),
+    K_BOOL(mr_reduced_precision_config, mask_head),
+};
+
 static const cfg_section input_section = SECTION(mr_input_config, input_keys);
 static const cfg_section backbone_section = SECTION(mr_backbone_config, backbone_keys);
 static const cfg_section fpn_section = SECTION(mr_fpn_config, fpn_keys);
@@ -281,6 +287,7 @@ static const cfg_section box_section = SECTION(mr_box_config, box_keys);
 static const cfg_section box_head_section = SECTION(mr_box_head_config, box_head_keys);
 static const cfg_section mask_head_section = SECTION(mr_mask_head_config, mask_head_keys);
 static const cfg_section classes_section = SECTION(mr_classes_config, classes_keys);
+static const cfg_section reduced_precision_section = SECTION(mr_reduced_precision_config, reduced_precision_keys);
 
 static const cfg_key root_keys[] = {
     K_STRING(mr_config, name),
@@ -293,6 +300,7 @@ static const cfg_key root_keys[] = {
     K_SECTION(mr_config, box_head, box_head_section),
     K_SECTION(mr_config, mask_head, mask_head_section),
     K_SECTION(mr_config, classes, classes_section),
+    K_SECTION(mr_config, reduced_precision, reduced_precision_section),
 };
 
 const cfg_section cfg_root = SECTION(mr_config, root_keys);

@@ -188,6 +188,7 @@ static void cpu_destroy(void *vctx)
     if (c->engine) dnnl_engine_destroy(c->engine);
     free(c->scratch);
     free(c->blocked);
+    free(c->bf16_src);
     free(c->post_scratch);
     free(c);
 }
@@ -227,16 +228,48 @@ int cpu_block_choose(void)
     return __builtin_cpu_supports("avx512f") ? 16 : 8;
 }
 
+/* oneDNN's effective instruction set (its DNNL_MAX_CPU_ISA cap included,
+ * which is how tests stand in for a CPU without bf16) by name. */
+static const char *cpu_isa_name(dnnl_cpu_isa_t isa)
+{
+    switch (isa) {
+    case dnnl_cpu_isa_sse41: return "SSE4.1";
+    case dnnl_cpu_isa_avx: return "AVX";
+    case dnnl_cpu_isa_avx2: return "AVX2";
+    case dnnl_cpu_isa_avx2_vnni: return "AVX2_VNNI";
+    case dnnl_cpu_isa_avx512_core: return "AVX512_CORE";
+    case dnnl_cpu_isa_avx512_core_vnni: return "AVX512_CORE_VNNI";
+    case dnnl_cpu_isa_avx512_core_bf16: return "AVX512_CORE_BF16";
+    case dnnl_cpu_isa_avx512_core_amx: return "AVX512_CORE_AMX";
+    default: return "unknown";
+    }
+}
+
+/* bf16 convolutions need AVX512_BF16 (or AMX, which implies it): oneDNN
+ * 2.6 has no bf16 convolution below that, and emulating one would be
+ * slower than fp32. */
+static int cpu_has_bf16(void)
+{
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    return (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+}
+
 mr_status backend_cpu_open(const mr_backend_params *p, mr_backend *out, mr_error *err)
 {
     int threads = p->threads, block = p->cpu_block;
     if (block != 0 && block != 8 && block != 16)
         return mr_fail(err, MR_ERR_RANGE, "cpu backend: channel block %d (8 or 16)", block);
-    if (p->precision != MR_PRECISION_DEFAULT && p->precision != MR_PRECISION_FP32)
-        return mr_fail(err, MR_ERR_UNSUPPORTED, "cpu backend: computes in fp32 only (precision %d)",
+    if (p->precision != MR_PRECISION_DEFAULT && p->precision != MR_PRECISION_FP32 &&
+        p->precision != MR_PRECISION_BF16)
+        return mr_fail(err, MR_ERR_UNSUPPORTED, "cpu backend: computes in fp32 or bf16, not precision %d",
                        (int)p->precision);
+    if (p->precision == MR_PRECISION_BF16 && !cpu_has_bf16())
+        return mr_fail(err, MR_ERR_UNSUPPORTED, "precision bf16 needs a CPU with AVX512_BF16 or AMX, and this "
+                       "one has neither (oneDNN's instruction set here: %s); fp32 runs everywhere",
+                       cpu_isa_name(dnnl_get_effective_cpu_isa()));
     cpu_ctx *c = calloc(1, sizeof *c);
     if (!c) return mr_fail(err, MR_ERR_OOM, "out of memory");
+    c->bf16 = p->precision == MR_PRECISION_BF16;
     __builtin_cpu_init();
     /* OpenMP's thread count is per process: oneDNN and our loops share it. */
     if (threads > 0) omp_set_num_threads(threads);

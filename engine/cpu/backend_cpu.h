@@ -31,6 +31,14 @@ typedef struct {
      * the 16-channel block) uses AVX-512: where the CPU has it, unless
      * MR_CPU_AVX512=0 (tests and A/B runs of the AVX2 path). */
     int avx512;
+    /* --precision bf16 (where oneDNN's ISA has AVX512_BF16 or AMX): every
+     * conv whose layer does not ask for fp32 (mr_conv_params.keep_fp32)
+     * runs as oneDNN's bf16 convolution on NHWC: the fp32 input converted
+     * to bf16 (bf16_src), bf16 weights, fp32 bias, sum, post-ops and
+     * output. Such a layer never runs Winograd nor the blocked layout. */
+    int bf16;
+    void *bf16_src; /* a bf16 layer's input, converted; grown per new shape */
+    size_t bf16_src_size;
     void *scratch; /* oneDNN scratchpad and GEMM temporaries, grown per new shape */
     size_t scratch_size;
     void *blocked; /* a tensor's worth of room for in-place layout changes */
@@ -57,7 +65,11 @@ typedef struct {
      * reference kernel: 12.8 s.) */
     dnnl_memory_desc_t src_md, wei_md, bias_md, dst_md;
     int blocked, narrow_from_blocked;
-    float *weights; /* in the layout the primitive chose */
+    /* A bf16 layer's: the fp32 NHWC input to bf16 NHWC (ctx->bf16_src),
+     * src_md then being the bf16 one; NULL for fp32 layers. */
+    dnnl_primitive_t src_to_bf16;
+    dnnl_memory_desc_t src_f32_md;
+    float *weights; /* in the layout the primitive chose (bf16 for a bf16 layer) */
     int owns_weights;
     size_t scratch_bytes;
 } cpu_conv_entry;
@@ -78,6 +90,7 @@ struct mr_layer {
      * of a layer that runs that way (backend_cpu_layers.c: wino_use); it
      * then has no `weights`. NULL otherwise. */
     float *wino_u;
+    int bf16; /* conv: computes in bf16 (cpu_ctx.bf16 and not conv.keep_fp32) */
     cpu_conv_entry cache[CPU_CONV_CACHE];
     int cache_count;
 };
@@ -94,6 +107,7 @@ static inline dnnl_format_tag_t cpu_block_tag(int block)
 
 mr_status cpu_scratch_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err);
 mr_status cpu_blocked_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err);
+mr_status cpu_bf16_src_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err);
 
 /* The backend's arrays (activations, scratch, weights; backend_cpu_alloc.c): 64-byte aligned;
  * from CPU_HUGE_PAGE bytes up, aligned to a huge page and marked for

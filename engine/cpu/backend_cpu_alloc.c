@@ -47,3 +47,14 @@ mr_status cpu_blocked_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err)
     ctx->blocked_size = bytes;
     return MR_OK;
 }
+
+mr_status cpu_bf16_src_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err)
+{
+    if (bytes <= ctx->bf16_src_size) return MR_OK;
+    void *p = cpu_alloc(bytes);
+    if (!p) return mr_fail(err, MR_ERR_OOM, "out of memory (%zu bytes of bf16 input)", bytes);
+    free(ctx->bf16_src);
+    ctx->bf16_src = p;
+    ctx->bf16_src_size = bytes;
+    return MR_OK;
+}

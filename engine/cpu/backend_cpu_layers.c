@@ -73,10 +73,12 @@ mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, co
     /* A Winograd layer keeps only its transformed weights: no plain copy
      * (not even one made and freed here, which would raise glibc's mmap
      * threshold and make later large buffers fault in afresh every run). */
-    int wino = wino_use(c, p);
+    int bf16 = c->bf16 && !p->keep_fp32;
+    int wino = !bf16 && wino_use(c, p);
     mr_layer *l = layer_new(CPU_LAYER_CONV, name, wino ? 1 : wcount, (size_t)p->cout);
     if (!l) return mr_fail(err, MR_ERR_OOM, "%s: out of memory", name);
     l->conv = *p;
+    l->bf16 = bf16;
     if (!wino) memcpy(l->weights, w_oihw, sizeof(float) * wcount);
     dnnl_status_t ds;
     if (p->groups == 1) {
@@ -140,6 +142,7 @@ static void cache_clear(mr_layer *l)
 {
     for (int i = 0; i < l->cache_count; i++) {
         dnnl_primitive_destroy(l->cache[i].prim);
+        if (l->cache[i].src_to_bf16) dnnl_primitive_destroy(l->cache[i].src_to_bf16);
         if (l->cache[i].owns_weights) free(l->cache[i].weights);
     }
     l->cache_count = 0;
@@ -188,9 +191,10 @@ done:
 /* A narrow output (channels not a multiple of the block) of a blocked input runs
  * blocked into padded scratch: cheaper than turning x back to NHWC (the RPN
  * hidden map at P2 is 62 MB; its heads write 3 and 12 channels). */
-static int conv_narrow_from_blocked(const cpu_ctx *c, const mr_conv_params *p, const mr_tensor *x, int accumulate)
+static int conv_narrow_from_blocked(const cpu_ctx *c, const mr_layer *l, const mr_tensor *x, int accumulate)
 {
-    return p->groups == 1 && p->cin % c->block == 0 && p->cout % c->block != 0 && !accumulate &&
+    const mr_conv_params *p = &l->conv;
+    return !l->bf16 && p->groups == 1 && p->cin % c->block == 0 && p->cout % c->block != 0 && !accumulate &&
            cpu_layout_is_blocked(c, x);
 }
 
@@ -220,7 +224,7 @@ static mr_status blocked_operands(cpu_ctx *c, const mr_tensor *x, mr_tensor *y, 
 static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x, const mr_tensor *y,
                                 int accumulate, cpu_conv_entry **out, mr_error *err)
 {
-    int narrow = conv_narrow_from_blocked(c, &layer->conv, x, accumulate);
+    int narrow = conv_narrow_from_blocked(c, layer, x, accumulate);
     for (int i = 0; i < layer->cache_count; i++) {
         cpu_conv_entry *e = &layer->cache[i];
         if (e->n == x->n && e->h == x->h && e->w == x->w && e->accumulate == accumulate &&
@@ -240,7 +244,7 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
     e.h = x->h;
     e.w = x->w;
     e.accumulate = accumulate;
-    e.blocked = p->groups == 1 && p->cin % c->block == 0 && p->cout % c->block == 0;
+    e.blocked = !layer->bf16 && p->groups == 1 && p->cin % c->block == 0 && p->cout % c->block == 0;
     e.narrow_from_blocked = narrow;
 
     dnnl_dims_t src_dims = {x->n, p->cin, x->h, x->w}, dst_dims = {y->n, p->cout, y->h, y->w};
@@ -251,15 +255,32 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
                          (y->w - 1) * p->stride + (p->kw - 1) * p->dilation + 1 - x->w - p->pad};
     dnnl_memory_desc_t wei_any;
     int g = p->groups;
+    /* A bf16 layer: bf16 input (converted from the fp32 map by src_to_bf16)
+     * and weights; bias, sum, post-ops and output stay fp32. NHWC is what
+     * oneDNN's AMX and AVX512_BF16 convolutions read fastest (its own
+     * choice for format_tag_any); the blocked fp32 layouts would take its
+     * plain bf16 kernels, slower than fp32 Winograd. */
+    dnnl_data_type_t wdt = layer->bf16 ? dnnl_bf16 : dnnl_f32;
     if (g == 1) {
         dnnl_dims_t wd = {p->cout, p->cin, p->kh, p->kw};
-        DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_any, 4, wd, dnnl_f32, dnnl_format_tag_any), "weights desc");
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_any, 4, wd, wdt, dnnl_format_tag_any), "weights desc");
     } else {
         dnnl_dims_t wd = {g, p->cout / g, p->cin / g, p->kh, p->kw};
-        DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_any, 5, wd, dnnl_f32, dnnl_format_tag_any), "weights desc");
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_any, 5, wd, wdt, dnnl_format_tag_any), "weights desc");
     }
     dnnl_format_tag_t act = e.blocked || e.narrow_from_blocked ? cpu_block_tag(c->block) : dnnl_nhwc;
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.src_md, 4, src_dims, dnnl_f32, act), "src desc");
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.src_md, 4, src_dims, wdt, act), "src desc");
+    if (layer->bf16) {
+        dnnl_primitive_desc_t rpd = NULL;
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.src_f32_md, 4, src_dims, dnnl_f32, dnnl_nhwc), "src desc");
+        DNNL_TRY(dnnl_reorder_primitive_desc_create(&rpd, &e.src_f32_md, c->engine, &e.src_md, c->engine, NULL),
+                 "bf16 input conversion");
+        dnnl_status_t rs = dnnl_primitive_create(&e.src_to_bf16, rpd);
+        dnnl_primitive_desc_destroy(rpd);
+        DNNL_TRY(rs, "bf16 input conversion");
+        st = cpu_bf16_src_reserve(c, dnnl_memory_desc_get_size(&e.src_md), err);
+        if (st != MR_OK) goto done;
+    }
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.dst_md, 4, dst_dims, dnnl_f32, act), "dst desc");
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.bias_md, 1, bias_dims, dnnl_f32, dnnl_a), "bias desc");
     dnnl_convolution_desc_t cd;
@@ -301,10 +322,12 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
     cpu_conv_entry *slot = &layer->cache[layer->cache_count++];
     *slot = e;
     e.prim = NULL;
+    e.src_to_bf16 = NULL;
     e.owns_weights = 0;
     *out = slot;
 done:
     if (e.prim) dnnl_primitive_destroy(e.prim);
+    if (e.src_to_bf16) dnnl_primitive_destroy(e.src_to_bf16);
     if (e.owns_weights) free(e.weights);
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (ops) dnnl_post_ops_destroy(ops);
@@ -357,9 +380,16 @@ mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y
     }
     float *dst = e->narrow_from_blocked ? c->blocked : y->data;
     mr_status st = MR_OK;
-    /* m: src, weights, bias, dst, scratchpad. */
-    dnnl_memory_t m[5] = {0};
-    DNNL_TRY(dnnl_memory_create(&m[0], &e->src_md, c->engine, x->data), "memory");
+    /* m: src, weights, bias, dst, scratchpad; for a bf16 layer, the fp32 input. */
+    dnnl_memory_t m[6] = {0};
+    if (e->src_to_bf16) {
+        DNNL_TRY(dnnl_memory_create(&m[5], &e->src_f32_md, c->engine, x->data), "memory");
+        DNNL_TRY(dnnl_memory_create(&m[0], &e->src_md, c->engine, c->bf16_src), "memory");
+        dnnl_exec_arg_t conv_args[2] = {{DNNL_ARG_FROM, m[5]}, {DNNL_ARG_TO, m[0]}};
+        DNNL_TRY(dnnl_primitive_execute(e->src_to_bf16, c->stream, 2, conv_args), "bf16 input conversion");
+    } else {
+        DNNL_TRY(dnnl_memory_create(&m[0], &e->src_md, c->engine, x->data), "memory");
+    }
     DNNL_TRY(dnnl_memory_create(&m[1], &e->wei_md, c->engine, e->weights), "memory");
     DNNL_TRY(dnnl_memory_create(&m[2], &e->bias_md, c->engine, layer->bias), "memory");
     DNNL_TRY(dnnl_memory_create(&m[3], &e->dst_md, c->engine, dst), "memory");
@@ -373,7 +403,7 @@ mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y
     DNNL_TRY(dnnl_stream_wait(c->stream), "convolution");
     if (e->narrow_from_blocked) unblock_padded(dst, c->block, y);
 done:
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         if (m[i]) dnnl_memory_destroy(m[i]);
     return st;
 }

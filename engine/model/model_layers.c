@@ -32,6 +32,18 @@ mr_status model_check_finite(const mr_weights *w, const char *layer, const float
     return MR_OK;
 }
 
+/* Whether the conv `prefix` stays fp32 when the backend computes in a
+ * reduced precision (config "reduced_precision"; names as model.c loads
+ * them). The rest of the backbone, the FPN and the RPN's 3x3 conv never do. */
+static int layer_keeps_fp32(const mr_config *c, const char *prefix)
+{
+    const mr_reduced_precision_config *r = &c->reduced_precision;
+    if (strcmp(prefix, "backbone.stem.conv") == 0) return !r->stem;
+    if (strcmp(prefix, "rpn.objectness") == 0 || strcmp(prefix, "rpn.deltas") == 0) return !r->rpn_predictors;
+    if (strncmp(prefix, "mask_head.", strlen("mask_head.")) == 0) return !r->mask_head;
+    return 0;
+}
+
 /* The conv and its normalisation go to the backend unfolded
  * (conv_init_affine): it folds them (affine_fold.h) or, on CUDA with
  * --no-fold, applies the affine after the conv. */
@@ -56,7 +68,8 @@ mr_status model_conv_layer(mr_model *m, mr_weights *w, const char *prefix, const
     size_t count = per_out * (size_t)cout + (size_t)cout * (norm ? 3 : 1);
     if (st == MR_OK) st = model_check_finite(w, prefix, wt, count, err);
     if (st == MR_OK) {
-        mr_conv_params p = {cin, cout, k, k, stride, pad, 1, 1, relu, in.n, in.h, in.w};
+        mr_conv_params p = {cin, cout, k, k, stride, pad, 1, 1, relu, in.n, in.h, in.w,
+                            layer_keeps_fp32(&m->cfg, prefix)};
         st = norm ? m->be.i->conv_init_affine(m->be.ctx, prefix, &p, wt, bias, scale, shift, out, err)
                   : m->be.i->conv_init(m->be.ctx, prefix, &p, wt, bias, out, err);
     }

@@ -2,7 +2,7 @@
 
     build/venv-test/bin/python models/shapes/evaluate.py [--count 200] [--weights models/shapes_r101_narrow.safetensors]
                                                [--work build/shapes_eval] [--threads 1] [--no-torchvision]
-                                               [--demo-score 0.8[,0.85,...]] [--seed 2]
+                                               [--demo-score 0.8[,0.85,...]] [--seed 2] [--precision bf16]
 
 1. writes scenes 0..count-1 of shapes_data.HELDOUT_SEED (never used in training; --seed
    chooses another, e.g. shapes_data.VALIDATION_SEED) with their COCO annotations to WORK/images/;
@@ -101,14 +101,15 @@ def coco_results(dets):
     return res
 
 
-def run_engine(image_dir, ann, work, weights, config=CONFIG, threads=1, agnostic=False):
-    """Runs build/detect on the scenes; returns (per-image detections from --json, --coco-results path)."""
+def run_engine(image_dir, ann, work, weights, config=CONFIG, threads=1, agnostic=False, precision="fp32"):
+    """Runs build/detect on the scenes (at `precision`: detect --precision); returns (per-image
+    detections from --json, --coco-results path)."""
     from pycocotools import mask as mask_util
     files = [os.path.join(image_dir, im["file_name"]) for im in ann["images"]]
     lst = os.path.join(work, "inputs.txt")
     with open(lst, "w") as f:
         f.write("\n".join(files) + "\n")
-    tag = "_agnostic" if agnostic else ""
+    tag = ("_agnostic" if agnostic else "") + ("" if precision == "fp32" else "_" + precision)
     js, cr = os.path.join(work, f"engine{tag}.json"), os.path.join(work, f"engine{tag}_coco_results.json")
     # the config with box_head.agnostic_nms off, whatever the shipped file says: --agnostic-nms turns it on
     cfg = json.load(open(config))
@@ -116,8 +117,9 @@ def run_engine(image_dir, ann, work, weights, config=CONFIG, threads=1, agnostic
     config = os.path.join(work, "config_per_class_nms.json")
     with open(config, "w") as f:
         json.dump(cfg, f, indent=2)
-    cmd = [DETECT, "--config", config, "--weights", weights, "--threads", str(threads), "-q",
-           "--json", js, "--coco-results", cr, "--list", lst] + (["--agnostic-nms"] if agnostic else [])
+    cmd = [DETECT, "--config", config, "--weights", weights, "--threads", str(threads), "-q", "--device", "cpu",
+           "--precision", precision, "--json", js, "--coco-results", cr, "--list", lst] + \
+        (["--agnostic-nms"] if agnostic else [])
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: exit {r.returncode}\n{r.stderr}")
@@ -241,15 +243,15 @@ def write_scenes(work, count, seed=shapes_data.HELDOUT_SEED, start=0, log=print)
     return ann_path
 
 
-def evaluate(ann_path, weights, work, threads=1, log=print, agnostic=False, torchvision=True):
-    """Runs the engine (with --agnostic-nms if agnostic) and (unless not torchvision)
-    torchvision (with torchvision.ops.nms over all classes if agnostic) on the scenes
-    write_scenes() wrote, returns a report dict."""
+def evaluate(ann_path, weights, work, threads=1, log=print, agnostic=False, torchvision=True, precision="fp32"):
+    """Runs the engine (with --agnostic-nms if agnostic, at `precision`) and (unless not
+    torchvision) torchvision (with torchvision.ops.nms over all classes if agnostic) on the
+    scenes write_scenes() wrote, returns a report dict."""
     img_dir = os.path.dirname(ann_path)
     ann = json.load(open(ann_path))
     t = time.time()
-    ours, engine_cr = run_engine(img_dir, ann, work, weights, threads=threads, agnostic=agnostic)
-    what = "engine --agnostic-nms" if agnostic else "engine"
+    ours, engine_cr = run_engine(img_dir, ann, work, weights, threads=threads, agnostic=agnostic, precision=precision)
+    what = ("engine --agnostic-nms" if agnostic else "engine") + ("" if precision == "fp32" else f" {precision}")
     log(f"{what}: {sum(len(d['scores']) for d in ours.values())} detections ({time.time() - t:.0f} s)")
     rep = {"ap_engine": coco_ap(ann_path, engine_cr), "ann": ann_path, "engine": ours, "annotations": ann}
     if not torchvision:
@@ -294,6 +296,9 @@ def main():
     ap.add_argument("--work", default=os.path.join(REPO, "build", "shapes_eval"))
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--no-torchvision", action="store_true", help="the engine only: no parity check")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+                    help="the engine's CPU arithmetic (bf16: AVX512_BF16 or AMX); the parity check against "
+                         "torchvision (fp32) is meant for fp32, so bf16 implies --no-torchvision")
     ap.add_argument("--demo-score", default=str(DEMO_SCORE),
                     help="the demo's drawing threshold, or several, comma-separated, to compare")
     ap.add_argument("--seed", type=int, default=shapes_data.HELDOUT_SEED,
@@ -305,9 +310,9 @@ def main():
     except ValueError:
         ap.error(f"--demo-score {a.demo_score}: not a number or a comma-separated list of numbers")
     os.makedirs(a.work, exist_ok=True)
-    tv = not a.no_torchvision
+    tv = not a.no_torchvision and a.precision == "fp32"
     ann_path = write_scenes(a.work, a.count, a.seed)
-    reps = {agn: evaluate(ann_path, a.weights, a.work, a.threads, agnostic=agn, torchvision=tv)
+    reps = {agn: evaluate(ann_path, a.weights, a.work, a.threads, agnostic=agn, torchvision=tv, precision=a.precision)
             for agn in (False, True)}
     same, accurate = True, True
     if tv:
@@ -318,7 +323,7 @@ def main():
         print(f"parity with torchvision (every detection matched, AP within 0.001; with --agnostic-nms against "
               f"torchvision + ops.nms over all classes): {'OK' if same else 'FAILED'}")
         print(f"accuracy target (box and mask AP50 >= 0.9): {'met' if accurate else 'NOT MET'}")
-    print(f"\nwhat the demo draws (score > {a.demo_score}) on {a.count} scenes of seed {a.seed}, against "
+    print(f"\nwhat the demo draws at {a.precision} (score > {a.demo_score}) on {a.count} scenes of seed {a.seed}, against "
           f"shapes_data.py's ground truth (right class, box IoU >= 0.5); AP over all detections "
           f"(score > {SCORE_THRESH}):")
     print(f"{'':28s} {'recall':>7s} {'precision':>9s} {'exact scenes':>12s} {'other class':>11s} "

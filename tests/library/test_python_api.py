@@ -191,3 +191,19 @@ def test_config_as_json_text(images, reference):
         text = f.read()
     with detect.Model(text, WEIGHTS, device="cpu") as m:
         assert_equals_cli(m(images[0]), ref[images[0]])
+
+
+def test_bf16_equals_cli_bf16(prefix, images):
+    """precision="bf16" on the CPU: the same bytes as detect --precision bf16, or, on a CPU
+    without AVX512_BF16 or AMX, DetectError DETECT_ERR_UNSUPPORTED naming the cause."""
+    from conftest import cli_json
+    try:
+        m = detect.Model(CONFIG, WEIGHTS, device="cpu", precision="bf16")
+    except detect.DetectError as e:
+        assert e.status == "DETECT_ERR_UNSUPPORTED" and "needs a CPU with AVX512_BF16 or AMX" in str(e)
+        pytest.skip(f"no bf16 on this CPU: {e}")
+    doc, _ = cli_json(prefix, images[:4], "--precision", "bf16")
+    with m:
+        for entry in doc["images"]:
+            r = m(entry["file"])
+            assert_equals_cli(r, entry)
