@@ -27,14 +27,11 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, "tests", "parity"))
 
 import bench_cpu  # noqa: E402  (STAGES, OUR_NAME, run_detect)
+from metrics import iou_matrix  # noqa: E402
 
 
 def box_iou(a, b):
-    iw = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    ih = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = iw * ih
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union > 0 else 0.0
+    return float(iou_matrix([a], [b])[0, 0])
 
 
 def detections(args, weights, png, precision, out):

@@ -26,35 +26,30 @@ void *cpu_alloc(size_t bytes)
     return p;
 }
 
+/* Grows *buf (holding *size bytes) to at least `bytes`; the old contents
+ * are dropped. `what` names it in the out-of-memory message. */
+static mr_status grow(void **buf, size_t *size, size_t bytes, const char *what, mr_error *err)
+{
+    if (bytes <= *size) return MR_OK;
+    void *p = cpu_alloc(bytes);
+    if (!p) return mr_fail(err, MR_ERR_OOM, "out of memory (%zu bytes of %s)", bytes, what);
+    free(*buf);
+    *buf = p;
+    *size = bytes;
+    return MR_OK;
+}
+
 mr_status cpu_scratch_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err)
 {
-    if (bytes <= ctx->scratch_size) return MR_OK;
-    void *p = cpu_alloc(bytes);
-    if (!p) return mr_fail(err, MR_ERR_OOM, "out of memory (%zu bytes of scratch)", bytes);
-    free(ctx->scratch);
-    ctx->scratch = p;
-    ctx->scratch_size = bytes;
-    return MR_OK;
+    return grow(&ctx->scratch, &ctx->scratch_size, bytes, "scratch", err);
 }
 
 mr_status cpu_blocked_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err)
 {
-    if (bytes <= ctx->blocked_size) return MR_OK;
-    void *p = cpu_alloc(bytes);
-    if (!p) return mr_fail(err, MR_ERR_OOM, "out of memory (%zu bytes)", bytes);
-    free(ctx->blocked);
-    ctx->blocked = p;
-    ctx->blocked_size = bytes;
-    return MR_OK;
+    return grow(&ctx->blocked, &ctx->blocked_size, bytes, "blocked-layout room", err);
 }
 
 mr_status cpu_bf16_src_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err)
 {
-    if (bytes <= ctx->bf16_src_size) return MR_OK;
-    void *p = cpu_alloc(bytes);
-    if (!p) return mr_fail(err, MR_ERR_OOM, "out of memory (%zu bytes of bf16 input)", bytes);
-    free(ctx->bf16_src);
-    ctx->bf16_src = p;
-    ctx->bf16_src_size = bytes;
-    return MR_OK;
+    return grow(&ctx->bf16_src, &ctx->bf16_src_size, bytes, "bf16 input", err);
 }

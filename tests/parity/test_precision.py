@@ -30,6 +30,7 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path[:0] = [os.path.join(REPO, "models", "shapes"), os.path.join(REPO, "models")]
 import evaluate  # noqa: E402
+from metrics import iou_matrix, mask_iou  # noqa: E402
 
 N_SCENES = 24
 DETECT = evaluate.DETECT
@@ -85,11 +86,7 @@ def test_demo_draws_the_same(runs):
 
 
 def box_iou(a, b):
-    iw = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    ih = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = iw * ih
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union > 0 else 0.0
+    return float(iou_matrix([a], [b])[0, 0])
 
 
 def test_detections_match_fp32(runs):
@@ -120,8 +117,7 @@ def test_detections_match_fp32(runs):
                 bad.append(f"image {image}: class {r['labels'][i]} score diff {ds:.3f} (box IoU {best:.3f})")
             if best >= 0.9:
                 close += 1
-                m_r, m_g = r["masks"][i], g["masks"][bj]
-                miou = (m_r & m_g).sum() / max((m_r | m_g).sum(), 1)
+                miou = mask_iou(r["masks"][i], g["masks"][bj])
                 if miou < 0.8:
                     bad.append(f"image {image}: class {r['labels'][i]} box IoU {best:.3f}, mask IoU {miou:.3f}")
             matched += 1
