@@ -98,3 +98,35 @@ def test_two_files_calling_each_other_fail_the_call_check(tree, tmp_path_factory
     (tree / "engine" / "model" / "stage.c").write_text("int helper(void) { return 1; }\n")
     subprocess.run(["cc", "-c", str(tree / "engine" / "model" / "stage.c"), "-o", str(objs / "stage.o")], check=True)
     assert run("--root", str(tree), "--calls", str(build)).returncode == 0
+
+
+def test_the_diagram_draws_the_rules():
+    """docs/architecture.md's Mermaid graph of the folders has exactly the edges of the layers
+    block (so the picture cannot drift from what the check enforces), and no cycle."""
+    import re
+    sys.path.insert(0, os.path.join(REPO, "scripts"))
+    import check_layers
+    rules = check_layers.read_rules(REPO)
+    text = open(os.path.join(REPO, "docs", "architecture.md"), encoding="utf-8").read()
+    section = text[text.index("## Layers"):]
+    graph = re.search(r"```mermaid\n(.*?)```", section, re.S).group(1)
+    node = {"inc": "include"}
+    edges = set()
+    for line in graph.splitlines():
+        for a, b in re.findall(r"(\w+)(?:\[[^\]]*\])?\s*-->\s*(\w+)", line):
+            edges.add((node.get(a, a), node.get(b, b)))
+    declared = {(src, dst) for src, dsts in rules.items() for dst in dsts}
+    assert edges == declared, f"drawn, not declared: {edges - declared}; declared, not drawn: {declared - edges}"
+    order, seen = [], set()
+
+    def visit(v, path):
+        assert v not in path, f"cycle through {v}"
+        if v in seen:
+            return
+        for a, b in edges:
+            if a == v:
+                visit(b, path | {v})
+        seen.add(v)
+
+    for v in rules:
+        visit(v, frozenset())
