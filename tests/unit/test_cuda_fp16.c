@@ -63,9 +63,9 @@ static float *random_halves(size_t n, float lo, float hi)
 
 static int setup(void **state)
 {
-    static contexts c;
     *state = NULL;
 #ifdef MR_HAVE_CUDA
+    static contexts c;
     mr_error err = {0};
     mr_backend_params p32 = {.precision = MR_PRECISION_FP32}, p16 = {.precision = MR_PRECISION_FP16},
                       p16n = {.precision = MR_PRECISION_FP16, .no_fold = 1}, pcpu = {.threads = 2};

@@ -103,9 +103,9 @@ static mr_status stage_ops(void *arg, mr_error *err)
 
 static int setup(void **state)
 {
-    static stage s;
     *state = NULL;
 #ifdef MR_HAVE_CUDA
+    static stage s;
     mr_error err = {0};
     mr_backend_params p = {.precision = MR_PRECISION_FP32};
     if (backend_open("cuda", &p, &s.be, &err) != MR_OK) {
