@@ -5,7 +5,12 @@
  * blocked tensor, pooling and a linear layer reading a blocked output, the
  * same memory seen with another shape, part of a tensor copied to the host,
  * a tensor overwritten from the host) and compare every result read back
- * with naive NHWC references computed here in double precision. */
+ * with naive NHWC references computed here in double precision. They run
+ * with each channel block, and again at --precision bf16, where the
+ * convolutions run on NHWC whatever the block, converting their fp32
+ * input to bf16: the same chains, residual sums, views and readers
+ * (tolerance TOL_BF16; skipped, visibly, on a CPU without AVX512_BF16 or
+ * AMX). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +26,8 @@
 #include "backend/backend_registry.h"
 
 #define TOL 1e-5
+/* bf16 inputs, weights and outputs: 8 bits of mantissa each (bench/NOTES.md 20). */
+#define TOL_BF16 1e-2
 
 static uint64_t g_rng = 0x6c61796f75744f4bull;
 
@@ -80,11 +87,15 @@ typedef struct {
 /* The channel block of the layout under test (8: nChw8c, 16: nChw16c);
  * main runs every case with each. */
 static int g_block;
+/* 1: the backend at MR_PRECISION_BF16, compared within TOL_BF16. */
+static int g_bf16;
 
 static int setup(void **state)
 {
     fix *f = calloc(1, sizeof *f);
-    if (!f || backend_open("cpu", &(mr_backend_params){.threads = 1, .cpu_block = g_block}, &f->be, &f->err) != MR_OK) return -1;
+    mr_backend_params p = {.threads = 1, .cpu_block = g_block,
+                           .precision = g_bf16 ? MR_PRECISION_BF16 : MR_PRECISION_FP32};
+    if (!f || backend_open("cpu", &p, &f->be, &f->err) != MR_OK) return -1;
     *state = f;
     return 0;
 }
@@ -129,7 +140,7 @@ static void expect(const float *got, const float *ref, size_t n, const char *wha
 {
     double e = norm_err(got, ref, n);
     printf("  %-40s normalised error %.2e\n", what, e);
-    assert_true(e <= TOL);
+    assert_true(e <= (g_bf16 ? TOL_BF16 : TOL));
 }
 
 /* conv 3x3 -> conv 1x1 -> residual conv 1x1 into it -> max pool, and a
@@ -306,5 +317,16 @@ int main(void)
         printf("channel block %d\n", g_block);
         failed += cmocka_run_group_tests(tests, NULL, NULL);
     }
+    mr_backend probe;
+    mr_error err = {0};
+    if (backend_open("cpu", &(mr_backend_params){.precision = MR_PRECISION_BF16}, &probe, &err) != MR_OK) {
+        printf("SKIP precision bf16: %s\n", err.msg);
+        return failed;
+    }
+    probe.i->destroy(probe.ctx);
+    g_bf16 = 1;
+    g_block = 0;
+    printf("precision bf16\n");
+    failed += cmocka_run_group_tests(tests, NULL, NULL);
     return failed;
 }
