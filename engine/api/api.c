@@ -224,12 +224,13 @@ static mr_precision gpu_precision(const char *precision)
 }
 
 /* The CUDA backend on device `index`; MR_ERR_UNSUPPORTED with *why set
- * when this build or machine has no usable GPU (the caller then takes the
- * CPU). */
+ * when this build or machine has no usable GPU, *present saying whether a
+ * GPU was there at all (one that fails to open is worth a notice). */
 static mr_status create_cuda(detect_model *m, const detect_options *o, int index, char *why, size_t why_len,
-                             mr_error *err)
+                             int *present, mr_error *err)
 {
-    if (!backend_available("cuda", why, why_len)) return MR_ERR_UNSUPPORTED;
+    *present = backend_available("cuda", why, why_len);
+    if (!*present) return MR_ERR_UNSUPPORTED;
     mr_backend_params p = {.precision = gpu_precision(o->precision), .device = index, .no_fold = !o->fold};
     mr_error e = {0};
     mr_status st = backend_open("cuda", &p, &m->be, &e);
@@ -261,8 +262,8 @@ static mr_status create_backend(detect_model *m, const detect_options *o, mr_err
         return create_cpu(m, o, err);
     }
     char why[MR_ERROR_MSG_LEN] = "";
-    int present = backend_available("cuda", why, sizeof why);
-    mr_status st = create_cuda(m, o, index, why, sizeof why, err);
+    int present = 0;
+    mr_status st = create_cuda(m, o, index, why, sizeof why, &present, err);
     if (st != MR_ERR_UNSUPPORTED) return st;
     if (asked)
         return mr_fail(err, MR_ERR_UNSUPPORTED, "device %s: %s (--device auto runs on the CPU instead)", o->device,

@@ -103,12 +103,17 @@ typedef struct {
 /* The CPU backend with each channel block of its layout between
  * convolutions (nChw8c, nChw16c), whatever this CPU would choose: both
  * paths are tested on every machine. */
-static int create_cpu_block(mr_backend *be, char *why, size_t why_len, int block)
+static int open_cpu(const mr_backend_params *p, mr_backend *be, char *why, size_t why_len)
 {
     mr_error err = {0};
-    if (backend_open("cpu", &(mr_backend_params){.threads = 2, .cpu_block = block}, be, &err) == MR_OK) return 0;
+    if (backend_open("cpu", p, be, &err) == MR_OK) return 0;
     snprintf(why, why_len, "backend_open cpu failed: %s", err.msg);
     return 1;
+}
+
+static int create_cpu_block(mr_backend *be, char *why, size_t why_len, int block)
+{
+    return open_cpu(&(mr_backend_params){.threads = 2, .cpu_block = block}, be, why, why_len);
 }
 
 static int create_cpu(mr_backend *be, char *why, size_t why_len) { return create_cpu_block(be, why, why_len, 0); }
@@ -118,11 +123,7 @@ static int create_cpu(mr_backend *be, char *why, size_t why_len) { return create
  * the backend's reason, on a CPU without AVX512_BF16 or AMX. */
 static int create_cpu_bf16(mr_backend *be, char *why, size_t why_len)
 {
-    mr_error err = {0};
-    mr_backend_params p = {.threads = 2, .precision = MR_PRECISION_BF16};
-    if (backend_open("cpu", &p, be, &err) == MR_OK) return 0;
-    snprintf(why, why_len, "%s", err.msg);
-    return 1;
+    return open_cpu(&(mr_backend_params){.threads = 2, .precision = MR_PRECISION_BF16}, be, why, why_len);
 }
 static int create_cpu8(mr_backend *be, char *why, size_t why_len) { return create_cpu_block(be, why, why_len, 8); }
 static int create_cpu16(mr_backend *be, char *why, size_t why_len) { return create_cpu_block(be, why, why_len, 16); }
