@@ -146,8 +146,11 @@ deps-run:
 deps:
 	@scripts/install_deps.sh test
 
+# test_cpu_int8 runs again on oneDNN's AVX2 kernels: the int8 rules without VNNI.
 unit-test: $(TEST_BIN)
-	@status=0; for t in $(TEST_BIN); do echo "== $$t"; $$t || status=1; done; exit $$status
+	@status=0; for t in $(TEST_BIN); do echo "== $$t"; $$t || status=1; done; \
+	echo "== $(BUILD)/tests/test_cpu_int8 with ONEDNN_MAX_CPU_ISA=AVX2"; \
+	ONEDNN_MAX_CPU_ISA=AVX2 $(BUILD)/tests/test_cpu_int8 || status=1; exit $$status
 
 parity-test: all
 	$(PYTHON) -m pytest -q -rs tests/parity

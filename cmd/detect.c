@@ -17,6 +17,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "calibrate.h"
 #include "detect.h"
 #include "merge.h"
 #include "options.h"
@@ -416,12 +417,21 @@ static void teardown(run_state *r)
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "merge") == 0) return merge_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "calibrate") == 0) return calibrate_main(argc - 1, argv + 1);
     static run_state r;
     int rc = options_parse(argc, argv, &r.opt);
     if (rc) {
         options_free(&r.opt);
         return rc < 0 ? 0 : rc;
     }
+    /* Before loading: Ctrl-C while the model loads stops before the first
+     * image. The library holds signals while it computes (detect.h), so
+     * this handler runs outside its kernels. */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     cli_error err = {0};
     double start = now();
     r.start = start;
@@ -430,12 +440,6 @@ int main(int argc, char **argv)
         teardown(&r);
         return 2;
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-
     int total = r.opt.inputs.count, failed = 0;
     progress_init(&r.prog, total, !r.opt.quiet && total > 1);
     r.prog.not_images = r.opt.inputs.not_images;

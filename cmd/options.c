@@ -12,6 +12,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: detect [options] IMAGE|FOLDER...\n"
             "       detect merge --json FILE [--coco-results FILE] SHARD.json...  (see detect merge --help)\n"
+            "       detect calibrate --config C --weights W IMAGE|FOLDER...  (int8 ranges; detect calibrate --help)\n"
             "Mask R-CNN R-101-FPN instance segmentation. Folders are walked recursively in sorted\n"
             "order, taking the files named .png, .jpg, .jpeg, .jpe or .jfif (any case) and counting\n"
             "the others as skipped; files named on the command line are always tried. PNG and JPEG\n"
@@ -23,7 +24,8 @@ static void usage(FILE *f)
             "  --precision P        GPU: fp32 | tf32 | fp16 (default: tf32 on GPUs that have it; fp16: fp16\n"
             "                       weights and feature maps, tensor cores, fp32 boxes and scores).\n"
             "                       CPU: fp32 (default) | bf16 (AVX512_BF16 or AMX: the backbone, FPN and RPN\n"
-            "                       convs; the config's reduced_precision names what else)\n"
+            "                       convs; the config's reduced_precision names what else) | int8 (the same\n"
+            "                       convs, with the ranges detect calibrate wrote beside the weights)\n"
             "  --no-fold            GPU: batchnorm as its own AffineChannel pass, not folded (comparison)\n"
             "  --threads N          CPU threads (default: all cores)\n"
             "  --score-thresh X     minimum score, 0..1 (default: the config's box_head.score_thresh)\n"
@@ -108,8 +110,9 @@ int options_parse(int argc, char **argv, options *o)
         case O_DEVICE: o->device = optarg; break;
         case O_PRECISION:
             if (strcmp(optarg, "fp32") != 0 && strcmp(optarg, "tf32") != 0 && strcmp(optarg, "fp16") != 0 &&
-                strcmp(optarg, "bf16") != 0) {
-                fprintf(stderr, "detect: --precision: expected fp32, tf32, fp16 or bf16, got \"%s\"\n", optarg);
+                strcmp(optarg, "bf16") != 0 && strcmp(optarg, "int8") != 0) {
+                fprintf(stderr, "detect: --precision: expected fp32, tf32, fp16, bf16 or int8, got \"%s\"\n",
+                        optarg);
                 return 2;
             }
             o->precision = optarg;

@@ -32,6 +32,11 @@
  *    for the one before); for parallel images open one model per thread
  *    (each plans its own memory at open). Results and images are
  *    independent of their model once returned.
+ *  - Signals. detect_model_open and detect_run_* hold asynchronous signals
+ *    (SIGINT, SIGTERM, SIGCHLD, timers; not faults, SIGABRT or SIGPROF) on
+ *    the calling thread, and on the OpenMP workers they use, until they
+ *    return: a handler run inside the CPU's JIT kernels corrupts them. A
+ *    Ctrl-C handler therefore runs after the current image.
  *  - Versions. DETECT_VERSION_* is the release (semantic versioning);
  *    DETECT_ABI_VERSION is the shared library's soname number
  *    (libdetect.so.DETECT_ABI_VERSION) and changes only when a program
@@ -107,10 +112,15 @@ DETECT_API detect_status detect_options_set_device(detect_options *o, const char
  * arithmetic: "fp32" (the default) or "bf16": the backbone's, FPN's and
  * RPN's convolutions read bf16 inputs and weights and sum in fp32, on a CPU
  * with AVX512_BF16 or AMX (elsewhere detect_model_open fails with
- * DETECT_ERR_UNSUPPORTED naming the CPU's instruction set); the config's
- * reduced_precision section says which other parts follow. "bf16" makes
- * device "auto" the CPU, and is refused with "cuda". tf32 or fp16 asked of
- * the CPU computes fp32, with a notice. */
+ * DETECT_ERR_UNSUPPORTED naming the CPU's instruction set); or "int8": the
+ * same convolutions with u8 or s8 inputs, quantized by the activation
+ * ranges that detect_calibration_save() keeps beside the weights
+ * (`<weights without .safetensors>.int8.json`; without them, or with those
+ * of other weights, detect_model_open fails with DETECT_ERR_CONFIG), s8
+ * weights with a scale per output channel, s32 sums and fp32 outputs. The
+ * config's reduced_precision section says which other parts follow.
+ * "bf16" and "int8" make device "auto" the CPU, and are refused with
+ * "cuda". tf32 or fp16 asked of the CPU computes fp32, with a notice. */
 DETECT_API detect_status detect_options_set_precision(detect_options *o, const char *precision);
 /* CPU threads for the model (OpenMP); 0, the default: every core. */
 DETECT_API detect_status detect_options_set_threads(detect_options *o, int threads);
@@ -216,6 +226,28 @@ DETECT_API detect_status detect_run_pixels(detect_model *m, const uint8_t *pixel
 DETECT_API detect_status detect_run_encoded(detect_model *m, const void *data, size_t size, detect_result **out);
 /* detect_image_load, then detect_run_image; errors name the file. */
 DETECT_API detect_status detect_run_file(detect_model *m, const char *path, detect_result **out);
+
+/* ---- int8 calibration ------------------------------------------------------
+ * Measures the activation ranges that precision "int8" quantizes with. The
+ * model must be open on the CPU in fp32 and outlive the calibration. Each
+ * image added runs the model (its result is dropped) and records, for every
+ * convolution, the `percentile` of |input| (the largest over the layer's
+ * calls in that image, as the RPN's conv runs once per level); a layer's
+ * range is the mean over the images, and it is signed when any of its
+ * inputs was negative. The same images in the same order give the same
+ * file at any thread count. */
+typedef struct detect_calibration detect_calibration;
+
+/* percentile in (0, 100]: 100 takes each image's largest |input|. Fails
+ * with DETECT_ERR_UNSUPPORTED on a GPU or a reduced-precision model. */
+DETECT_API detect_status detect_calibration_create(detect_model *m, double percentile, detect_calibration **out);
+DETECT_API detect_status detect_calibration_add(detect_calibration *c, const detect_image *img);
+/* Writes the ranges (at least one image added) to path, or, with path
+ * NULL, beside the model's weights where precision "int8" looks for them
+ * (`<weights without .safetensors>.int8.json`); complete or not at all. */
+DETECT_API detect_status detect_calibration_save(const detect_calibration *c, const char *path);
+/* Stops recording (the model runs as before) and frees c; NULL is fine. */
+DETECT_API void detect_calibration_free(detect_calibration *c);
 
 /* ---- Results ----------------------------------------------------------- */
 

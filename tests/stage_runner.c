@@ -244,7 +244,7 @@ int main(int argc, char **argv)
         mr_backend_params bp = {.threads = threads};
         CHECK(backend_open("cpu", &bp, &be, &err));
     }
-    CHECK(model_load(&m, &cfg, weights, be, &err));
+    CHECK(model_load(&m, &cfg, weights, be, NULL, &err));
     CHECK(image_load(image, cfg.input.max_image_side, &img, &err));
 
     CHECK(model_stage_input(m, feed_input ? NULL : &img, img.h, img.w, &err));

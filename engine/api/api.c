@@ -2,12 +2,15 @@
  * model on the device asked for, and what a model says about itself. */
 #include "api/api_internal.h"
 
+#include <omp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend/backend_registry.h"
+#include "io/int8_ranges_file.h"
 
 /* The message of each thread's last failing call. Thread-local, like errno
  * and OpenVINO's last-error message: the only state outside the objects,
@@ -44,6 +47,34 @@ detect_status api_failf(detect_status st, const char *fmt, ...)
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
     return st;
+}
+
+static void async_signals(sigset_t *set)
+{
+    static const int never_held[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT, SIGPROF};
+    sigfillset(set);
+    for (size_t i = 0; i < sizeof never_held / sizeof never_held[0]; i++) sigdelset(set, never_held[i]);
+}
+
+void api_hold_signals(sigset_t *saved)
+{
+    sigset_t set;
+    async_signals(&set);
+    pthread_sigmask(SIG_BLOCK, &set, saved);
+}
+
+void api_release_signals(const sigset_t *saved)
+{
+    pthread_sigmask(SIG_SETMASK, saved, NULL);
+}
+
+void api_hold_signals_in_workers(void)
+{
+    sigset_t set;
+    async_signals(&set);
+    /* every thread of the pool but this one, which restores its own mask */
+#pragma omp parallel
+    if (omp_get_thread_num() != 0) pthread_sigmask(SIG_BLOCK, &set, NULL);
 }
 
 const char *detect_last_error(void)
@@ -134,8 +165,9 @@ detect_status detect_options_set_precision(detect_options *o, const char *precis
         o->precision[0] = '\0';
         return DETECT_OK;
     }
-    if (strcmp(precision, "fp32") && strcmp(precision, "tf32") && strcmp(precision, "fp16") && strcmp(precision, "bf16"))
-        return api_failf(DETECT_ERR_CONFIG, "precision %s: expected fp32, tf32, fp16 or bf16", precision);
+    if (strcmp(precision, "fp32") && strcmp(precision, "tf32") && strcmp(precision, "fp16") &&
+        strcmp(precision, "bf16") && strcmp(precision, "int8"))
+        return api_failf(DETECT_ERR_CONFIG, "precision %s: expected fp32, tf32, fp16, bf16 or int8", precision);
     snprintf(o->precision, sizeof o->precision, "%s", precision);
     return DETECT_OK;
 }
@@ -204,13 +236,20 @@ static void add_notice(detect_model *m, const char *fmt, ...)
     va_end(ap);
 }
 
+/* bf16 and int8: precisions only the CPU computes in. */
+static int cpu_precision(const char *precision)
+{
+    return strcmp(precision, "bf16") == 0 || strcmp(precision, "int8") == 0;
+}
+
 static mr_status create_cpu(detect_model *m, const detect_options *o, mr_error *err)
 {
-    int bf16 = strcmp(o->precision, "bf16") == 0;
-    if (o->precision[0] && strcmp(o->precision, "fp32") != 0 && !bf16)
+    int bf16 = strcmp(o->precision, "bf16") == 0, int8 = strcmp(o->precision, "int8") == 0;
+    if (o->precision[0] && strcmp(o->precision, "fp32") != 0 && !cpu_precision(o->precision))
         add_notice(m, "precision %s applies to the GPU; the CPU computes in fp32", o->precision);
     snprintf(m->device, sizeof m->device, "cpu");
-    mr_backend_params p = {.threads = o->threads, .precision = bf16 ? MR_PRECISION_BF16 : MR_PRECISION_FP32};
+    mr_backend_params p = {.threads = o->threads,
+                           .precision = bf16 ? MR_PRECISION_BF16 : int8 ? MR_PRECISION_INT8 : MR_PRECISION_FP32};
     return backend_open("cpu", &p, &m->be, err);
 }
 
@@ -255,10 +294,10 @@ static mr_status create_backend(detect_model *m, const detect_options *o, mr_err
     int index = 0;
     if (strcmp(o->device, "cpu") == 0) return create_cpu(m, o, err);
     int asked = parse_cuda_device(o->device, &index);
-    if (strcmp(o->precision, "bf16") == 0) { /* a CPU precision: auto means the CPU */
+    if (cpu_precision(o->precision)) { /* auto means the CPU */
         if (asked)
-            return mr_fail(err, MR_ERR_UNSUPPORTED, "device %s: precision bf16 is the CPU's; the GPU computes in "
-                           "fp32, tf32 or fp16", o->device);
+            return mr_fail(err, MR_ERR_UNSUPPORTED, "device %s: precision %s is the CPU's; the GPU computes in "
+                           "fp32, tf32 or fp16", o->device, o->precision);
         return create_cpu(m, o, err);
     }
     char why[MR_ERROR_MSG_LEN] = "";
@@ -303,7 +342,19 @@ static mr_status load_config(mr_config *cfg, const char *config, mr_error *err)
     return config_load(cfg, config, err);
 }
 
-detect_status detect_model_open(detect_model **out, const char *config, const char *weights_path,
+/* The int8 ranges beside the weights, or an error that says how to make them. */
+static mr_status load_int8_ranges(mr_int8_ranges *r, const char *config, const char *weights_path, mr_error *err)
+{
+    char path[1100];
+    int8_ranges_path_for(weights_path, path, sizeof path);
+    if (access(path, F_OK) != 0)
+        return mr_fail(err, MR_ERR_CONFIG, "precision int8 needs activation ranges, and %s does not exist: make "
+                       "them with `detect calibrate --config %s --weights %s IMAGES...`", path,
+                       config[0] == '{' ? "CONFIG" : config, weights_path);
+    return int8_ranges_load(r, path, weights_path, err);
+}
+
+static detect_status model_open(detect_model **out, const char *config, const char *weights_path,
                                 const detect_options *opts)
 {
     if (!out) return api_failf(DETECT_ERR_ARGUMENT, "detect_model_open: out is NULL");
@@ -322,13 +373,30 @@ detect_status detect_model_open(detect_model **out, const char *config, const ch
     mr_status st = load_config(&m->cfg, config, &err);
     if (st == MR_OK) st = apply_options(m, opts, config[0] == '{' ? "the config text" : config, &err);
     if (st == MR_OK) st = create_backend(m, opts, &err);
-    if (st == MR_OK) st = model_load(&m->model, &m->cfg, weights_path, m->be, &err);
+    snprintf(m->precision, sizeof m->precision, "%s", opts->precision);
+    snprintf(m->weights_path, sizeof m->weights_path, "%s", weights_path);
+    mr_int8_ranges ranges = {0};
+    int int8 = strcmp(opts->precision, "int8") == 0;
+    if (st == MR_OK && int8) st = load_int8_ranges(&ranges, config, weights_path, &err);
+    if (st == MR_OK) st = model_load(&m->model, &m->cfg, weights_path, m->be, int8 ? &ranges : NULL, &err);
+    int8_ranges_free(&ranges);
+    if (st == MR_OK) api_hold_signals_in_workers(); /* after the backend set the thread count */
     if (st != MR_OK) {
         detect_model_free(m);
         return api_fail(&err);
     }
     *out = m;
     return DETECT_OK;
+}
+
+detect_status detect_model_open(detect_model **out, const char *config, const char *weights_path,
+                                const detect_options *opts)
+{
+    sigset_t signals; /* held from the first instruction to the return (api_internal.h) */
+    api_hold_signals(&signals);
+    detect_status st = model_open(out, config, weights_path, opts);
+    api_release_signals(&signals);
+    return st;
 }
 
 void detect_model_free(detect_model *m)

@@ -3,11 +3,13 @@
  *
  *   api.c         errors, versions, options, opening a model, its facts
  *   api_image.c   decoding, pixels in, PNG out, the decode-ahead queue
- *   api_result.c  running the model, results, JSON/RLE, drawing, documents */
+ *   api_result.c  running the model, results, JSON/RLE, drawing, documents
+ *   api_calibrate.c  int8 calibration: activation ranges beside the weights */
 #ifndef MR_API_INTERNAL_H
 #define MR_API_INTERNAL_H
 
 #include <pthread.h>
+#include <signal.h>
 
 #include "detect.h"
 
@@ -19,7 +21,7 @@
 
 struct detect_options {
     char device[32];     /* "auto", "cpu", "cuda", "cuda:N" */
-    char precision[8];   /* "" (the device's best), "fp32", "tf32", "fp16" */
+    char precision[8];   /* "" (the device's best), "fp32", "tf32", "fp16", "bf16", "int8" */
     int threads;         /* 0: every core */
     double score_thresh; /* < 0: the config's */
     int max_dets;        /* <= 0: the config's */
@@ -35,6 +37,9 @@ struct detect_model {
     unsigned char *keep_class; /* per class id, 1 = reported; NULL: all */
     pthread_mutex_t run_lock;  /* one image at a time: the model's buffers are planned once */
     char device[32];
+    char precision[8];        /* as asked ("" the device's best) */
+    char weights_path[1024];  /* where int8 ranges live beside */
+    int calibrating;          /* a detect_calibration observes it */
     char notice[2 * MR_ERROR_MSG_LEN];
 };
 
@@ -46,6 +51,19 @@ struct detect_result {
     mr_result res;
     mr_stage_times times;
 };
+
+/* Asynchronous signals (Ctrl-C, kill, timers, SIGCHLD, ...) are held on the
+ * calling thread while the engine computes, and delivered when the call
+ * returns. A caught signal's handler that runs on a thread inside one of
+ * oneDNN's JIT kernels corrupts that kernel's state: `detect` interrupted
+ * during sgemm died of heap corruption about one Ctrl-C in ten
+ * (bench/NOTES.md section 21). Synchronous faults (SIGSEGV, SIGBUS,
+ * SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT) and SIGPROF (sampling
+ * profilers) are never held. OpenMP's workers started inside a held call
+ * keep the mask; api_hold_signals_in_workers masks those started before. */
+void api_hold_signals(sigset_t *saved);
+void api_release_signals(const sigset_t *saved);
+void api_hold_signals_in_workers(void);
 
 /* Records err's message as this thread's last error and returns its status
  * as the public one. */

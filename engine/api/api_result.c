@@ -44,20 +44,23 @@ static detect_status run(detect_model *m, const mr_image *img, const char *file,
     return DETECT_OK;
 }
 
-#define NEED_RUN_ARGS(m, out)                                                                                        \
-    do {                                                                                                             \
-        if (!(m) || !(out)) return api_failf(DETECT_ERR_ARGUMENT, "%s: %s is NULL", __func__, (m) ? "out" : "model"); \
-        *(out) = NULL;                                                                                               \
+/* (__func__ is run_image etc., the public name without its prefix) */
+#define NEED_RUN_ARGS(m, out)                                                                  \
+    do {                                                                                       \
+        if (!(m) || !(out))                                                                    \
+            return api_failf(DETECT_ERR_ARGUMENT, "detect_%s: %s is NULL", __func__,           \
+                             (m) ? "out" : "model");                                           \
+        *(out) = NULL;                                                                         \
     } while (0)
 
-detect_status detect_run_image(detect_model *m, const detect_image *img, detect_result **out)
+static detect_status run_image(detect_model *m, const detect_image *img, detect_result **out)
 {
     NEED_RUN_ARGS(m, out);
     if (!img) return api_failf(DETECT_ERR_ARGUMENT, "detect_run_image: image is NULL");
     return run(m, &img->img, NULL, out);
 }
 
-detect_status detect_run_pixels(detect_model *m, const uint8_t *pixels, int width, int height, size_t stride,
+static detect_status run_pixels(detect_model *m, const uint8_t *pixels, int width, int height, size_t stride,
                                 detect_pixel_format format, detect_result **out)
 {
     NEED_RUN_ARGS(m, out);
@@ -69,7 +72,7 @@ detect_status detect_run_pixels(detect_model *m, const uint8_t *pixels, int widt
     return st;
 }
 
-detect_status detect_run_encoded(detect_model *m, const void *data, size_t size, detect_result **out)
+static detect_status run_encoded(detect_model *m, const void *data, size_t size, detect_result **out)
 {
     NEED_RUN_ARGS(m, out);
     detect_image *img;
@@ -80,7 +83,7 @@ detect_status detect_run_encoded(detect_model *m, const void *data, size_t size,
     return st;
 }
 
-detect_status detect_run_file(detect_model *m, const char *path, detect_result **out)
+static detect_status run_file(detect_model *m, const char *path, detect_result **out)
 {
     NEED_RUN_ARGS(m, out);
     detect_image *img;
@@ -89,6 +92,38 @@ detect_status detect_run_file(detect_model *m, const char *path, detect_result *
     st = run(m, &img->img, path, out);
     detect_image_free(img);
     return st;
+}
+
+/* Each run holds asynchronous signals from its first instruction to its
+ * return (api_internal.h). */
+#define HOLDING_SIGNALS(call)              \
+    do {                                   \
+        sigset_t signals_;                 \
+        api_hold_signals(&signals_);       \
+        detect_status st_ = (call);        \
+        api_release_signals(&signals_);    \
+        return st_;                        \
+    } while (0)
+
+detect_status detect_run_image(detect_model *m, const detect_image *img, detect_result **out)
+{
+    HOLDING_SIGNALS(run_image(m, img, out));
+}
+
+detect_status detect_run_pixels(detect_model *m, const uint8_t *pixels, int width, int height, size_t stride,
+                                detect_pixel_format format, detect_result **out)
+{
+    HOLDING_SIGNALS(run_pixels(m, pixels, width, height, stride, format, out));
+}
+
+detect_status detect_run_encoded(detect_model *m, const void *data, size_t size, detect_result **out)
+{
+    HOLDING_SIGNALS(run_encoded(m, data, size, out));
+}
+
+detect_status detect_run_file(detect_model *m, const char *path, detect_result **out)
+{
+    HOLDING_SIGNALS(run_file(m, path, out));
 }
 
 /* ---- Results --------------------------------------------------------------- */

@@ -45,7 +45,18 @@ typedef struct {
     int max_n, max_h, max_w;
     int keep_fp32; /* 1: fp32 whatever the backend's precision (the stem, predictors: config
                       reduced_precision); 0: the backend's precision */
+    /* int8 (a backend computing in int8, for a layer not keep_fp32): the
+     * input's clip range from calibration (core/int8_ranges.h), and
+     * whether the input can be negative (s8, else u8). 0: none given. */
+    float int8_range;
+    int int8_signed;
 } mr_conv_params;
+
+/* Calibration's view of a convolution's input: called by the backend with
+ * the layer's name and its fp32 input (count values; in whatever layout
+ * the backend holds it, which a range does not depend on) before the
+ * convolution runs. */
+typedef void (*mr_conv_observer)(void *user, const char *layer, const float *x, size_t count);
 
 /* Fully connected: y[n, out] = act(x[n, in] * W^T + b). */
 typedef struct {
@@ -186,6 +197,11 @@ typedef struct {
     mr_status (*mask_paste)(void *ctx, const mr_mask_paste_params *p, const mr_tensor *probs,
                             const mr_tensor *boxes, int img_h, int img_w, const mr_mask_window *win, uint8_t *masks,
                             float *soft, mr_error *err);
+
+    /* Calibration: from now on (fn NULL: no longer) every conv shows its
+     * input to fn before it runs. NULL where the backend cannot (CUDA):
+     * calibration runs on the CPU in fp32. */
+    void (*observe_conv_inputs)(void *ctx, mr_conv_observer fn, void *user);
 
     /* The network input from a decoded image: img (host, uint8 [in_h, in_w, 3])
      * resized, normalised and zero-padded by cfg and geo (image_geometry) into

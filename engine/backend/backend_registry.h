@@ -29,6 +29,9 @@ typedef enum {
     MR_PRECISION_BF16,        /* CPU, with AVX512_BF16 or AMX: convolutions read bf16 inputs and weights and
                                  sum and write fp32, except the layers that ask for fp32
                                  (mr_conv_params.keep_fp32); feature maps stay fp32 between layers */
+    MR_PRECISION_INT8,        /* CPU: the same layers as u8 or s8 inputs (quantized by their calibrated
+                                 range, mr_conv_params.int8_range) times s8 weights (per output channel),
+                                 summed in s32, written fp32 with bias, sum and ReLU */
 } mr_precision;
 
 /* What a backend is opened with; each reads the fields that concern it, and

@@ -188,6 +188,24 @@ static void one_line(mr_error *err)
         if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
 }
 
+uint64_t weights_fingerprint(const mr_weights *w)
+{
+    const unsigned char *p = w->map;
+    uint64_t h = 14695981039346656037ull;
+    size_t i = 0;
+    for (; i + 8 <= w->map_size; i += 8) {
+        uint64_t word;
+        memcpy(&word, p + i, 8); /* little-endian: x86 and aarch64 */
+        h = (h ^ word) * 1099511628211ull;
+    }
+    if (i < w->map_size) {
+        uint64_t word = 0;
+        memcpy(&word, p + i, w->map_size - i);
+        h = (h ^ word) * 1099511628211ull;
+    }
+    return h;
+}
+
 mr_status weights_open(mr_weights *w, const char *path, mr_error *err)
 {
     memset(w, 0, sizeof *w);

@@ -188,9 +188,16 @@ static void cpu_destroy(void *vctx)
     if (c->engine) dnnl_engine_destroy(c->engine);
     free(c->scratch);
     free(c->blocked);
-    free(c->bf16_src);
+    free(c->lowp_src);
     free(c->post_scratch);
     free(c);
+}
+
+static void cpu_observe_conv_inputs(void *ctx, mr_conv_observer fn, void *user)
+{
+    cpu_ctx *c = ctx;
+    c->observe = fn;
+    c->observe_user = user;
 }
 
 static const mr_backend_i cpu_backend_i = {
@@ -219,6 +226,7 @@ static const mr_backend_i cpu_backend_i = {
     .mask_class_probs = cpu_mask_class_probs,
     .mask_paste = cpu_mask_paste,
     .preprocess = cpu_preprocess,
+    .observe_conv_inputs = cpu_observe_conv_inputs,
 };
 
 int cpu_block_choose(void)
@@ -254,14 +262,23 @@ static int cpu_has_bf16(void)
     return (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
 }
 
+/* VNNI (AVX512_VNNI, or AVX-VNNI on AVX2 parts) sums u8 x s8 products
+ * straight into s32; without it oneDNN pairs them in int16 first. */
+static int cpu_has_vnni(void)
+{
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    return (isa & dnnl_cpu_isa_avx512_core_vnni) == dnnl_cpu_isa_avx512_core_vnni ||
+           (isa & dnnl_cpu_isa_avx2_vnni) == dnnl_cpu_isa_avx2_vnni;
+}
+
 mr_status backend_cpu_open(const mr_backend_params *p, mr_backend *out, mr_error *err)
 {
     int threads = p->threads, block = p->cpu_block;
     if (block != 0 && block != 8 && block != 16)
         return mr_fail(err, MR_ERR_RANGE, "cpu backend: channel block %d (8 or 16)", block);
     if (p->precision != MR_PRECISION_DEFAULT && p->precision != MR_PRECISION_FP32 &&
-        p->precision != MR_PRECISION_BF16)
-        return mr_fail(err, MR_ERR_UNSUPPORTED, "cpu backend: computes in fp32 or bf16, not precision %d",
+        p->precision != MR_PRECISION_BF16 && p->precision != MR_PRECISION_INT8)
+        return mr_fail(err, MR_ERR_UNSUPPORTED, "cpu backend: computes in fp32, bf16 or int8, not precision %d",
                        (int)p->precision);
     if (p->precision == MR_PRECISION_BF16 && !cpu_has_bf16())
         return mr_fail(err, MR_ERR_UNSUPPORTED, "precision bf16 needs a CPU with AVX512_BF16 or AMX, and this "
@@ -270,6 +287,8 @@ mr_status backend_cpu_open(const mr_backend_params *p, mr_backend *out, mr_error
     cpu_ctx *c = calloc(1, sizeof *c);
     if (!c) return mr_fail(err, MR_ERR_OOM, "out of memory");
     c->bf16 = p->precision == MR_PRECISION_BF16;
+    c->int8 = p->precision == MR_PRECISION_INT8;
+    c->int8_vnni = cpu_has_vnni();
     __builtin_cpu_init();
     /* OpenMP's thread count is per process: oneDNN and our loops share it. */
     if (threads > 0) omp_set_num_threads(threads);

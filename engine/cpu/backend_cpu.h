@@ -34,11 +34,25 @@ typedef struct {
     /* --precision bf16 (where oneDNN's ISA has AVX512_BF16 or AMX): every
      * conv whose layer does not ask for fp32 (mr_conv_params.keep_fp32)
      * runs as oneDNN's bf16 convolution on NHWC: the fp32 input converted
-     * to bf16 (bf16_src), bf16 weights, fp32 bias, sum, post-ops and
+     * to bf16 (lowp_src), bf16 weights, fp32 bias, sum, post-ops and
      * output. Such a layer never runs Winograd nor the blocked layout. */
     int bf16;
-    void *bf16_src; /* a bf16 layer's input, converted; grown per new shape */
-    size_t bf16_src_size;
+    /* --precision int8: the same layers (conv.keep_fp32 unset) as oneDNN's
+     * u8s8 or s8s8 convolutions on NHWC: the fp32 input quantized by its
+     * calibrated range (mr_conv_params.int8_range) into lowp_src, s8
+     * weights with one scale per output channel, s32 sums, fp32 output
+     * with bias, sum and ReLU as post-ops. Weights are quantized to at most
+     * 127 steps, except for a u8 input where oneDNN's ISA lacks VNNI
+     * (int8_vnni 0): there its u8 x s8 pairs are summed in int16
+     * (vpmaddubsw), 255 * 127 * 2 would saturate, and the weights take 63.
+     * (For an s8 input without VNNI oneDNN halves the weights itself, in
+     * its reorder, and doubles the output scale.) */
+    int int8;
+    int int8_vnni;
+    void *lowp_src; /* a bf16 or int8 layer's input, converted; grown per new shape */
+    size_t lowp_src_size;
+    mr_conv_observer observe; /* calibration (observe_conv_inputs); NULL: none */
+    void *observe_user;
     void *scratch; /* oneDNN scratchpad and GEMM temporaries, grown per new shape */
     size_t scratch_size;
     void *blocked; /* a tensor's worth of room for in-place layout changes */
@@ -65,12 +79,12 @@ typedef struct {
      * reference kernel: 12.8 s.) */
     dnnl_memory_desc_t src_md, wei_md, bias_md, dst_md;
     int blocked, narrow_from_blocked;
-    /* A bf16 layer's: the fp32 NHWC input to bf16 NHWC (ctx->bf16_src),
-     * src_md then being the bf16 one; NULL for fp32 layers. */
-    dnnl_primitive_t src_to_bf16;
+    /* A bf16 or int8 layer's: the fp32 NHWC input to bf16, u8 or s8 NHWC
+     * (ctx->lowp_src), src_md then being that one; NULL for fp32 layers. */
+    dnnl_primitive_t src_convert;
     dnnl_memory_desc_t src_f32_md;
-    float *weights; /* in the layout the primitive chose (bf16 for a bf16 layer) */
-    int owns_weights;
+    float *weights; /* in the layout the primitive chose (bf16 or s8 for such a layer) */
+    int owns_weights; /* 0: the layer's master copy, or another entry's */
     size_t scratch_bytes;
 } cpu_conv_entry;
 
@@ -91,6 +105,13 @@ struct mr_layer {
      * then has no `weights`. NULL otherwise. */
     float *wino_u;
     int bf16; /* conv: computes in bf16 (cpu_ctx.bf16 and not conv.keep_fp32) */
+    /* conv: computes in int8 (cpu_ctx.int8 and not conv.keep_fp32). Its
+     * `weights` are then s8 OIHW (weights_md), kept as the source of every
+     * primitive's reorder; `bias` is in accumulator units (bias /
+     * out_scales[oc]), as oneDNN 2.x adds it before the output scale. */
+    int int8;
+    float src_scale;   /* real value of one input step: int8_range / (255 or 127) */
+    float *out_scales; /* [cout]: src_scale * the output channel's weight scale */
     cpu_conv_entry cache[CPU_CONV_CACHE];
     int cache_count;
 };
@@ -107,7 +128,14 @@ static inline dnnl_format_tag_t cpu_block_tag(int block)
 
 mr_status cpu_scratch_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err);
 mr_status cpu_blocked_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err);
-mr_status cpu_bf16_src_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err);
+mr_status cpu_lowp_src_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err);
+
+/* Whether the layer computes in a reduced precision (bf16 or int8): NHWC,
+ * never Winograd or the blocked layout. */
+static inline int cpu_layer_reduced(const struct mr_layer *l)
+{
+    return l->bf16 || l->int8;
+}
 
 /* The backend's arrays (activations, scratch, weights; backend_cpu_alloc.c): 64-byte aligned;
  * from CPU_HUGE_PAGE bytes up, aligned to a huge page and marked for

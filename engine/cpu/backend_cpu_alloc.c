@@ -49,7 +49,7 @@ mr_status cpu_blocked_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err)
     return grow(&ctx->blocked, &ctx->blocked_size, bytes, "blocked-layout room", err);
 }
 
-mr_status cpu_bf16_src_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err)
+mr_status cpu_lowp_src_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err)
 {
-    return grow(&ctx->bf16_src, &ctx->bf16_src_size, bytes, "bf16 input", err);
+    return grow(&ctx->lowp_src, &ctx->lowp_src_size, bytes, "reduced-precision input", err);
 }

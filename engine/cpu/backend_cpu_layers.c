@@ -24,13 +24,13 @@
         }                                                                                         \
     } while (0)
 
-static mr_layer *layer_new(cpu_layer_kind kind, const char *name, size_t wcount, size_t bcount)
+static mr_layer *layer_new(cpu_layer_kind kind, const char *name, size_t wbytes, size_t bcount)
 {
     mr_layer *l = calloc(1, sizeof *l);
     if (!l) return NULL;
     l->kind = kind;
     snprintf(l->name, sizeof l->name, "%s", name);
-    l->weights = cpu_alloc(sizeof(float) * wcount);
+    l->weights = cpu_alloc(wbytes);
     l->bias = calloc(bcount, sizeof(float));
     if (!l->weights || !l->bias) {
         free(l->weights);
@@ -62,6 +62,28 @@ static int wino_use(const cpu_ctx *c, const mr_conv_params *p)
     return wino_cpu_supported();
 }
 
+/* An int8 layer's weights: s8 OIHW, one symmetric scale per output channel
+ * (its largest |w| maps to qmax), rounded to nearest even; the bias in
+ * accumulator units and the output scales (backend_cpu.h: mr_layer.int8). */
+static void int8_weights(mr_layer *l, const mr_conv_params *p, const float *w, int qmax)
+{
+    const size_t per_out = (size_t)(p->cin / p->groups) * (size_t)p->kh * (size_t)p->kw;
+    int8_t *q = (int8_t *)l->weights;
+    l->src_scale = p->int8_range / (p->int8_signed ? 127.0f : 255.0f);
+    for (int oc = 0; oc < p->cout; oc++) {
+        const float *row = w + (size_t)oc * per_out;
+        float amax = 0.0f;
+        for (size_t i = 0; i < per_out; i++) amax = fmaxf(amax, fabsf(row[i]));
+        float ws = amax > 0.0f ? amax / (float)qmax : 1.0f;
+        for (size_t i = 0; i < per_out; i++) {
+            float v = nearbyintf(row[i] / ws);
+            q[(size_t)oc * per_out + i] = (int8_t)(v > qmax ? qmax : v < -qmax ? -qmax : v);
+        }
+        l->out_scales[oc] = l->src_scale * ws;
+        l->bias[oc] /= l->out_scales[oc];
+    }
+}
+
 mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, const float *w_oihw,
                         const float *bias, mr_layer **out, mr_error *err)
 {
@@ -70,29 +92,44 @@ mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, co
         return mr_fail(err, MR_ERR_SHAPE, "%s: %d groups do not divide %d->%d channels", name, p->groups, p->cin,
                        p->cout);
     size_t wcount = (size_t)p->cout * (size_t)(p->cin / p->groups) * (size_t)p->kh * (size_t)p->kw;
+    int bf16 = c->bf16 && !p->keep_fp32, int8 = c->int8 && !p->keep_fp32;
+    if (int8 && !(p->int8_range > 0.0f && isfinite(p->int8_range)))
+        return mr_fail(err, MR_ERR_CONFIG, "%s: precision int8 needs this layer's calibrated input range, and it "
+                       "has none", name);
     /* A Winograd layer keeps only its transformed weights: no plain copy
      * (not even one made and freed here, which would raise glibc's mmap
      * threshold and make later large buffers fault in afresh every run). */
-    int bf16 = c->bf16 && !p->keep_fp32;
-    int wino = !bf16 && wino_use(c, p);
-    mr_layer *l = layer_new(CPU_LAYER_CONV, name, wino ? 1 : wcount, (size_t)p->cout);
+    int wino = !bf16 && !int8 && wino_use(c, p);
+    size_t wbytes = wino ? sizeof(float) : int8 ? wcount : sizeof(float) * wcount;
+    mr_layer *l = layer_new(CPU_LAYER_CONV, name, wbytes, (size_t)p->cout);
     if (!l) return mr_fail(err, MR_ERR_OOM, "%s: out of memory", name);
     l->conv = *p;
     l->bf16 = bf16;
-    if (!wino) memcpy(l->weights, w_oihw, sizeof(float) * wcount);
+    l->int8 = int8;
+    if (bias) memcpy(l->bias, bias, sizeof(float) * (size_t)p->cout);
+    if (int8) {
+        l->out_scales = calloc((size_t)p->cout, sizeof(float));
+        if (!l->out_scales) {
+            cpu_layer_free(ctx, l);
+            return mr_fail(err, MR_ERR_OOM, "%s: out of memory", name);
+        }
+        int8_weights(l, p, w_oihw, c->int8_vnni || p->int8_signed ? 127 : 63);
+    } else if (!wino) {
+        memcpy(l->weights, w_oihw, sizeof(float) * wcount);
+    }
     dnnl_status_t ds;
+    dnnl_data_type_t wdt = int8 ? dnnl_s8 : dnnl_f32;
     if (p->groups == 1) {
         dnnl_dims_t wd = {p->cout, p->cin, p->kh, p->kw};
-        ds = dnnl_memory_desc_init_by_tag(&l->weights_md, 4, wd, dnnl_f32, dnnl_oihw);
+        ds = dnnl_memory_desc_init_by_tag(&l->weights_md, 4, wd, wdt, dnnl_oihw);
     } else {
         dnnl_dims_t wd = {p->groups, p->cout / p->groups, p->cin / p->groups, p->kh, p->kw};
-        ds = dnnl_memory_desc_init_by_tag(&l->weights_md, 5, wd, dnnl_f32, dnnl_goihw);
+        ds = dnnl_memory_desc_init_by_tag(&l->weights_md, 5, wd, wdt, dnnl_goihw);
     }
     if (ds != dnnl_success) {
         cpu_layer_free(ctx, l);
         return mr_fail(err, MR_ERR_BACKEND, "%s: oneDNN weights descriptor failed", name);
     }
-    if (bias) memcpy(l->bias, bias, sizeof(float) * (size_t)p->cout);
     if (wino) {
         mr_wino_params wp = {p->cin, p->cout, p->relu, c->block, c->avx512};
         l->wino_u = cpu_alloc(sizeof(float) * wino_weights_floats(&wp));
@@ -112,7 +149,7 @@ mr_status cpu_linear_init(void *ctx, const char *name, const mr_linear_params *p
                           const float *bias, mr_layer **out, mr_error *err)
 {
     (void)ctx;
-    mr_layer *l = layer_new(CPU_LAYER_LINEAR, name, (size_t)p->in * (size_t)p->out, (size_t)p->out);
+    mr_layer *l = layer_new(CPU_LAYER_LINEAR, name, sizeof(float) * (size_t)p->in * (size_t)p->out, (size_t)p->out);
     if (!l) return mr_fail(err, MR_ERR_OOM, "%s: out of memory", name);
     l->linear = *p;
     memcpy(l->weights, w, sizeof(float) * (size_t)p->in * (size_t)p->out);
@@ -126,7 +163,7 @@ mr_status cpu_deconv2x2_init(void *ctx, const char *name, const mr_deconv2x2_par
 {
     (void)ctx;
     size_t cin = (size_t)p->cin, cout = (size_t)p->cout;
-    mr_layer *l = layer_new(CPU_LAYER_DECONV2X2, name, cin * 4 * cout, cout);
+    mr_layer *l = layer_new(CPU_LAYER_DECONV2X2, name, sizeof(float) * cin * 4 * cout, cout);
     if (!l) return mr_fail(err, MR_ERR_OOM, "%s: out of memory", name);
     l->deconv = *p;
     /* [cin, cout, 2, 2] -> [cin, (i*2+j)*cout + co]: one GEMM gives all four taps. */
@@ -142,7 +179,7 @@ static void cache_clear(mr_layer *l)
 {
     for (int i = 0; i < l->cache_count; i++) {
         dnnl_primitive_destroy(l->cache[i].prim);
-        if (l->cache[i].src_to_bf16) dnnl_primitive_destroy(l->cache[i].src_to_bf16);
+        if (l->cache[i].src_convert) dnnl_primitive_destroy(l->cache[i].src_convert);
         if (l->cache[i].owns_weights) free(l->cache[i].weights);
     }
     l->cache_count = 0;
@@ -156,6 +193,7 @@ void cpu_layer_free(void *ctx, mr_layer *l)
     free(l->weights);
     free(l->bias);
     free(l->wino_u);
+    free(l->out_scales);
     free(l);
 }
 
@@ -194,7 +232,8 @@ done:
 static int conv_narrow_from_blocked(const cpu_ctx *c, const mr_layer *l, const mr_tensor *x, int accumulate)
 {
     const mr_conv_params *p = &l->conv;
-    return !l->bf16 && p->groups == 1 && p->cin % c->block == 0 && p->cout % c->block != 0 && !accumulate &&
+    return !cpu_layer_reduced(l) && p->groups == 1 && p->cin % c->block == 0 && p->cout % c->block != 0 &&
+           !accumulate &&
            cpu_layout_is_blocked(c, x);
 }
 
@@ -244,7 +283,7 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
     e.h = x->h;
     e.w = x->w;
     e.accumulate = accumulate;
-    e.blocked = !layer->bf16 && p->groups == 1 && p->cin % c->block == 0 && p->cout % c->block == 0;
+    e.blocked = !cpu_layer_reduced(layer) && p->groups == 1 && p->cin % c->block == 0 && p->cout % c->block == 0;
     e.narrow_from_blocked = narrow;
 
     dnnl_dims_t src_dims = {x->n, p->cin, x->h, x->w}, dst_dims = {y->n, p->cout, y->h, y->w};
@@ -255,12 +294,15 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
                          (y->w - 1) * p->stride + (p->kw - 1) * p->dilation + 1 - x->w - p->pad};
     dnnl_memory_desc_t wei_any;
     int g = p->groups;
-    /* A bf16 layer: bf16 input (converted from the fp32 map by src_to_bf16)
+    /* A bf16 layer: bf16 input (converted from the fp32 map by src_convert)
      * and weights; bias, sum, post-ops and output stay fp32. NHWC is what
      * oneDNN's AMX and AVX512_BF16 convolutions read fastest (its own
      * choice for format_tag_any); the blocked fp32 layouts would take its
      * plain bf16 kernels, slower than fp32 Winograd. */
-    dnnl_data_type_t wdt = layer->bf16 ? dnnl_bf16 : dnnl_f32;
+    dnnl_data_type_t wdt = layer->bf16 ? dnnl_bf16 : layer->int8 ? dnnl_s8 : dnnl_f32;
+    /* An int8 layer's input: u8 where calibration saw no negative value
+     * (after a ReLU), else s8; NHWC, which oneDNN's int8 kernels read. */
+    dnnl_data_type_t sdt = !layer->int8 ? wdt : p->int8_signed ? dnnl_s8 : dnnl_u8;
     if (g == 1) {
         dnnl_dims_t wd = {p->cout, p->cin, p->kh, p->kw};
         DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_any, 4, wd, wdt, dnnl_format_tag_any), "weights desc");
@@ -269,16 +311,23 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
         DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_any, 5, wd, wdt, dnnl_format_tag_any), "weights desc");
     }
     dnnl_format_tag_t act = e.blocked || e.narrow_from_blocked ? cpu_block_tag(c->block) : dnnl_nhwc;
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.src_md, 4, src_dims, wdt, act), "src desc");
-    if (layer->bf16) {
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.src_md, 4, src_dims, sdt, act), "src desc");
+    if (cpu_layer_reduced(layer)) {
         dnnl_primitive_desc_t rpd = NULL;
         DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.src_f32_md, 4, src_dims, dnnl_f32, dnnl_nhwc), "src desc");
-        DNNL_TRY(dnnl_reorder_primitive_desc_create(&rpd, &e.src_f32_md, c->engine, &e.src_md, c->engine, NULL),
-                 "bf16 input conversion");
-        dnnl_status_t rs = dnnl_primitive_create(&e.src_to_bf16, rpd);
+        DNNL_TRY(dnnl_primitive_attr_create(&attr), "attr");
+        if (layer->int8) { /* q = saturate(round(x / src_scale)) */
+            float to_steps = 1.0f / layer->src_scale;
+            DNNL_TRY(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &to_steps), "input quantization scale");
+        }
+        DNNL_TRY(dnnl_reorder_primitive_desc_create(&rpd, &e.src_f32_md, c->engine, &e.src_md, c->engine, attr),
+                 "input conversion");
+        dnnl_primitive_attr_destroy(attr);
+        attr = NULL;
+        dnnl_status_t rs = dnnl_primitive_create(&e.src_convert, rpd);
         dnnl_primitive_desc_destroy(rpd);
-        DNNL_TRY(rs, "bf16 input conversion");
-        st = cpu_bf16_src_reserve(c, dnnl_memory_desc_get_size(&e.src_md), err);
+        DNNL_TRY(rs, "input conversion");
+        st = cpu_lowp_src_reserve(c, dnnl_memory_desc_get_size(&e.src_md), err);
         if (st != MR_OK) goto done;
     }
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.dst_md, 4, dst_dims, dnnl_f32, act), "dst desc");
@@ -290,6 +339,10 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
              "convolution desc");
     DNNL_TRY(dnnl_primitive_attr_create(&attr), "attr");
     DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "attr");
+    /* int8: the s32 sum (plus the bias, in the same units) times
+     * src_scale * weight scale[oc] is the fp32 result; post-ops follow */
+    if (layer->int8)
+        DNNL_TRY(dnnl_primitive_attr_set_output_scales(attr, p->cout, 1 << 1, layer->out_scales), "output scales");
     DNNL_TRY(dnnl_post_ops_create(&ops), "post-ops");
     if (accumulate) DNNL_TRY(dnnl_post_ops_append_sum(ops, 1.0f), "sum post-op");
     if (p->relu) DNNL_TRY(dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f), "relu post-op");
@@ -300,11 +353,18 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
     DNNL_TRY(dnnl_primitive_create(&e.prim, pd), "convolution");
     /* A full cache is emptied: a run sees few shapes, so this is rare. */
     if (layer->cache_count == CPU_CONV_CACHE) cache_clear(layer);
+    const cpu_conv_entry *same = NULL; /* an int8 entry with these weights already */
+    for (int i = 0; layer->int8 && i < layer->cache_count && !same; i++)
+        if (dnnl_memory_desc_equal(&layer->cache[i].wei_md, &e.wei_md)) same = &layer->cache[i];
     if (dnnl_memory_desc_equal(&layer->weights_md, &e.wei_md)) {
         e.weights = layer->weights;
-    } else if (layer->cache_count == 0) {
+    } else if (same) {
+        e.weights = same->weights;
+    } else if (layer->cache_count == 0 && !layer->int8) {
         /* The first primitive decides the master layout: reorder once and
-         * drop the plain copy, so the layer holds one copy of its weights. */
+         * drop the plain copy, so the layer holds one copy of its weights.
+         * (An int8 layer keeps its plain s8 master: a reordered one holds
+         * oneDNN's compensation terms and is no reorder's source.) */
         float *moved;
         st = reorder_weights(c, layer, &e.wei_md, &moved, err);
         if (st != MR_OK) goto done;
@@ -322,12 +382,12 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
     cpu_conv_entry *slot = &layer->cache[layer->cache_count++];
     *slot = e;
     e.prim = NULL;
-    e.src_to_bf16 = NULL;
+    e.src_convert = NULL;
     e.owns_weights = 0;
     *out = slot;
 done:
     if (e.prim) dnnl_primitive_destroy(e.prim);
-    if (e.src_to_bf16) dnnl_primitive_destroy(e.src_to_bf16);
+    if (e.src_convert) dnnl_primitive_destroy(e.src_convert);
     if (e.owns_weights) free(e.weights);
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (ops) dnnl_post_ops_destroy(ops);
@@ -348,6 +408,7 @@ mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y
         return mr_fail(err, MR_ERR_SHAPE, "%s: a %dx%d input gives a %dx%d output, not %dx%d", layer->name, x->h,
                        x->w, oh, ow, y->h, y->w);
     if (x->n == 0) return MR_OK;
+    if (c->observe) c->observe(c->observe_user, layer->name, x->data, mr_tensor_numel(x));
     if (layer->wino_u) {
         /* What the model's arena (64-byte offsets, one tensor per op
          * output) always gives; Winograd reads 8-channel groups as
@@ -382,11 +443,11 @@ mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y
     mr_status st = MR_OK;
     /* m: src, weights, bias, dst, scratchpad; for a bf16 layer, the fp32 input. */
     dnnl_memory_t m[6] = {0};
-    if (e->src_to_bf16) {
+    if (e->src_convert) {
         DNNL_TRY(dnnl_memory_create(&m[5], &e->src_f32_md, c->engine, x->data), "memory");
-        DNNL_TRY(dnnl_memory_create(&m[0], &e->src_md, c->engine, c->bf16_src), "memory");
+        DNNL_TRY(dnnl_memory_create(&m[0], &e->src_md, c->engine, c->lowp_src), "memory");
         dnnl_exec_arg_t conv_args[2] = {{DNNL_ARG_FROM, m[5]}, {DNNL_ARG_TO, m[0]}};
-        DNNL_TRY(dnnl_primitive_execute(e->src_to_bf16, c->stream, 2, conv_args), "bf16 input conversion");
+        DNNL_TRY(dnnl_primitive_execute(e->src_convert, c->stream, 2, conv_args), "bf16 input conversion");
     } else {
         DNNL_TRY(dnnl_memory_create(&m[0], &e->src_md, c->engine, x->data), "memory");
     }

@@ -198,13 +198,14 @@ static mr_status plan_buffers(mr_model *m, mr_error *err)
 }
 
 mr_status model_load(mr_model **out, const mr_config *cfg, const char *weights_path, mr_backend backend,
-                     mr_error *err)
+                     const mr_int8_ranges *int8_ranges, mr_error *err)
 {
     *out = NULL;
     mr_model *m = calloc(1, sizeof *m);
     if (!m) return mr_fail(err, MR_ERR_OOM, "out of memory");
     m->cfg = *cfg;
     m->be = backend;
+    m->int8_ranges = int8_ranges;
     m->num_levels = cfg->fpn.max_level - cfg->fpn.min_level + 1;
     plan_limits(m);
     mr_weights w;
@@ -225,6 +226,7 @@ mr_status model_load(mr_model **out, const mr_config *cfg, const char *weights_p
                        unused, strlen(unused) >= sizeof unused - 1 ? "..." : "");
     }
     weights_close(&w);
+    m->int8_ranges = NULL;
     if (st == MR_OK) st = plan_buffers(m, err);
     if (st == MR_OK) st = plan_backend(m, err);
     if (st != MR_OK) {

@@ -24,6 +24,7 @@
 
 #include "backend/backend.h"
 #include "core/config.h"
+#include "core/int8_ranges.h"
 #include "core/result.h"
 #include "core/image_types.h"
 #include "core/status.h"
@@ -36,8 +37,12 @@ typedef struct {
     double preprocess, backbone, fpn, rpn, box_head, mask_head, paste;
 } mr_stage_times;
 
+/* int8_ranges: each conv's calibrated input range, for a backend that
+ * computes in int8 (every conv it quantizes, those not kept fp32 by the
+ * config's reduced_precision, must have one); NULL otherwise. Only read
+ * during the load. */
 mr_status model_load(mr_model **out, const mr_config *cfg, const char *weights_path, mr_backend backend,
-                     mr_error *err);
+                     const mr_int8_ranges *int8_ranges, mr_error *err);
 void model_free(mr_model *m);
 const mr_config *model_config(const mr_model *m);
 

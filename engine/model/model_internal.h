@@ -43,6 +43,7 @@ typedef struct {
 struct mr_model {
     mr_config cfg;
     mr_backend be;
+    const mr_int8_ranges *int8_ranges; /* during model_load only (model.h); NULL after */
     int num_levels;        /* FPN levels min_level..max_level */
     int num_anchors;       /* per position */
     float cell_anchors[MR_MAX_LEVELS][MR_MAX_ANCHOR_RATIOS * MR_MAX_ANCHOR_SIZES * 4];

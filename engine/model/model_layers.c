@@ -67,9 +67,19 @@ mr_status model_conv_layer(mr_model *m, mr_weights *w, const char *prefix, const
     if (st == MR_OK && norm) st = weights_read_affine(w, norm, cout, m->cfg.backbone.norm_eps, scale, shift, err);
     size_t count = per_out * (size_t)cout + (size_t)cout * (norm ? 3 : 1);
     if (st == MR_OK) st = model_check_finite(w, prefix, wt, count, err);
+    mr_conv_params p = {cin, cout, k, k, stride, pad, 1, 1, relu, in.n, in.h, in.w,
+                        layer_keeps_fp32(&m->cfg, prefix), 0.0f, 0};
     if (st == MR_OK) {
-        mr_conv_params p = {cin, cout, k, k, stride, pad, 1, 1, relu, in.n, in.h, in.w,
-                            layer_keeps_fp32(&m->cfg, prefix)};
+        const mr_int8_range *r = int8_ranges_find(m->int8_ranges, prefix);
+        if (r) {
+            p.int8_range = r->range;
+            p.int8_signed = r->is_signed;
+        } else if (m->int8_ranges && !p.keep_fp32) {
+            st = mr_fail(err, MR_ERR_CONFIG, "%s: no range for layer \"%s\", which int8 quantizes: calibrate "
+                         "again for this config", m->int8_ranges->path, prefix);
+        }
+    }
+    if (st == MR_OK) {
         st = norm ? m->be.i->conv_init_affine(m->be.ctx, prefix, &p, wt, bias, scale, shift, out, err)
                   : m->be.i->conv_init(m->be.ctx, prefix, &p, wt, bias, out, err);
     }

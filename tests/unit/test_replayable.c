@@ -188,8 +188,8 @@ static void test_model_calls_replayable_as_documented(void **state)
     if (config_load(&cfg, CONFIG, &err) != MR_OK) fail_msg("%s", err.msg);
     assert_int_equal(backend_open("cpu", &(mr_backend_params){.threads = 2}, &g_cpu, &err), MR_OK);
     mr_model *plain = NULL, *wrap = NULL;
-    if (model_load(&plain, &cfg, WEIGHTS, g_cpu, &err) != MR_OK) fail_msg("%s", err.msg);
-    if (model_load(&wrap, &cfg, WEIGHTS, wrapped(), &err) != MR_OK) fail_msg("%s", err.msg);
+    if (model_load(&plain, &cfg, WEIGHTS, g_cpu, NULL, &err) != MR_OK) fail_msg("%s", err.msg);
+    if (model_load(&wrap, &cfg, WEIGHTS, wrapped(), NULL, &err) != MR_OK) fail_msg("%s", err.msg);
     const char *scenes[] = {"examples/shapes/scene_1.png", "examples/shapes/scene_2.png"};
     for (int k = 0; k < 2; k++) {
         mr_image img = {0};

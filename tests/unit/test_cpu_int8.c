@@ -1,0 +1,192 @@
+/* The CPU backend's int8 convolution (backend_cpu.h: cpu_ctx.int8) against
+ * the arithmetic it promises, computed here in double:
+ *   q_x = saturate(round(x / s_x))            u8 [0,255] or s8 [-128,127],
+ *                                              s_x = range / 255 or / 127
+ *   q_w = round(w / s_w[oc]),                  s_w[oc] = max|w[oc]| / qmax
+ *   y   = relu(s_x * s_w[oc] * sum q_x q_w + bias (+ y_before))
+ * qmax is 127, except for u8 inputs where oneDNN's ISA lacks VNNI: 63.
+ * With s8 inputs and no VNNI oneDNN halves the weights in its reorder
+ * (round to nearest even) and doubles the output scale: q_w' = round(q_w /
+ * 2), s_w' = 2 s_w. (make check runs this test again under
+ * ONEDNN_MAX_CPU_ISA=AVX2.) Inputs and
+ * weights are made so that no value sits near a rounding tie (each is a
+ * whole number of steps plus at most 0.4 of one), so the only differences
+ * left are float rounding in the output: they must be within 1e-5 of the
+ * output's scale. Covers u8 1x1 with ReLU, s8 3x3 stride 2, a residual sum,
+ * inputs beyond the range (saturation), and a layer that keeps fp32. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "backend/backend.h"
+#include "backend/backend_registry.h"
+#include "cpu/backend_cpu.h"
+
+static uint64_t rng = 88172645463325252ull;
+static double uniform(void) /* [0, 1) */
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (double)(rng >> 11) / 9007199254740992.0;
+}
+
+typedef struct {
+    int cin, cout, k, stride, pad, relu, is_signed, accumulate, h, w;
+} int8_case;
+
+static mr_tensor tensor(mr_backend *be, int n, int h, int w, int c, const float *host)
+{
+    void *p;
+    mr_error err = {0};
+    size_t count = (size_t)n * h * w * c;
+    assert_int_equal(be->i->buffer_alloc(be->ctx, sizeof(float) * count, &p, &err), MR_OK);
+    if (host) assert_int_equal(be->i->copy_to_device(be->ctx, p, host, sizeof(float) * count, &err), MR_OK);
+    return mr_tensor_make(p, n, h, w, c);
+}
+
+static void run_case(const int8_case *tc)
+{
+    mr_backend be;
+    mr_error err = {0};
+    assert_int_equal(backend_open("cpu", &(mr_backend_params){.threads = 2, .precision = MR_PRECISION_INT8}, &be,
+                                  &err), MR_OK);
+    const int vnni = ((cpu_ctx *)be.ctx)->int8_vnni;
+    const int qmax = vnni || tc->is_signed ? 127 : 63, halved = !vnni && tc->is_signed;
+    const int K = tc->k, per_out = tc->cin * K * K;
+    const float range = 6.0f, sx = range / (tc->is_signed ? 127.0f : 255.0f), sw = 1.0f / 128.0f;
+    const int qlo = tc->is_signed ? -128 : 0, qhi = tc->is_signed ? 127 : 255;
+    int oh = (tc->h + 2 * tc->pad - K) / tc->stride + 1, ow = (tc->w + 2 * tc->pad - K) / tc->stride + 1;
+
+    /* weights: whole steps of sw plus at most 0.4 of one; each row's first is qmax steps, so s_w = sw exactly */
+    float *w = malloc(sizeof(float) * (size_t)tc->cout * per_out), *bias = malloc(sizeof(float) * tc->cout);
+    int *qw = malloc(sizeof(int) * (size_t)tc->cout * per_out);
+    for (int o = 0; o < tc->cout; o++) {
+        for (int i = 0; i < per_out; i++) {
+            int q = i == 0 ? (o % 2 ? -qmax : qmax) : (int)floor(uniform() * (2 * qmax - 1)) - (qmax - 1);
+            double frac = i == 0 ? 0.0 : (uniform() - 0.5) * 0.8;
+            qw[(size_t)o * per_out + i] = halved ? (int)nearbyint(q / 2.0) : q;
+            w[(size_t)o * per_out + i] = (float)((q + frac) * sw);
+        }
+        bias[o] = (float)(uniform() - 0.5);
+    }
+    /* inputs: whole steps plus at most 0.4 of one; 1 in 50 beyond the range (saturates) */
+    size_t xn = (size_t)tc->h * tc->w * tc->cin, yn = (size_t)oh * ow * tc->cout;
+    float *x = malloc(sizeof(float) * xn), *y0 = malloc(sizeof(float) * yn), *y = malloc(sizeof(float) * yn);
+    int *qx = malloc(sizeof(int) * xn);
+    for (size_t i = 0; i < xn; i++) {
+        int q = qlo + (int)floor(uniform() * (qhi - qlo + 1));
+        double frac = (uniform() - 0.5) * 0.8;
+        if (uniform() < 0.02) {
+            q = uniform() < 0.5 && tc->is_signed ? -400 : 400;
+            frac = 0;
+        }
+        x[i] = (float)((q + frac) * sx);
+        qx[i] = q < qlo ? qlo : q > qhi ? qhi : q;
+    }
+    for (size_t i = 0; i < yn; i++) y0[i] = (float)(uniform() * 4 - 2);
+
+    mr_conv_params p = {tc->cin, tc->cout, K, K, tc->stride, tc->pad, 1, 1, tc->relu, 1, tc->h, tc->w, 0, range,
+                        tc->is_signed};
+    mr_layer *layer;
+    assert_int_equal(be.i->conv_init(be.ctx, "int8 test", &p, w, bias, &layer, &err), MR_OK);
+    mr_tensor xt = tensor(&be, 1, tc->h, tc->w, tc->cin, x), yt = tensor(&be, 1, oh, ow, tc->cout, y0);
+    assert_int_equal(be.i->conv(be.ctx, layer, &xt, &yt, tc->accumulate, &err), MR_OK);
+    assert_int_equal(be.i->copy_to_host(be.ctx, y, yt.data, sizeof(float) * yn, &err), MR_OK);
+
+    double worst = 0;
+    for (int oy = 0; oy < oh; oy++)
+        for (int ox = 0; ox < ow; ox++)
+            for (int o = 0; o < tc->cout; o++) {
+                long long acc = 0;
+                long long mag = 0;
+                for (int ky = 0; ky < K; ky++)
+                    for (int kx = 0; kx < K; kx++) {
+                        int iy = oy * tc->stride - tc->pad + ky, ix = ox * tc->stride - tc->pad + kx;
+                        if (iy < 0 || ix < 0 || iy >= tc->h || ix >= tc->w) continue;
+                        for (int c = 0; c < tc->cin; c++) {
+                            int a = qx[((size_t)iy * tc->w + ix) * tc->cin + c];
+                            int b = qw[(size_t)o * per_out + (size_t)c * K * K + ky * K + kx];
+                            acc += (long long)a * b;
+                            mag += llabs((long long)a * b);
+                        }
+                    }
+                size_t yi = ((size_t)oy * ow + ox) * tc->cout + o;
+                const double swe = halved ? 2.0 * sw : sw;
+                double ref = (double)sx * swe * (double)acc + bias[o] + (tc->accumulate ? y0[yi] : 0.0);
+                if (tc->relu && ref < 0) ref = 0;
+                double scale = (double)sx * swe * (double)mag + fabs(bias[o]) + 2.0;
+                double d = fabs(y[yi] - ref) / scale;
+                if (d > worst) worst = d;
+                if (d > 1e-5)
+                    fail_msg("y[%d,%d,%d] = %.7g, expected %.7g (qmax %d)", oy, ox, o, y[yi], ref, qmax);
+            }
+    print_message("%dx%d %d->%d stride %d %s%s%s: qmax %d, worst difference %.2g of the output's scale\n", K, K,
+                  tc->cin, tc->cout, tc->stride, tc->is_signed ? "s8" : "u8", tc->accumulate ? " +sum" : "",
+                  tc->relu ? " relu" : "", qmax, worst);
+    be.i->layer_free(be.ctx, layer);
+    be.i->buffer_free(be.ctx, xt.data);
+    be.i->buffer_free(be.ctx, yt.data);
+    be.i->destroy(be.ctx);
+    free(w), free(bias), free(qw), free(x), free(qx), free(y0), free(y);
+}
+
+static void test_1x1_u8_relu(void **s)
+{
+    (void)s;
+    run_case(&(int8_case){64, 48, 1, 1, 0, 1, 0, 0, 13, 17});
+}
+
+static void test_3x3_s8_stride2(void **s)
+{
+    (void)s;
+    run_case(&(int8_case){32, 64, 3, 2, 1, 0, 1, 0, 15, 22});
+}
+
+static void test_3x3_u8_residual_relu(void **s)
+{
+    (void)s;
+    run_case(&(int8_case){48, 32, 3, 1, 1, 1, 0, 1, 9, 11});
+}
+
+static void test_1x1_s8_residual(void **s)
+{
+    (void)s;
+    run_case(&(int8_case){16, 256, 1, 1, 0, 0, 1, 1, 7, 5});
+}
+
+/* A layer without a range is refused by name; one that keeps fp32 needs none. */
+static void test_ranges_required(void **s)
+{
+    (void)s;
+    mr_backend be;
+    mr_error err = {0};
+    assert_int_equal(backend_open("cpu", &(mr_backend_params){.precision = MR_PRECISION_INT8}, &be, &err), MR_OK);
+    float w[8 * 8] = {0}, b[8] = {0};
+    mr_conv_params p = {8, 8, 1, 1, 1, 0, 1, 1, 0, 1, 4, 4, 0, 0.0f, 0};
+    mr_layer *l = NULL;
+    assert_int_equal(be.i->conv_init(be.ctx, "backbone.res2.0.conv1", &p, w, b, &l, &err), MR_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "backbone.res2.0.conv1"));
+    assert_non_null(strstr(err.msg, "calibrated input range"));
+    p.keep_fp32 = 1;
+    assert_int_equal(be.i->conv_init(be.ctx, "backbone.stem.conv", &p, w, b, &l, &err), MR_OK);
+    be.i->layer_free(be.ctx, l);
+    be.i->destroy(be.ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_1x1_u8_relu),          cmocka_unit_test(test_3x3_s8_stride2),
+        cmocka_unit_test(test_3x3_u8_residual_relu), cmocka_unit_test(test_1x1_s8_residual),
+        cmocka_unit_test(test_ranges_required),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
