@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Our CPU time per stage at each precision, on one full-size image, in the same run.
 
-    /usr/bin/python3 bench/bench_precision.py [--precisions fp32,bf16] [--rounds 3] [--threads 2]
+    /usr/bin/python3 bench/bench_precision.py [--precisions fp32,bf16,int8] [--rounds 3] [--threads 2]
 
 The seeded R-101-FPN weights and the 800x1216 synthetic scene of `make bench`
 (bench_cpu.py, tests/parity/oracle.py). Each round runs one detect process per
@@ -11,7 +11,9 @@ the rounds and its ratio to the first precision. Then agreement of each
 precision's detections with the first's on this image (seeded weights give
 near-tied scores, so this is a smoke check; accuracy is measured on the demo
 model, models/shapes/evaluate.py --precision). A precision the CPU lacks
-(bf16 without AVX512_BF16 or AMX) is reported and skipped."""
+(bf16 without AVX512_BF16 or AMX) is reported and skipped. int8 first
+calibrates (detect calibrate) on 8 other synthetic scenes of the same size
+(seeds 1-8; the timed one is seed 0); calibration is not timed."""
 
 import argparse
 import json
@@ -63,7 +65,7 @@ def matched(ref, got, iou=0.9):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--precisions", default="fp32,bf16")
+    ap.add_argument("--precisions", default="fp32,bf16,int8")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--config", default=os.path.join(REPO, "configs", "mask_rcnn_R-101-FPN_torchvision.json"))
@@ -78,6 +80,13 @@ def main():
         oracle.save_png(img, png)
         oracle.export_weights(model, weights)
         del model
+        if "int8" in precisions:
+            cal = os.path.join(tmp, "calibration")
+            os.makedirs(cal)
+            for k in range(1, 9):
+                oracle.save_png(oracle.make_synthetic_image(800, 1216, k), os.path.join(cal, f"{k}.png"))
+            subprocess.run([os.path.join(REPO, "build", "detect"), "calibrate", "-q", "--threads", str(args.threads),
+                            "--config", args.config, "--weights", weights, cal], check=True)
 
         usable = []
         for p in precisions:

@@ -92,8 +92,12 @@ mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, co
         return mr_fail(err, MR_ERR_SHAPE, "%s: %d groups do not divide %d->%d channels", name, p->groups, p->cin,
                        p->cout);
     size_t wcount = (size_t)p->cout * (size_t)(p->cin / p->groups) * (size_t)p->kh * (size_t)p->kw;
-    int bf16 = c->bf16 && !p->keep_fp32, int8 = c->int8 && !p->keep_fp32;
-    if (int8 && !(p->int8_range > 0.0f && isfinite(p->int8_range)))
+    /* Without VNNI, oneDNN's int8 direct 3x3 is no faster than our fp32
+     * Winograd and the quantizing pass comes on top: such layers stay
+     * Winograd (bench/NOTES.md section 22); a table, not a measurement. */
+    int bf16 = c->bf16 && !p->keep_fp32;
+    int int8 = c->int8 && !p->keep_fp32 && (c->int8_vnni || !wino_use(c, p));
+    if (c->int8 && !p->keep_fp32 && !(p->int8_range > 0.0f && isfinite(p->int8_range)))
         return mr_fail(err, MR_ERR_CONFIG, "%s: precision int8 needs this layer's calibrated input range, and it "
                        "has none", name);
     /* A Winograd layer keeps only its transformed weights: no plain copy

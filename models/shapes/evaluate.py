@@ -2,7 +2,7 @@
 
     build/venv-test/bin/python models/shapes/evaluate.py [--count 200] [--weights models/shapes_r101_narrow.safetensors]
                                                [--work build/shapes_eval] [--threads 1] [--no-torchvision]
-                                               [--demo-score 0.8[,0.85,...]] [--seed 2] [--precision bf16]
+                                               [--demo-score 0.8[,0.85,...]] [--seed 2] [--precision bf16|int8]
 
 1. writes scenes 0..count-1 of shapes_data.HELDOUT_SEED (never used in training; --seed
    chooses another, e.g. shapes_data.VALIDATION_SEED) with their COCO annotations to WORK/images/;
@@ -296,9 +296,10 @@ def main():
     ap.add_argument("--work", default=os.path.join(REPO, "build", "shapes_eval"))
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--no-torchvision", action="store_true", help="the engine only: no parity check")
-    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
-                    help="the engine's CPU arithmetic (bf16: AVX512_BF16 or AMX); the parity check against "
-                         "torchvision (fp32) is meant for fp32, so bf16 implies --no-torchvision")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "int8"],
+                    help="the engine's CPU arithmetic (bf16: AVX512_BF16 or AMX; int8: with the ranges beside the "
+                         "weights, detect calibrate); the parity check against torchvision (fp32) is meant for "
+                         "fp32, so bf16 and int8 imply --no-torchvision")
     ap.add_argument("--demo-score", default=str(DEMO_SCORE),
                     help="the demo's drawing threshold, or several, comma-separated, to compare")
     ap.add_argument("--seed", type=int, default=shapes_data.HELDOUT_SEED,

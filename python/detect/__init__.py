@@ -144,7 +144,8 @@ class Model:
     `weights`: a converted safetensors file (models/README.md).
     device: "auto" (a GPU when there is one, else the CPU), "cpu", "cuda",
     "cuda:N" (that GPU, or DetectError DETECT_ERR_UNSUPPORTED saying why);
-    precision: "fp32", "tf32", "fp16" (GPU), "bf16" (CPU with AVX512_BF16 or AMX);
+    precision: "fp32", "tf32", "fp16" (GPU), "bf16" (CPU with AVX512_BF16 or AMX),
+    "int8" (CPU, with the ranges `detect calibrate` wrote beside the weights);
     threads: CPU threads (0: all);
     score_threshold, max_detections, agnostic_nms: override the config's
     box_head settings; classes: keep only the named classes."""

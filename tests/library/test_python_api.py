@@ -207,3 +207,19 @@ def test_bf16_equals_cli_bf16(prefix, images):
         for entry in doc["images"]:
             r = m(entry["file"])
             assert_equals_cli(r, entry)
+
+
+def test_int8_equals_cli_int8(prefix, images, tmp_path):
+    """precision="int8" on the CPU: the same bytes as detect --precision int8 (the ranges shipped
+    beside the demo weights); weights without ranges beside them: DetectError DETECT_ERR_CONFIG
+    naming the missing file."""
+    from conftest import cli_json
+    doc, _ = cli_json(prefix, images[:4], "--precision", "int8")
+    with detect.Model(CONFIG, WEIGHTS, device="cpu", precision="int8") as m:
+        for entry in doc["images"]:
+            assert_equals_cli(m(entry["file"]), entry)
+    bare = tmp_path / "bare.safetensors"
+    bare.write_bytes(open(WEIGHTS, "rb").read())
+    with pytest.raises(detect.DetectError) as e:
+        detect.Model(CONFIG, str(bare), device="cpu", precision="int8")
+    assert e.value.status == "DETECT_ERR_CONFIG" and f"{tmp_path}/bare.int8.json does not exist" in str(e.value)

@@ -8,7 +8,9 @@
  * With s8 inputs and no VNNI oneDNN halves the weights in its reorder
  * (round to nearest even) and doubles the output scale: q_w' = round(q_w /
  * 2), s_w' = 2 s_w. (make check runs this test again under
- * ONEDNN_MAX_CPU_ISA=AVX2.) Inputs and
+ * ONEDNN_MAX_CPU_ISA=AVX2.) Without VNNI a 3x3 stride-1 conv stays our
+ * fp32 Winograd (backend_cpu_layers.c): then y = relu(sum x w + bias ...)
+ * unquantized is what it must give. Inputs and
  * weights are made so that no value sits near a rounding tie (each is a
  * whole number of steps plus at most 0.4 of one), so the only differences
  * left are float rounding in the output: they must be within 1e-5 of the
@@ -63,6 +65,7 @@ static void run_case(const int8_case *tc)
     const int K = tc->k, per_out = tc->cin * K * K;
     const float range = 6.0f, sx = range / (tc->is_signed ? 127.0f : 255.0f), sw = 1.0f / 128.0f;
     const int qlo = tc->is_signed ? -128 : 0, qhi = tc->is_signed ? 127 : 255;
+    const int stays_fp32 = !vnni && K == 3 && tc->stride == 1; /* Winograd's, without VNNI */
     int oh = (tc->h + 2 * tc->pad - K) / tc->stride + 1, ow = (tc->w + 2 * tc->pad - K) / tc->stride + 1;
 
     /* weights: whole steps of sw plus at most 0.4 of one; each row's first is qmax steps, so s_w = sw exactly */
@@ -97,6 +100,7 @@ static void run_case(const int8_case *tc)
                         tc->is_signed};
     mr_layer *layer;
     assert_int_equal(be.i->conv_init(be.ctx, "int8 test", &p, w, bias, &layer, &err), MR_OK);
+    assert_int_equal(layer->int8, !stays_fp32);
     mr_tensor xt = tensor(&be, 1, tc->h, tc->w, tc->cin, x), yt = tensor(&be, 1, oh, ow, tc->cout, y0);
     assert_int_equal(be.i->conv(be.ctx, layer, &xt, &yt, tc->accumulate, &err), MR_OK);
     assert_int_equal(be.i->copy_to_host(be.ctx, y, yt.data, sizeof(float) * yn, &err), MR_OK);
@@ -107,6 +111,7 @@ static void run_case(const int8_case *tc)
             for (int o = 0; o < tc->cout; o++) {
                 long long acc = 0;
                 long long mag = 0;
+                double facc = 0, fmag = 0; /* unquantized */
                 for (int ky = 0; ky < K; ky++)
                     for (int kx = 0; kx < K; kx++) {
                         int iy = oy * tc->stride - tc->pad + ky, ix = ox * tc->stride - tc->pad + kx;
@@ -116,21 +121,27 @@ static void run_case(const int8_case *tc)
                             int b = qw[(size_t)o * per_out + (size_t)c * K * K + ky * K + kx];
                             acc += (long long)a * b;
                             mag += llabs((long long)a * b);
+                            double xw = (double)x[((size_t)iy * tc->w + ix) * tc->cin + c] *
+                                        w[(size_t)o * per_out + (size_t)c * K * K + ky * K + kx];
+                            facc += xw;
+                            fmag += fabs(xw);
                         }
                     }
                 size_t yi = ((size_t)oy * ow + ox) * tc->cout + o;
                 const double swe = halved ? 2.0 * sw : sw;
-                double ref = (double)sx * swe * (double)acc + bias[o] + (tc->accumulate ? y0[yi] : 0.0);
+                double sum = stays_fp32 ? facc : (double)sx * swe * (double)acc;
+                double ref = sum + bias[o] + (tc->accumulate ? y0[yi] : 0.0);
                 if (tc->relu && ref < 0) ref = 0;
-                double scale = (double)sx * swe * (double)mag + fabs(bias[o]) + 2.0;
+                double scale = (stays_fp32 ? fmag : (double)sx * swe * (double)mag) + fabs(bias[o]) + 2.0;
                 double d = fabs(y[yi] - ref) / scale;
                 if (d > worst) worst = d;
                 if (d > 1e-5)
                     fail_msg("y[%d,%d,%d] = %.7g, expected %.7g (qmax %d)", oy, ox, o, y[yi], ref, qmax);
             }
-    print_message("%dx%d %d->%d stride %d %s%s%s: qmax %d, worst difference %.2g of the output's scale\n", K, K,
+    print_message("%dx%d %d->%d stride %d %s%s%s: %s, worst difference %.2g of the output's scale\n", K, K,
                   tc->cin, tc->cout, tc->stride, tc->is_signed ? "s8" : "u8", tc->accumulate ? " +sum" : "",
-                  tc->relu ? " relu" : "", qmax, worst);
+                  tc->relu ? " relu" : "", stays_fp32 ? "fp32 Winograd (no VNNI)" : qmax == 127 ? "qmax 127" : "qmax 63",
+                  worst);
     be.i->layer_free(be.ctx, layer);
     be.i->buffer_free(be.ctx, xt.data);
     be.i->buffer_free(be.ctx, yt.data);
