@@ -12,7 +12,8 @@
 #   make test       unit tests (cmocka), parity tests against torchvision (pytest), python-test,
 #                   cluster-test
 #   make bench      CPU time per stage beside torchvision's: one full-size image, a mixed-size batch
-#   make bench-peers  the same images beside current PyTorch, ONNX Runtime and OpenVINO (venv in build/, ~20 min)
+#   make bench-peers  the same images beside current PyTorch, ONNX Runtime and OpenVINO, fp32 and int8, and the
+#                   demo model's AP in each (venv in build/, ~40 min)
 #   make demo       the README's first command: install what is missing, run on an example
 #   make sanitize   unit and end-to-end tests under AddressSanitizer + UBSan (build-san/)
 #   make valgrind   one full image through memcheck: no errors, no leaks
@@ -177,6 +178,7 @@ $(PEERS_VENV)/.installed: bench/requirements-peers.txt
 bench-peers: deps $(PEERS_VENV)/.installed
 	$(MAKE) all
 	$(PEERS_VENV)/bin/python bench/bench_peers.py $(BENCH_PEERS_ARGS)
+	$(PEERS_VENV)/bin/python bench/peers_demo_ap.py
 
 demo: deps-run
 	$(MAKE) all

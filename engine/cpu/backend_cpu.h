@@ -11,10 +11,14 @@
 #define CPU_CONV_CACHE 8
 
 /* Tensor memory that holds the blocked layout nChw<block>c, not NHWC
- * (backend_cpu_layout.c). */
+ * (backend_cpu_layout.c); or, `quantized`, u8 (s8 where is_signed) NHWC
+ * values, one byte each, real = q * step: an int8 conv's output handed to
+ * the int8 conv that reads it (mr_conv_params.int8_out_range). */
 typedef struct {
     float *data;
     int n, h, w, c;
+    int quantized, is_signed;
+    float step;
 } cpu_blocked_rec;
 #define CPU_BLOCKED_RECS 64
 
@@ -79,6 +83,7 @@ typedef struct {
      * reference kernel: 12.8 s.) */
     dnnl_memory_desc_t src_md, wei_md, bias_md, dst_md;
     int blocked, narrow_from_blocked;
+    int quantized_out; /* dst is u8/s8 for the layer's int8 reader (mr_layer.out_scales_q) */
     /* A bf16 or int8 layer's: the fp32 NHWC input to bf16, u8 or s8 NHWC
      * (ctx->lowp_src), src_md then being that one; NULL for fp32 layers. */
     dnnl_primitive_t src_convert;
@@ -112,6 +117,14 @@ struct mr_layer {
     int int8;
     float src_scale;   /* real value of one input step: int8_range / (255 or 127) */
     float *out_scales; /* [cout]: src_scale * the output channel's weight scale */
+    /* An int8 layer whose one reader is an int8 conv (int8_out_range, on a
+     * CPU with VNNI, where that reader runs int8 whatever its shape): its
+     * output is written quantized for that reader, u8 (s8 if out_signed)
+     * at out_step, with out_scales_q[oc] = out_scales[oc] / out_step, and
+     * recorded so (cpu_blocked_rec.quantized). NULL otherwise. */
+    float *out_scales_q;
+    float out_step;
+    int out_signed;
     cpu_conv_entry cache[CPU_CONV_CACHE];
     int cache_count;
 };
@@ -164,6 +177,12 @@ mr_status cpu_layout_channelwise(cpu_ctx *c, const mr_tensor *x, const mr_tensor
 /* Whether t (this data, this shape) is held blocked now: for readers that
  * take either layout (RoIAlign) instead of calling cpu_read. */
 int cpu_layout_is_blocked(const cpu_ctx *c, const mr_tensor *t);
+
+/* Whether t is held quantized at this step and sign (an int8 reader can
+ * take it as it is), and the record an int8 conv's quantized output makes. */
+int cpu_layout_is_quantized(const cpu_ctx *c, const mr_tensor *t, float step, int is_signed);
+mr_status cpu_layout_will_be_quantized(cpu_ctx *c, const mr_tensor *t, float step, int is_signed,
+                                       mr_error *err);
 
 static inline mr_status cpu_read(cpu_ctx *c, const mr_tensor *t, mr_error *err)
 {

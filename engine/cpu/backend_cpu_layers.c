@@ -118,6 +118,19 @@ mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, co
             return mr_fail(err, MR_ERR_OOM, "%s: out of memory", name);
         }
         int8_weights(l, p, w_oihw, c->int8_vnni || p->int8_signed ? 127 : 63);
+        /* Its reader runs int8 whatever its shape only with VNNI (else a
+         * 3x3 stride-1 reader stays fp32 Winograd, and a quantized map would
+         * only be expanded again). */
+        if (p->int8_out_range > 0.0f && isfinite(p->int8_out_range) && c->int8_vnni) {
+            l->out_scales_q = calloc((size_t)p->cout, sizeof(float));
+            if (!l->out_scales_q) {
+                cpu_layer_free(ctx, l);
+                return mr_fail(err, MR_ERR_OOM, "%s: out of memory", name);
+            }
+            l->out_signed = p->int8_out_signed;
+            l->out_step = p->int8_out_range / (p->int8_out_signed ? 127.0f : 255.0f);
+            for (int oc = 0; oc < p->cout; oc++) l->out_scales_q[oc] = l->out_scales[oc] / l->out_step;
+        }
     } else if (!wino) {
         memcpy(l->weights, w_oihw, sizeof(float) * wcount);
     }
@@ -198,6 +211,7 @@ void cpu_layer_free(void *ctx, mr_layer *l)
     free(l->bias);
     free(l->wino_u);
     free(l->out_scales);
+    free(l->out_scales_q);
     free(l);
 }
 
@@ -289,6 +303,7 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
     e.accumulate = accumulate;
     e.blocked = !cpu_layer_reduced(layer) && p->groups == 1 && p->cin % c->block == 0 && p->cout % c->block == 0;
     e.narrow_from_blocked = narrow;
+    e.quantized_out = layer->out_scales_q && !accumulate;
 
     dnnl_dims_t src_dims = {x->n, p->cin, x->h, x->w}, dst_dims = {y->n, p->cout, y->h, y->w};
     dnnl_dims_t bias_dims = {p->cout}, strides = {p->stride, p->stride};
@@ -334,7 +349,8 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
         st = cpu_lowp_src_reserve(c, dnnl_memory_desc_get_size(&e.src_md), err);
         if (st != MR_OK) goto done;
     }
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.dst_md, 4, dst_dims, dnnl_f32, act), "dst desc");
+    dnnl_data_type_t ddt = !e.quantized_out ? dnnl_f32 : layer->out_signed ? dnnl_s8 : dnnl_u8;
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.dst_md, 4, dst_dims, ddt, act), "dst desc");
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.bias_md, 1, bias_dims, dnnl_f32, dnnl_a), "bias desc");
     dnnl_convolution_desc_t cd;
     DNNL_TRY(dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct,
@@ -346,7 +362,9 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
     /* int8: the s32 sum (plus the bias, in the same units) times
      * src_scale * weight scale[oc] is the fp32 result; post-ops follow */
     if (layer->int8)
-        DNNL_TRY(dnnl_primitive_attr_set_output_scales(attr, p->cout, 1 << 1, layer->out_scales), "output scales");
+        DNNL_TRY(dnnl_primitive_attr_set_output_scales(attr, p->cout, 1 << 1,
+                                                       e.quantized_out ? layer->out_scales_q : layer->out_scales),
+                 "output scales");
     DNNL_TRY(dnnl_post_ops_create(&ops), "post-ops");
     if (accumulate) DNNL_TRY(dnnl_post_ops_append_sum(ops, 1.0f), "sum post-op");
     if (p->relu) DNNL_TRY(dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f), "relu post-op");
@@ -430,6 +448,7 @@ mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y
         return MR_OK;
     }
     cpu_conv_entry *e;
+    int x_quantized = 0;
     MR_TRY(conv_entry_get(c, layer, x, y, accumulate, &e, err));
     /* The operands in the convolution's layout (in place), y's memory
      * recorded as what it is about to hold. */
@@ -439,15 +458,18 @@ mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y
         MR_TRY(cpu_blocked_reserve(c, dnnl_memory_desc_get_size(&e->dst_md), err));
         cpu_wrote(c, y);
     } else {
-        MR_TRY(cpu_read(c, x, err));
+        /* an int8 reader takes its writer's quantized output as it is */
+        x_quantized = layer->int8 && cpu_layout_is_quantized(c, x, layer->src_scale, layer->conv.int8_signed);
+        if (!x_quantized) MR_TRY(cpu_read(c, x, err));
         if (accumulate) MR_TRY(cpu_read(c, y, err));
-        cpu_wrote(c, y);
+        if (e->quantized_out) MR_TRY(cpu_layout_will_be_quantized(c, y, layer->out_step, layer->out_signed, err));
+        else cpu_wrote(c, y);
     }
     float *dst = e->narrow_from_blocked ? c->blocked : y->data;
     mr_status st = MR_OK;
     /* m: src, weights, bias, dst, scratchpad; for a bf16 layer, the fp32 input. */
     dnnl_memory_t m[6] = {0};
-    if (e->src_convert) {
+    if (e->src_convert && !x_quantized) {
         DNNL_TRY(dnnl_memory_create(&m[5], &e->src_f32_md, c->engine, x->data), "memory");
         DNNL_TRY(dnnl_memory_create(&m[0], &e->src_md, c->engine, c->lowp_src), "memory");
         dnnl_exec_arg_t conv_args[2] = {{DNNL_ARG_FROM, m[5]}, {DNNL_ARG_TO, m[0]}};

@@ -13,6 +13,11 @@
  * reads back into NHWC first, in place, so the rest of the backend and the
  * model code only ever see NHWC.
  *
+ * Under --precision int8 a record may instead say that the memory holds an
+ * int8 conv's output quantized for the int8 conv that reads it next (one
+ * byte a value; backend_cpu.h): that reader takes it as it is, and any
+ * other reader gets it back in fp32, in place, like a blocked tensor.
+ *
  * The records are (pointer, shape) pairs, kept in the context. They rely on
  * the model's memory contract (model.c's arena plan): an op's output is a
  * whole tensor, and whatever that memory held before is dead, so a write
@@ -83,6 +88,55 @@ done:
     return st;
 }
 
+/* A quantized record's values back to fp32 NHWC in place, through the
+ * context's temporary buffer. */
+static mr_status dequantize(cpu_ctx *c, const cpu_blocked_rec *r, mr_error *err)
+{
+    size_t count = (size_t)r->n * (size_t)r->h * (size_t)r->w * (size_t)r->c, bytes = sizeof(float) * count;
+    if (!count) return MR_OK;
+    MR_TRY(cpu_blocked_reserve(c, bytes, err));
+    dnnl_dims_t dims = {r->n, r->c, r->h, r->w};
+    dnnl_memory_desc_t q, f;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_t prim = NULL;
+    dnnl_memory_t from = NULL, to = NULL;
+    mr_status st = MR_OK;
+    dnnl_exec_arg_t args[2];
+    if (dnnl_memory_desc_init_by_tag(&q, 4, dims, r->is_signed ? dnnl_s8 : dnnl_u8, dnnl_nhwc) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&f, 4, dims, dnnl_f32, dnnl_nhwc) != dnnl_success ||
+        dnnl_primitive_attr_create(&attr) != dnnl_success ||
+        dnnl_primitive_attr_set_output_scales(attr, 1, 0, &r->step) != dnnl_success ||
+        dnnl_reorder_primitive_desc_create(&pd, &q, c->engine, &f, c->engine, attr) != dnnl_success ||
+        dnnl_primitive_create(&prim, pd) != dnnl_success ||
+        dnnl_memory_create(&from, &q, c->engine, r->data) != dnnl_success ||
+        dnnl_memory_create(&to, &f, c->engine, c->blocked) != dnnl_success) {
+        st = mr_fail(err, MR_ERR_BACKEND, "cpu backend: oneDNN dequantization of a [%d,%d,%d,%d] tensor failed", r->n,
+                     r->h, r->w, r->c);
+        goto done;
+    }
+    args[0] = (dnnl_exec_arg_t){DNNL_ARG_FROM, from};
+    args[1] = (dnnl_exec_arg_t){DNNL_ARG_TO, to};
+    if (dnnl_primitive_execute(prim, c->stream, 2, args) != dnnl_success || dnnl_stream_wait(c->stream) != dnnl_success) {
+        st = mr_fail(err, MR_ERR_BACKEND, "cpu backend: oneDNN dequantization failed");
+        goto done;
+    }
+    memcpy(r->data, c->blocked, bytes);
+done:
+    if (from) dnnl_memory_destroy(from);
+    if (to) dnnl_memory_destroy(to);
+    if (prim) dnnl_primitive_destroy(prim);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    return st;
+}
+
+/* A record's memory back to fp32 NHWC. */
+static mr_status expand(cpu_ctx *c, const cpu_blocked_rec *r, mr_error *err)
+{
+    return r->quantized ? dequantize(c, r, err) : relayout(c, r->data, r->n, r->h, r->w, r->c, 0, err);
+}
+
 mr_status cpu_layout_nhwc(cpu_ctx *c, const void *p, size_t bytes, mr_error *err)
 {
     for (int i = 0; i < c->rec_count;) {
@@ -91,7 +145,7 @@ mr_status cpu_layout_nhwc(cpu_ctx *c, const void *p, size_t bytes, mr_error *err
             i++;
             continue;
         }
-        MR_TRY(relayout(c, r->data, r->n, r->h, r->w, r->c, 0, err));
+        MR_TRY(expand(c, r, err));
         rec_drop(c, i);
     }
     return MR_OK;
@@ -110,13 +164,27 @@ void cpu_layout_freed(cpu_ctx *c, void *p)
     if (p) cpu_layout_written(c, p, malloc_usable_size(p));
 }
 
-static int find(const cpu_ctx *c, const mr_tensor *t)
+/* t's record of this kind (quantized or blocked), or -1. */
+static int find_kind(const cpu_ctx *c, const mr_tensor *t, int quantized)
 {
     for (int i = 0; i < c->rec_count; i++) {
         const cpu_blocked_rec *r = &c->recs[i];
-        if (r->data == t->data && r->n == t->n && r->h == t->h && r->w == t->w && r->c == t->c) return i;
+        if (r->data == t->data && r->n == t->n && r->h == t->h && r->w == t->w && r->c == t->c &&
+            r->quantized == quantized)
+            return i;
     }
     return -1;
+}
+
+static int find(const cpu_ctx *c, const mr_tensor *t)
+{
+    return find_kind(c, t, 0);
+}
+
+int cpu_layout_is_quantized(const cpu_ctx *c, const mr_tensor *t, float step, int is_signed)
+{
+    int i = find_kind(c, t, 1);
+    return i >= 0 && c->recs[i].step == step && c->recs[i].is_signed == is_signed;
 }
 
 int cpu_layout_is_blocked(const cpu_ctx *c, const mr_tensor *t)
@@ -129,12 +197,22 @@ static mr_status add(cpu_ctx *c, const mr_tensor *t, const mr_tensor *keep, mr_e
 {
     if (c->rec_count == CPU_BLOCKED_RECS) {
         int i = keep && c->recs[0].data == keep->data ? 1 : 0;
-        cpu_blocked_rec *r = &c->recs[i];
-        MR_TRY(relayout(c, r->data, r->n, r->h, r->w, r->c, 0, err));
+        MR_TRY(expand(c, &c->recs[i], err));
         rec_drop(c, i);
     }
-    cpu_blocked_rec r = {t->data, t->n, t->h, t->w, t->c};
+    cpu_blocked_rec r = {t->data, t->n, t->h, t->w, t->c, 0, 0, 0.0f};
     c->recs[c->rec_count++] = r;
+    return MR_OK;
+}
+
+mr_status cpu_layout_will_be_quantized(cpu_ctx *c, const mr_tensor *t, float step, int is_signed, mr_error *err)
+{
+    cpu_layout_written(c, t->data, sizeof(float) * mr_tensor_numel(t));
+    MR_TRY(add(c, t, NULL, err));
+    cpu_blocked_rec *r = &c->recs[c->rec_count - 1];
+    r->quantized = 1;
+    r->is_signed = is_signed;
+    r->step = step;
     return MR_OK;
 }
 

@@ -16,9 +16,9 @@ mr_status fpn_load(mr_model *m, mr_weights *w, mr_error *err)
         char name[64];
         snprintf(name, sizeof name, "fpn.lateral%d", s + 2);
         mr_extent in = model_level_extent(m, 4 << s);
-        MR_TRY(model_conv_layer(m, w, name, NULL, m->stage[s].out, F, 1, 1, 0, 0, in, &m->fpn_lateral[s], err));
+        MR_TRY(model_conv_layer(m, w, name, NULL, NULL, m->stage[s].out, F, 1, 1, 0, 0, in, &m->fpn_lateral[s], err));
         snprintf(name, sizeof name, "fpn.output%d", s + 2);
-        MR_TRY(model_conv_layer(m, w, name, NULL, F, F, 3, 1, 1, 0, in, &m->fpn_output[s], err));
+        MR_TRY(model_conv_layer(m, w, name, NULL, NULL, F, F, 3, 1, 1, 0, in, &m->fpn_output[s], err));
     }
     return MR_OK;
 }

@@ -43,7 +43,7 @@ mr_status mask_head_load(mr_model *m, mr_weights *w, mr_error *err)
     for (int i = 0; i < mh->num_convs; i++) {
         char name[64];
         snprintf(name, sizeof name, "mask_head.fcn%d", i + 1);
-        MR_TRY(model_conv_layer(m, w, name, NULL, i ? mh->conv_dim : F, mh->conv_dim, 3, 1, 1, 1, roi,
+        MR_TRY(model_conv_layer(m, w, name, NULL, NULL, i ? mh->conv_dim : F, mh->conv_dim, 3, 1, 1, 1, roi,
                                 &m->mask_fcn[i], err));
     }
     int D = mh->conv_dim;
@@ -61,7 +61,7 @@ mr_status mask_head_load(mr_model *m, mr_weights *w, mr_error *err)
     free(wt);
     MR_TRY(st);
     if (m->be.i->mask_class_probs) return mask_class_load(m, w, D, K, err);
-    return model_conv_layer(m, w, "mask_head.logits", NULL, D, K, 1, 1, 0, 0, up, &m->mask_logits, err);
+    return model_conv_layer(m, w, "mask_head.logits", NULL, NULL, D, K, 1, 1, 0, 0, up, &m->mask_logits, err);
 }
 
 mr_status mask_head_forward(mr_model *m, mr_error *err)

@@ -77,8 +77,11 @@ typedef struct {
 mr_status model_check_finite(const mr_weights *w, const char *layer, const float *v, size_t n, mr_error *err);
 /* A conv, with its normalisation at `norm` (NULL: none, the conv's bias),
  * whose largest input is `in`. */
-mr_status model_conv_layer(mr_model *m, mr_weights *w, const char *prefix, const char *norm, int cin, int cout,
-                           int k, int stride, int pad, int relu, mr_extent in, mr_layer **out, mr_error *err);
+/* reader: the prefix of the one conv that reads this one's output, when it
+ * is the only reader (mr_conv_params.int8_out_range); NULL otherwise. */
+mr_status model_conv_layer(mr_model *m, mr_weights *w, const char *prefix, const char *norm, const char *reader,
+                           int cin, int cout, int k, int stride, int pad, int relu, mr_extent in, mr_layer **out,
+                           mr_error *err);
 /* A feature map at `stride` (a power of 2) of the largest padded input. */
 mr_extent model_level_extent(const mr_model *m, int stride);
 

@@ -47,8 +47,9 @@ static int layer_keeps_fp32(const mr_config *c, const char *prefix)
 /* The conv and its normalisation go to the backend unfolded
  * (conv_init_affine): it folds them (affine_fold.h) or, on CUDA with
  * --no-fold, applies the affine after the conv. */
-mr_status model_conv_layer(mr_model *m, mr_weights *w, const char *prefix, const char *norm, int cin, int cout,
-                           int k, int stride, int pad, int relu, mr_extent in, mr_layer **out, mr_error *err)
+mr_status model_conv_layer(mr_model *m, mr_weights *w, const char *prefix, const char *norm, const char *reader,
+                           int cin, int cout, int k, int stride, int pad, int relu, mr_extent in, mr_layer **out,
+                           mr_error *err)
 {
     char name[256];
     size_t per_out = (size_t)cin * (size_t)k * (size_t)k;
@@ -68,9 +69,14 @@ mr_status model_conv_layer(mr_model *m, mr_weights *w, const char *prefix, const
     size_t count = per_out * (size_t)cout + (size_t)cout * (norm ? 3 : 1);
     if (st == MR_OK) st = model_check_finite(w, prefix, wt, count, err);
     mr_conv_params p = {cin, cout, k, k, stride, pad, 1, 1, relu, in.n, in.h, in.w,
-                        layer_keeps_fp32(&m->cfg, prefix), 0.0f, 0};
+                        layer_keeps_fp32(&m->cfg, prefix), 0.0f, 0, 0.0f, 0};
     if (st == MR_OK) {
         const mr_int8_range *r = int8_ranges_find(m->int8_ranges, prefix);
+        const mr_int8_range *next = reader ? int8_ranges_find(m->int8_ranges, reader) : NULL;
+        if (next && !layer_keeps_fp32(&m->cfg, reader)) {
+            p.int8_out_range = next->range;
+            p.int8_out_signed = next->is_signed;
+        }
         if (r) {
             p.int8_range = r->range;
             p.int8_signed = r->is_signed;

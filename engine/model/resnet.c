@@ -15,7 +15,7 @@ mr_status resnet_load(mr_model *m, mr_weights *w, mr_error *err)
     const mr_backbone_config *bc = &m->cfg.backbone;
     int blocks[MR_STAGES];
     config_stage_blocks(&m->cfg, blocks);
-    MR_TRY(model_conv_layer(m, w, "backbone.stem.conv", "backbone.stem.norm", 3, bc->stem_out_channels, 7, 2, 3, 1,
+    MR_TRY(model_conv_layer(m, w, "backbone.stem.conv", "backbone.stem.norm", NULL, 3, bc->stem_out_channels, 7, 2, 3, 1,
                             model_level_extent(m, 1), &m->stem, err));
     if (bc->num_groups != 1)
         return mr_fail(err, MR_ERR_UNSUPPORTED, "backbone.num_groups %d: grouped (ResNeXt) bottlenecks are not "
@@ -31,7 +31,7 @@ mr_status resnet_load(mr_model *m, mr_weights *w, mr_error *err)
         if (!st->block) return mr_fail(err, MR_ERR_OOM, "out of memory");
         for (int b = 0; b < st->blocks; b++) {
             mr_bottleneck *k = &st->block[b];
-            char conv[128], norm[160];
+            char conv[128], norm[160], reader[128];
             int stride = b == 0 ? st->stride : 1, block_in = b == 0 ? in : st->out;
             int s1 = bc->stride_in_1x1 ? stride : 1, s3 = bc->stride_in_1x1 ? 1 : stride;
             /* largest inputs: the block's at the previous stage's stride
@@ -39,16 +39,19 @@ mr_status resnet_load(mr_model *m, mr_weights *w, mr_error *err)
             int out_stride = 4 << s, in_stride = out_stride / stride;
             mr_extent x_in = model_level_extent(m, in_stride), x_mid = model_level_extent(m, in_stride * s1),
                       x_out = model_level_extent(m, out_stride);
-#define LAYER(part, cin, cout, ksize, str, pad, relu, ext, dst)                                          \
-    do {                                                                                                \
-        snprintf(conv, sizeof conv, "backbone.res%d.%d.%s", s + 2, b, part);                            \
-        snprintf(norm, sizeof norm, "%s.norm", conv);                                                   \
-        MR_TRY(model_conv_layer(m, w, conv, norm, cin, cout, ksize, str, pad, relu, ext, dst, err));    \
+            /* conv1's output is read by conv2 alone, conv2's by conv3 alone */
+#define LAYER(part, next, cin, cout, ksize, str, pad, relu, ext, dst)                                      \
+    do {                                                                                                  \
+        snprintf(conv, sizeof conv, "backbone.res%d.%d.%s", s + 2, b, part);                              \
+        snprintf(norm, sizeof norm, "%s.norm", conv);                                                     \
+        if (next) snprintf(reader, sizeof reader, "backbone.res%d.%d.%s", s + 2, b, (const char *)next);  \
+        MR_TRY(model_conv_layer(m, w, conv, norm, next ? reader : NULL, cin, cout, ksize, str, pad, relu, \
+                                ext, dst, err));                                                          \
     } while (0)
-            LAYER("conv1", block_in, st->width, 1, s1, 0, 1, x_in, &k->conv1);
-            LAYER("conv2", st->width, st->width, 3, s3, 1, 1, x_mid, &k->conv2);
-            LAYER("conv3", st->width, st->out, 1, 1, 0, 1, x_out, &k->conv3);
-            if (b == 0) LAYER("shortcut", block_in, st->out, 1, stride, 0, 0, x_in, &k->shortcut);
+            LAYER("conv1", "conv2", block_in, st->width, 1, s1, 0, 1, x_in, &k->conv1);
+            LAYER("conv2", "conv3", st->width, st->width, 3, s3, 1, 1, x_mid, &k->conv2);
+            LAYER("conv3", NULL, st->width, st->out, 1, 1, 0, 1, x_out, &k->conv3);
+            if (b == 0) LAYER("shortcut", NULL, block_in, st->out, 1, stride, 0, 0, x_in, &k->shortcut);
 #undef LAYER
         }
         in = st->out;

@@ -24,9 +24,9 @@ mr_status rpn_load(mr_model *m, mr_weights *w, mr_error *err)
     }
     /* shared by every level: the largest is the finest, P2 */
     mr_extent in = model_level_extent(m, 1 << m->cfg.fpn.min_level);
-    MR_TRY(model_conv_layer(m, w, "rpn.conv", NULL, F, F, 3, 1, 1, 1, in, &m->rpn_conv, err));
-    MR_TRY(model_conv_layer(m, w, "rpn.objectness", NULL, F, m->num_anchors, 1, 1, 0, 0, in, &m->rpn_logits, err));
-    return model_conv_layer(m, w, "rpn.deltas", NULL, F, 4 * m->num_anchors, 1, 1, 0, 0, in, &m->rpn_deltas, err);
+    MR_TRY(model_conv_layer(m, w, "rpn.conv", NULL, NULL, F, F, 3, 1, 1, 1, in, &m->rpn_conv, err));
+    MR_TRY(model_conv_layer(m, w, "rpn.objectness", NULL, NULL, F, m->num_anchors, 1, 1, 0, 0, in, &m->rpn_logits, err));
+    return model_conv_layer(m, w, "rpn.deltas", NULL, NULL, F, 4 * m->num_anchors, 1, 1, 0, 0, in, &m->rpn_deltas, err);
 }
 
 static void proposal_params(const mr_model *m, mr_proposal_params *p)

@@ -97,7 +97,7 @@ static void run_case(const int8_case *tc)
     for (size_t i = 0; i < yn; i++) y0[i] = (float)(uniform() * 4 - 2);
 
     mr_conv_params p = {tc->cin, tc->cout, K, K, tc->stride, tc->pad, 1, 1, tc->relu, 1, tc->h, tc->w, 0, range,
-                        tc->is_signed};
+                        tc->is_signed, 0.0f, 0};
     mr_layer *layer;
     assert_int_equal(be.i->conv_init(be.ctx, "int8 test", &p, w, bias, &layer, &err), MR_OK);
     assert_int_equal(layer->int8, !stays_fp32);
@@ -173,6 +173,74 @@ static void test_1x1_s8_residual(void **s)
     run_case(&(int8_case){16, 256, 1, 1, 0, 0, 1, 1, 7, 5});
 }
 
+/* A bottleneck's conv1 -> conv2 under int8: conv1's output handed over
+ * quantized for conv2 (mr_conv_params.int8_out_range; VNNI only). Checks
+ * that (1) read back to the host it is conv1's fp32 output rounded to
+ * conv2's steps, saturated at the range: within half a step of the same
+ * layer without the hint, and a whole number of steps; (2) conv2 on it
+ * gives the same bytes as conv2 on those host values given as fp32 (which
+ * it quantizes itself). */
+static void test_quantized_map_between_convs(void **s)
+{
+    (void)s;
+    mr_backend be;
+    mr_error err = {0};
+    assert_int_equal(backend_open("cpu", &(mr_backend_params){.threads = 2, .precision = MR_PRECISION_INT8}, &be,
+                                  &err), MR_OK);
+    if (!((cpu_ctx *)be.ctx)->int8_vnni) {
+        be.i->destroy(be.ctx);
+        skip(); /* without VNNI outputs stay fp32 (backend_cpu_layers.c) */
+    }
+    enum { H = 11, W = 13, C0 = 64, C1 = 32, C2 = 48 };
+    const float range_b = 3.0f, step = range_b / 255.0f;
+    float *x = malloc(sizeof(float) * H * W * C0), *wa = malloc(sizeof(float) * C1 * C0);
+    float *wb = malloc(sizeof(float) * C2 * C1 * 9), ba[C1], bb[C2];
+    for (int i = 0; i < H * W * C0; i++) x[i] = (float)(uniform() * 4.0);
+    for (int i = 0; i < C1 * C0; i++) wa[i] = (float)(uniform() - 0.5) * 0.2f;
+    for (int i = 0; i < C2 * C1 * 9; i++) wb[i] = (float)(uniform() - 0.5) * 0.2f;
+    for (int i = 0; i < C1; i++) ba[i] = (float)(uniform() - 0.3);
+    for (int i = 0; i < C2; i++) bb[i] = (float)(uniform() - 0.5);
+    mr_conv_params pa = {C0, C1, 1, 1, 1, 0, 1, 1, 1, 1, H, W, 0, 4.0f, 0, range_b, 0};
+    mr_conv_params pa_plain = pa, pb = {C1, C2, 3, 3, 1, 1, 1, 1, 1, 1, H, W, 0, range_b, 0, 0.0f, 0};
+    pa_plain.int8_out_range = 0.0f;
+    mr_layer *a, *a_plain, *b;
+    assert_int_equal(be.i->conv_init(be.ctx, "conv1", &pa, wa, ba, &a, &err), MR_OK);
+    assert_int_equal(be.i->conv_init(be.ctx, "conv1 plain", &pa_plain, wa, ba, &a_plain, &err), MR_OK);
+    assert_int_equal(be.i->conv_init(be.ctx, "conv2", &pb, wb, bb, &b, &err), MR_OK);
+    assert_non_null(a->out_scales_q);
+    mr_tensor xt = tensor(&be, 1, H, W, C0, x), ya = tensor(&be, 1, H, W, C1, NULL),
+              ya_plain = tensor(&be, 1, H, W, C1, NULL), yb1 = tensor(&be, 1, H, W, C2, NULL);
+    assert_int_equal(be.i->conv(be.ctx, a, &xt, &ya, 0, &err), MR_OK);
+    assert_int_equal(be.i->conv(be.ctx, a_plain, &xt, &ya_plain, 0, &err), MR_OK);
+    assert_int_equal(be.i->conv(be.ctx, b, &ya, &yb1, 0, &err), MR_OK);
+    float *qa = malloc(sizeof(float) * H * W * C1), *fa = malloc(sizeof(float) * H * W * C1);
+    float *r1 = malloc(sizeof(float) * H * W * C2), *r2 = malloc(sizeof(float) * H * W * C2);
+    assert_int_equal(be.i->copy_to_host(be.ctx, qa, ya.data, sizeof(float) * H * W * C1, &err), MR_OK);
+    assert_int_equal(be.i->copy_to_host(be.ctx, fa, ya_plain.data, sizeof(float) * H * W * C1, &err), MR_OK);
+    assert_int_equal(be.i->copy_to_host(be.ctx, r1, yb1.data, sizeof(float) * H * W * C2, &err), MR_OK);
+    int saturated = 0;
+    for (int i = 0; i < H * W * C1; i++) {
+        double k = qa[i] / step;
+        assert_true(fabs(k - nearbyint(k)) < 1e-3 && k >= 0 && k <= 255.0 + 1e-3);
+        double want = fmin(fmax(fa[i], 0.0), 255.0 * step);
+        saturated += fa[i] > 255.0 * step;
+        if (fabs(qa[i] - want) > 0.5 * step + 1e-6)
+            fail_msg("conv1 output %d: %.6g held quantized, %.6g in fp32 (step %.4g)", i, qa[i], fa[i], step);
+    }
+    mr_tensor qt = tensor(&be, 1, H, W, C1, qa), yb2 = tensor(&be, 1, H, W, C2, NULL);
+    assert_int_equal(be.i->conv(be.ctx, b, &qt, &yb2, 0, &err), MR_OK);
+    assert_int_equal(be.i->copy_to_host(be.ctx, r2, yb2.data, sizeof(float) * H * W * C2, &err), MR_OK);
+    assert_memory_equal(r1, r2, sizeof(float) * H * W * C2);
+    print_message("conv1 -> conv2 through a u8 map: within half a step of fp32 (%d of %d saturated), conv2's "
+                  "output the same bytes as from fp32 input\n", saturated, H * W * C1);
+    mr_layer *layers[] = {a, a_plain, b};
+    for (int i = 0; i < 3; i++) be.i->layer_free(be.ctx, layers[i]);
+    mr_tensor ts[] = {xt, ya, ya_plain, yb1, qt, yb2};
+    for (int i = 0; i < 6; i++) be.i->buffer_free(be.ctx, ts[i].data);
+    be.i->destroy(be.ctx);
+    free(x), free(wa), free(wb), free(qa), free(fa), free(r1), free(r2);
+}
+
 /* A layer without a range is refused by name; one that keeps fp32 needs none. */
 static void test_ranges_required(void **s)
 {
@@ -181,7 +249,7 @@ static void test_ranges_required(void **s)
     mr_error err = {0};
     assert_int_equal(backend_open("cpu", &(mr_backend_params){.precision = MR_PRECISION_INT8}, &be, &err), MR_OK);
     float w[8 * 8] = {0}, b[8] = {0};
-    mr_conv_params p = {8, 8, 1, 1, 1, 0, 1, 1, 0, 1, 4, 4, 0, 0.0f, 0};
+    mr_conv_params p = {8, 8, 1, 1, 1, 0, 1, 1, 0, 1, 4, 4, 0, 0.0f, 0, 0.0f, 0};
     mr_layer *l = NULL;
     assert_int_equal(be.i->conv_init(be.ctx, "backbone.res2.0.conv1", &p, w, b, &l, &err), MR_ERR_CONFIG);
     assert_non_null(strstr(err.msg, "backbone.res2.0.conv1"));
@@ -197,7 +265,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_1x1_u8_relu),          cmocka_unit_test(test_3x3_s8_stride2),
         cmocka_unit_test(test_3x3_u8_residual_relu), cmocka_unit_test(test_1x1_s8_residual),
-        cmocka_unit_test(test_ranges_required),
+        cmocka_unit_test(test_ranges_required),      cmocka_unit_test(test_quantized_map_between_convs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
