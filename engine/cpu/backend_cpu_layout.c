@@ -43,33 +43,36 @@ static void rec_drop(cpu_ctx *c, int i)
     c->recs[i] = c->recs[--c->rec_count];
 }
 
-/* Reorders the tensor (data, n,h,w,c) between NHWC and blocked in place,
- * through the context's temporary buffer. */
-static mr_status relayout(cpu_ctx *c, float *data, int n, int h, int w, int ch, int to_blocked, mr_error *err)
+/* Rewrites the tensor at `data` (n,h,w,c), held as `from`, as `to` in place
+ * (the fp32 result is never smaller than what it replaces): one oneDNN
+ * reorder into the context's temporary buffer, times `scale` unless it is
+ * NULL, then copied back. `what` names the step in errors. */
+static mr_status reorder_in_place(cpu_ctx *c, void *data, int n, int h, int w, int ch, const dnnl_memory_desc_t *from,
+                                  const dnnl_memory_desc_t *to, const float *scale, const char *what, mr_error *err)
 {
-    size_t bytes = sizeof(float) * (size_t)n * (size_t)h * (size_t)w * (size_t)ch;
-    if (!bytes) return MR_OK;
+    size_t bytes = dnnl_memory_desc_get_size(to);
+    if (!n || !h || !w || !ch) return MR_OK;
     MR_TRY(cpu_blocked_reserve(c, bytes, err));
-    dnnl_dims_t dims = {n, ch, h, w};
-    dnnl_memory_desc_t nhwc, blk;
+    dnnl_primitive_attr_t attr = NULL;
     dnnl_primitive_desc_t pd = NULL;
     dnnl_primitive_t prim = NULL;
-    dnnl_memory_t from = NULL, to = NULL;
+    dnnl_memory_t src = NULL, dst = NULL;
     mr_status st = MR_OK;
-    if (dnnl_memory_desc_init_by_tag(&nhwc, 4, dims, dnnl_f32, dnnl_nhwc) != dnnl_success ||
-        dnnl_memory_desc_init_by_tag(&blk, 4, dims, dnnl_f32, cpu_block_tag(c->block)) != dnnl_success ||
-        dnnl_reorder_primitive_desc_create(&pd, to_blocked ? &nhwc : &blk, c->engine, to_blocked ? &blk : &nhwc,
-                                           c->engine, NULL) != dnnl_success ||
+    dnnl_exec_arg_t args[2];
+    if (dnnl_primitive_attr_create(&attr) != dnnl_success ||
+        (scale && dnnl_primitive_attr_set_output_scales(attr, 1, 0, scale) != dnnl_success) ||
+        dnnl_reorder_primitive_desc_create(&pd, from, c->engine, to, c->engine, attr) != dnnl_success ||
         dnnl_primitive_create(&prim, pd) != dnnl_success ||
-        dnnl_memory_create(&from, to_blocked ? &nhwc : &blk, c->engine, data) != dnnl_success ||
-        dnnl_memory_create(&to, to_blocked ? &blk : &nhwc, c->engine, c->blocked) != dnnl_success) {
-        st = mr_fail(err, MR_ERR_BACKEND, "cpu backend: oneDNN layout reorder of a [%d,%d,%d,%d] tensor failed", n, h,
-                     w, ch);
+        dnnl_memory_create(&src, from, c->engine, data) != dnnl_success ||
+        dnnl_memory_create(&dst, to, c->engine, c->blocked) != dnnl_success) {
+        st = mr_fail(err, MR_ERR_BACKEND, "cpu backend: oneDNN %s of a [%d,%d,%d,%d] tensor failed", what, n, h, w,
+                     ch);
         goto done;
     }
-    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+    args[0] = (dnnl_exec_arg_t){DNNL_ARG_FROM, src};
+    args[1] = (dnnl_exec_arg_t){DNNL_ARG_TO, dst};
     if (dnnl_primitive_execute(prim, c->stream, 2, args) != dnnl_success || dnnl_stream_wait(c->stream) != dnnl_success) {
-        st = mr_fail(err, MR_ERR_BACKEND, "cpu backend: oneDNN layout reorder failed");
+        st = mr_fail(err, MR_ERR_BACKEND, "cpu backend: oneDNN %s failed", what);
         goto done;
     }
     /* Back into the tensor's own memory, in as many pieces as threads. */
@@ -81,54 +84,37 @@ static mr_status relayout(cpu_ctx *c, float *data, int n, int h, int w, int ch, 
         memcpy((char *)data + off, (const char *)c->blocked + off, len);
     }
 done:
-    if (from) dnnl_memory_destroy(from);
-    if (to) dnnl_memory_destroy(to);
-    if (prim) dnnl_primitive_destroy(prim);
-    if (pd) dnnl_primitive_desc_destroy(pd);
-    return st;
-}
-
-/* A quantized record's values back to fp32 NHWC in place, through the
- * context's temporary buffer. */
-static mr_status dequantize(cpu_ctx *c, const cpu_blocked_rec *r, mr_error *err)
-{
-    size_t count = (size_t)r->n * (size_t)r->h * (size_t)r->w * (size_t)r->c, bytes = sizeof(float) * count;
-    if (!count) return MR_OK;
-    MR_TRY(cpu_blocked_reserve(c, bytes, err));
-    dnnl_dims_t dims = {r->n, r->c, r->h, r->w};
-    dnnl_memory_desc_t q, f;
-    dnnl_primitive_attr_t attr = NULL;
-    dnnl_primitive_desc_t pd = NULL;
-    dnnl_primitive_t prim = NULL;
-    dnnl_memory_t from = NULL, to = NULL;
-    mr_status st = MR_OK;
-    dnnl_exec_arg_t args[2];
-    if (dnnl_memory_desc_init_by_tag(&q, 4, dims, r->is_signed ? dnnl_s8 : dnnl_u8, dnnl_nhwc) != dnnl_success ||
-        dnnl_memory_desc_init_by_tag(&f, 4, dims, dnnl_f32, dnnl_nhwc) != dnnl_success ||
-        dnnl_primitive_attr_create(&attr) != dnnl_success ||
-        dnnl_primitive_attr_set_output_scales(attr, 1, 0, &r->step) != dnnl_success ||
-        dnnl_reorder_primitive_desc_create(&pd, &q, c->engine, &f, c->engine, attr) != dnnl_success ||
-        dnnl_primitive_create(&prim, pd) != dnnl_success ||
-        dnnl_memory_create(&from, &q, c->engine, r->data) != dnnl_success ||
-        dnnl_memory_create(&to, &f, c->engine, c->blocked) != dnnl_success) {
-        st = mr_fail(err, MR_ERR_BACKEND, "cpu backend: oneDNN dequantization of a [%d,%d,%d,%d] tensor failed", r->n,
-                     r->h, r->w, r->c);
-        goto done;
-    }
-    args[0] = (dnnl_exec_arg_t){DNNL_ARG_FROM, from};
-    args[1] = (dnnl_exec_arg_t){DNNL_ARG_TO, to};
-    if (dnnl_primitive_execute(prim, c->stream, 2, args) != dnnl_success || dnnl_stream_wait(c->stream) != dnnl_success) {
-        st = mr_fail(err, MR_ERR_BACKEND, "cpu backend: oneDNN dequantization failed");
-        goto done;
-    }
-    memcpy(r->data, c->blocked, bytes);
-done:
-    if (from) dnnl_memory_destroy(from);
-    if (to) dnnl_memory_destroy(to);
+    if (src) dnnl_memory_destroy(src);
+    if (dst) dnnl_memory_destroy(dst);
     if (prim) dnnl_primitive_destroy(prim);
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (attr) dnnl_primitive_attr_destroy(attr);
     return st;
+}
+
+/* Reorders the tensor (data, n,h,w,c) between NHWC and blocked in place. */
+static mr_status relayout(cpu_ctx *c, float *data, int n, int h, int w, int ch, int to_blocked, mr_error *err)
+{
+    dnnl_dims_t dims = {n, ch, h, w};
+    dnnl_memory_desc_t nhwc, blk;
+    if (dnnl_memory_desc_init_by_tag(&nhwc, 4, dims, dnnl_f32, dnnl_nhwc) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&blk, 4, dims, dnnl_f32, cpu_block_tag(c->block)) != dnnl_success)
+        return mr_fail(err, MR_ERR_BACKEND, "cpu backend: oneDNN descriptors of a [%d,%d,%d,%d] tensor failed", n, h,
+                       w, ch);
+    return reorder_in_place(c, data, n, h, w, ch, to_blocked ? &nhwc : &blk, to_blocked ? &blk : &nhwc, NULL,
+                            "layout reorder", err);
+}
+
+/* A quantized record's values back to fp32 NHWC in place. */
+static mr_status dequantize(cpu_ctx *c, const cpu_blocked_rec *r, mr_error *err)
+{
+    dnnl_dims_t dims = {r->n, r->c, r->h, r->w};
+    dnnl_memory_desc_t q, f;
+    if (dnnl_memory_desc_init_by_tag(&q, 4, dims, r->is_signed ? dnnl_s8 : dnnl_u8, dnnl_nhwc) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&f, 4, dims, dnnl_f32, dnnl_nhwc) != dnnl_success)
+        return mr_fail(err, MR_ERR_BACKEND, "cpu backend: oneDNN descriptors of a [%d,%d,%d,%d] tensor failed", r->n,
+                       r->h, r->w, r->c);
+    return reorder_in_place(c, r->data, r->n, r->h, r->w, r->c, &q, &f, &r->step, "dequantization", err);
 }
 
 /* A record's memory back to fp32 NHWC. */

@@ -342,7 +342,9 @@ static int conv_out(int in, int k, int stride, int pad, int dilation)
 
 static mr_conv_params conv_params(const conv_case *c)
 {
-    mr_conv_params p = {c->cin, c->cout, c->k, c->k, c->stride, c->pad, c->dilation, c->groups, c->relu, 0, 0, 0, 0}; /* largest input unknown; the backend's precision */
+    /* largest input unknown; the backend's precision; no int8 range */
+    mr_conv_params p = {c->cin, c->cout, c->k, c->k, c->stride, c->pad, c->dilation, c->groups, c->relu,
+                        0, 0, 0, 0, 0.0f, 0, 0.0f, 0};
     return p;
 }
 
@@ -1330,7 +1332,7 @@ static void case_errors(fixture *f, tally *t, const void *params)
     NEED(f, conv_init);
     NEED(f, conv);
     const char *name = "backbone.res3.0.conv2";
-    mr_conv_params p = {16, 32, 3, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0};
+    mr_conv_params p = {16, 32, 3, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0.0f, 0, 0.0f, 0};
     float *w, *b;
     conv_weights(&p, &w, &b);
     mr_layer *layer = NULL;

@@ -128,7 +128,7 @@ static float *to_host(fix *f, const mr_tensor *t)
 
 static mr_layer *conv_layer(fix *f, int cin, int cout, int k, int relu, float **w, float **b)
 {
-    mr_conv_params p = {cin, cout, k, k, 1, k / 2, 1, 1, relu, 0, 0, 0, 0};
+    mr_conv_params p = {cin, cout, k, k, 1, k / 2, 1, 1, relu, 0, 0, 0, 0, 0.0f, 0, 0.0f, 0};
     *w = rnd_array((size_t)cout * cin * k * k);
     *b = rnd_array((size_t)cout);
     mr_layer *l = NULL;
