@@ -9,7 +9,8 @@ precision, in turn (fp32, bf16, fp32, ...), each a warm-up run and two
 measured runs (--profile-runs 2); the table gives each stage's median over
 the rounds and its ratio to the first precision. Then agreement of each
 precision's detections with the first's on this image (seeded weights give
-near-tied scores, so this is a smoke check; accuracy is measured on the demo
+near-tied scores, so this is a smoke check: matched by class at box IoU >= 0.9 and
+at >= 0.5, with the pairs' mask IoU; accuracy is measured on the demo
 model, models/shapes/evaluate.py --precision). A precision the CPU lacks
 (bf16 without AVX512_BF16 or AMX) is reported and skipped. int8 first
 calibrates (detect calibrate) on 8 other synthetic scenes of the same size
@@ -46,8 +47,14 @@ def detections(args, weights, png, precision, out):
         return json.load(f)["images"][0]["detections"]
 
 
-def matched(ref, got, iou=0.9):
-    """Detections of `ref` with one of `got` of the same class at box IoU >= iou (greedy, best score first)."""
+def mask_iou_rle(a, b):
+    from pycocotools import mask as mask_util
+    return float(mask_util.iou([a], [b], [0])[0][0])
+
+
+def matched(ref, got, iou=0.9, ious=None):
+    """Detections of `ref` with one of `got` of the same class at box IoU >= iou (greedy, best score
+    first); the pairs' mask IoUs are appended to `ious`."""
     used, n = set(), 0
     for d in ref:
         best, bi = 0.0, -1
@@ -60,6 +67,8 @@ def matched(ref, got, iou=0.9):
         if best >= iou:
             used.add(bi)
             n += 1
+            if ious is not None:
+                ious.append(mask_iou_rle(d["mask"], got[bi]["mask"]))
     return n
 
 
@@ -122,8 +131,11 @@ def main():
         ref = detections(args, weights, png, base, os.path.join(tmp, f"{base}.json"))
         for p in usable[1:]:
             got = detections(args, weights, png, p, os.path.join(tmp, f"{p}.json"))
-            print(f"{p} vs {base}: {matched(ref, got)} of {len(ref)} detections matched (class, box IoU >= 0.9); "
-                  f"{len(got)} detections")
+            for at in (0.9, 0.5):  # 0.5: as bench_peers.py matches the peers
+                ious = []
+                print(f"{p} vs {base}: {matched(ref, got, iou=at, ious=ious)} of {len(ref)} detections matched "
+                      f"(class, box IoU >= {at}), their mask IoU mean {statistics.mean(ious) if ious else 0:.3f}, "
+                      f"min {min(ious) if ious else 0:.3f}; {len(got)} detections")
 
 
 if __name__ == "__main__":
