@@ -351,7 +351,7 @@ static mr_status load_int8_ranges(mr_int8_ranges *r, const char *config, const c
         return mr_fail(err, MR_ERR_CONFIG, "precision int8 needs activation ranges, and %s does not exist: make "
                        "them with `detect calibrate --config %s --weights %s IMAGES...`", path,
                        config[0] == '{' ? "CONFIG" : config, weights_path);
-    return int8_ranges_load(r, path, weights_path, err);
+    return int8_ranges_load(r, path, err);
 }
 
 static detect_status model_open(detect_model **out, const char *config, const char *weights_path,

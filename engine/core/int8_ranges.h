@@ -8,6 +8,11 @@
 #ifndef MR_INT8_RANGES_H
 #define MR_INT8_RANGES_H
 
+#include <stdint.h>
+
+#include "core/status.h"
+#include "core/weights.h"
+
 #define MR_INT8_NAME_LEN 128
 
 typedef struct {
@@ -20,10 +25,17 @@ typedef struct {
     mr_int8_range *items;
     int count;
     char path[1024]; /* where they were read from (error messages) */
+    /* the weights they were measured on: size and weights_fingerprint */
+    double weights_bytes;
+    uint64_t weights_fnv1a64;
 } mr_int8_ranges;
 
 /* The entry of `name`, or NULL. */
 const mr_int8_range *int8_ranges_find(const mr_int8_ranges *r, const char *name);
+
+/* MR_ERR_CONFIG naming r->path unless r was measured on w (its size and
+ * fingerprint): ranges of other weights are refused, not used. */
+mr_status int8_ranges_check_weights(const mr_int8_ranges *r, const mr_weights *w, mr_error *err);
 
 void int8_ranges_free(mr_int8_ranges *r);
 

@@ -59,7 +59,7 @@ static mr_status read_text(const char *path, char **out, mr_error *err)
     return MR_OK;
 }
 
-static mr_status parse(mr_int8_ranges *r, const cJSON *root, const char *weights_path, mr_error *err)
+static mr_status parse(mr_int8_ranges *r, const cJSON *root, mr_error *err)
 {
     const cJSON *format = cJSON_GetObjectItemCaseSensitive(root, "format");
     if (!cJSON_IsString(format) || strcmp(format->valuestring, FORMAT) != 0)
@@ -67,16 +67,11 @@ static mr_status parse(mr_int8_ranges *r, const cJSON *root, const char *weights
     const cJSON *wt = cJSON_GetObjectItemCaseSensitive(root, "weights");
     const cJSON *fp = cJSON_GetObjectItemCaseSensitive(wt, "fnv1a64");
     const cJSON *bytes = cJSON_GetObjectItemCaseSensitive(wt, "bytes");
-    if (!cJSON_IsString(fp) || !cJSON_IsNumber(bytes))
-        return mr_fail(err, MR_ERR_FORMAT, "\"weights\" needs \"bytes\" and \"fnv1a64\"");
-    const char *file;
-    double size;
-    char hex[17];
-    MR_TRY(weights_stamp(weights_path, &file, &size, hex, err));
-    if (strcmp(fp->valuestring, hex) != 0 || bytes->valuedouble != size)
-        return mr_fail(err, MR_ERR_CONFIG, "made for other weights (%.0f bytes, fingerprint %s; %s has %.0f bytes, "
-                       "%s): calibrate again for these weights", bytes->valuedouble, fp->valuestring, weights_path,
-                       size, hex);
+    char *end = NULL;
+    if (cJSON_IsString(fp)) r->weights_fnv1a64 = strtoull(fp->valuestring, &end, 16);
+    if (!cJSON_IsString(fp) || strlen(fp->valuestring) != 16 || !end || *end || !cJSON_IsNumber(bytes))
+        return mr_fail(err, MR_ERR_FORMAT, "\"weights\" needs \"bytes\" and \"fnv1a64\" (16 hex digits)");
+    r->weights_bytes = bytes->valuedouble;
     const cJSON *layers = cJSON_GetObjectItemCaseSensitive(root, "layers");
     if (!cJSON_IsObject(layers)) return mr_fail(err, MR_ERR_FORMAT, "\"layers\" is not an object");
     int count = cJSON_GetArraySize(layers);
@@ -104,7 +99,7 @@ static mr_status parse(mr_int8_ranges *r, const cJSON *root, const char *weights
     return MR_OK;
 }
 
-mr_status int8_ranges_load(mr_int8_ranges *r, const char *path, const char *weights_path, mr_error *err)
+mr_status int8_ranges_load(mr_int8_ranges *r, const char *path, mr_error *err)
 {
     memset(r, 0, sizeof *r);
     snprintf(r->path, sizeof r->path, "%s", path);
@@ -112,7 +107,7 @@ mr_status int8_ranges_load(mr_int8_ranges *r, const char *path, const char *weig
     MR_TRY(read_text(path, &text, err));
     cJSON *root = cJSON_Parse(text);
     free(text);
-    mr_status st = root ? parse(r, root, weights_path, err)
+    mr_status st = root ? parse(r, root, err)
                         : mr_fail(err, MR_ERR_FORMAT, "not valid JSON");
     cJSON_Delete(root);
     if (st != MR_OK) {

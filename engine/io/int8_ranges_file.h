@@ -7,7 +7,7 @@
  *    "layers": {"backbone.res2.0.conv1": {"range": 4.25, "signed": false}, ...}}
  *
  * "weights" ties the ranges to the file they were measured on
- * (weights_fingerprint): ranges of other weights are refused, not used. */
+ * (weights_fingerprint): model_load refuses ranges of other weights. */
 #ifndef MR_INT8_RANGES_FILE_H
 #define MR_INT8_RANGES_FILE_H
 
@@ -19,9 +19,10 @@
 /* Where the ranges of `weights_path` live. */
 void int8_ranges_path_for(const char *weights_path, char *out, size_t out_len);
 
-/* Reads `path`, checking that it was made for the weights at
- * `weights_path`. A missing file is MR_ERR_IO naming it. */
-mr_status int8_ranges_load(mr_int8_ranges *r, const char *path, const char *weights_path, mr_error *err);
+/* Reads `path`, with the stamp of the weights it was made for (checked
+ * against the weights where they are loaded: int8_ranges_check_weights).
+ * A missing file is MR_ERR_IO naming it. */
+mr_status int8_ranges_load(mr_int8_ranges *r, const char *path, mr_error *err);
 
 /* Writes r to `path` (atomically: complete or absent), stamped with the
  * fingerprint of `weights_path` and how the ranges were measured. */

@@ -214,7 +214,8 @@ mr_status model_load(mr_model **out, const mr_config *cfg, const char *weights_p
         free(m);
         return st;
     }
-    st = resnet_load(m, &w, err);
+    if (int8_ranges) st = int8_ranges_check_weights(int8_ranges, &w, err);
+    if (st == MR_OK) st = resnet_load(m, &w, err);
     if (st == MR_OK) st = fpn_load(m, &w, err);
     if (st == MR_OK) st = rpn_load(m, &w, err);
     if (st == MR_OK) st = box_head_load(m, &w, err);

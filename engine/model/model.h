@@ -39,8 +39,8 @@ typedef struct {
 
 /* int8_ranges: each conv's calibrated input range, for a backend that
  * computes in int8 (every conv it quantizes, those not kept fp32 by the
- * config's reduced_precision, must have one); NULL otherwise. Only read
- * during the load. */
+ * config's reduced_precision, must have one), refused (MR_ERR_CONFIG) when
+ * measured on other weights; NULL otherwise. Only read during the load. */
 mr_status model_load(mr_model **out, const mr_config *cfg, const char *weights_path, mr_backend backend,
                      const mr_int8_ranges *int8_ranges, mr_error *err);
 void model_free(mr_model *m);
