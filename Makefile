@@ -140,6 +140,9 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libdetect.a $(CUDA_SO)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(BUILD)/libdetect.a $(LDFLAGS) $(LDLIBS) -lcmocka -o $@
 
+# test_signals names the function a signal interrupted with dladdr, which sees only dynamic symbols.
+$(BUILD)/tests/test_signals: LDFLAGS += -rdynamic
+
 # What building and running need (make demo), and that plus the test tools (make test, check, bench).
 deps-run:
 	@scripts/install_deps.sh run

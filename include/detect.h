@@ -33,10 +33,11 @@
  *    (each plans its own memory at open). Results and images are
  *    independent of their model once returned.
  *  - Signals. detect_model_open and detect_run_* hold asynchronous signals
- *    (SIGINT, SIGTERM, SIGCHLD, timers; not faults, SIGABRT or SIGPROF) on
+ *    (SIGINT, SIGTERM, SIGCHLD, timers, SIGPROF; not faults or SIGABRT) on
  *    the calling thread, and on the OpenMP workers they use, until they
- *    return: a handler run inside the CPU's JIT kernels corrupts them. A
- *    Ctrl-C handler therefore runs after the current image.
+ *    return: a handler run inside the CPU's JIT kernels corrupts the heap.
+ *    A Ctrl-C handler therefore runs after the current image, and a
+ *    signal-sampling profiler charges the engine's time to the return.
  *  - Versions. DETECT_VERSION_* is the release (semantic versioning);
  *    DETECT_ABI_VERSION is the shared library's soname number
  *    (libdetect.so.DETECT_ABI_VERSION) and changes only when a program

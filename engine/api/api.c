@@ -49,9 +49,9 @@ detect_status api_failf(detect_status st, const char *fmt, ...)
     return st;
 }
 
-static void async_signals(sigset_t *set)
+void api_async_signals(sigset_t *set)
 {
-    static const int never_held[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT, SIGPROF};
+    static const int never_held[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT};
     sigfillset(set);
     for (size_t i = 0; i < sizeof never_held / sizeof never_held[0]; i++) sigdelset(set, never_held[i]);
 }
@@ -59,7 +59,7 @@ static void async_signals(sigset_t *set)
 void api_hold_signals(sigset_t *saved)
 {
     sigset_t set;
-    async_signals(&set);
+    api_async_signals(&set);
     pthread_sigmask(SIG_BLOCK, &set, saved);
 }
 
@@ -71,7 +71,7 @@ void api_release_signals(const sigset_t *saved)
 void api_hold_signals_in_workers(void)
 {
     sigset_t set;
-    async_signals(&set);
+    api_async_signals(&set);
     /* every thread of the pool but this one, which restores its own mask */
 #pragma omp parallel
     if (omp_get_thread_num() != 0) pthread_sigmask(SIG_BLOCK, &set, NULL);

@@ -54,13 +54,17 @@ struct detect_result {
 
 /* Asynchronous signals (Ctrl-C, kill, timers, SIGCHLD, ...) are held on the
  * calling thread while the engine computes, and delivered when the call
- * returns. A caught signal's handler that runs on a thread inside one of
- * oneDNN's JIT kernels corrupts that kernel's state: `detect` interrupted
- * during sgemm died of heap corruption about one Ctrl-C in ten
- * (bench/NOTES.md section 21). Synchronous faults (SIGSEGV, SIGBUS,
- * SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT) and SIGPROF (sampling
- * profilers) are never held. OpenMP's workers started inside a held call
+ * returns. oneDNN's JIT GEMM kernels before 3.11 point the stack pointer
+ * into the heap while they run (oneDNN issue 4845, fixed by PR 4855), so
+ * the frame the kernel pushes for a caught signal's handler overwrites
+ * heap memory: `detect` interrupted during sgemm died of heap corruption
+ * about one Ctrl-C in ten (bench/NOTES.md section 21). SIGPROF is held
+ * too: a sampling profiler's tick does the same damage, so such a
+ * profiler sees the engine's time at the call's return (perf, which uses
+ * no signals, sees it all). Synchronous faults (SIGSEGV, SIGBUS, SIGFPE,
+ * SIGILL, SIGTRAP, SIGSYS) and SIGABRT are never held. OpenMP's workers started inside a held call
  * keep the mask; api_hold_signals_in_workers masks those started before. */
+void api_async_signals(sigset_t *set); /* the set held */
 void api_hold_signals(sigset_t *saved);
 void api_release_signals(const sigset_t *saved);
 void api_hold_signals_in_workers(void);

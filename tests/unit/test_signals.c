@@ -3,13 +3,23 @@
  * the engine's kernels (one that ran inside oneDNN's sgemm corrupted the
  * heap: bench/NOTES.md section 21). A 100-microsecond SIGALRM timer runs
  * across the shipped shapes model's load and three runs; its handler looks
- * at the instruction it interrupted (the ucontext's RIP) and counts it as
- * "inside" when a call is in progress and that instruction is not in libc
- * (where a held signal is delivered, as pthread_sigmask returns), or when
- * it runs on a thread other than the caller's. Expected: none inside, and
- * the timer did fire, so held signals were delivered afterwards. Without
- * the hold, a run of tens of milliseconds is interrupted hundreds of times
- * in oneDNN and our own kernels. */
+ * at the instruction it interrupted (the ucontext's RIP). While a call is in
+ * progress, that instruction counts as "inside" unless it lies at the
+ * call's edge, where a signal may rightly land:
+ *   - libc, where a held signal is delivered as pthread_sigmask returns;
+ *   - the sanitizers' runtime, whose pthread_sigmask interceptor wraps that;
+ *   - the entry points and the hold itself (detect_model_open,
+ *     detect_run_pixels, api_async_signals, api_hold_signals,
+ *     api_release_signals) and this
+ *     test's own function: a tick between setting in_call and the mask
+ *     taking effect, or between its release and clearing in_call, lands
+ *     there (1 run in 30 under ASan did, before this list existed).
+ * Names come from dladdr, so this test is linked with -rdynamic (Makefile);
+ * a static function has no dynamic symbol and always counts as inside.
+ * A handler running on a thread other than the caller's counts too.
+ * Expected: none inside, and the timer did fire, so held signals were
+ * delivered afterwards. Without the hold, a run of tens of milliseconds is
+ * interrupted hundreds of times in oneDNN and our own kernels. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -32,10 +42,20 @@
 static volatile sig_atomic_t in_call, fired, inside, elsewhere;
 static pthread_t caller;
 
-static int in_libc(const void *pc)
+static int at_call_edge(const void *pc)
 {
+    static const char *const edge_functions[] = {"detect_model_open",   "detect_run_pixels",
+                                                 "api_async_signals",   "api_hold_signals",
+                                                 "api_release_signals", "test_no_handler_runs_inside_the_engine"};
     Dl_info info;
-    return dladdr(pc, &info) && info.dli_fname && strstr(info.dli_fname, "libc.so");
+    if (!dladdr(pc, &info) || !info.dli_fname) return 0; /* JIT code has no object */
+    if (strstr(info.dli_fname, "libc.so") || strstr(info.dli_fname, "libasan.so") ||
+        strstr(info.dli_fname, "libubsan.so"))
+        return 1;
+    if (!info.dli_sname) return 0;
+    for (size_t i = 0; i < sizeof edge_functions / sizeof edge_functions[0]; i++)
+        if (strcmp(info.dli_sname, edge_functions[i]) == 0) return 1;
+    return 0;
 }
 
 static void on_alarm(int sig, siginfo_t *si, void *ctx)
@@ -45,7 +65,7 @@ static void on_alarm(int sig, siginfo_t *si, void *ctx)
     fired++;
     if (!pthread_equal(pthread_self(), caller)) elsewhere++;
     const ucontext_t *uc = ctx;
-    if (in_call && !in_libc((const void *)uc->uc_mcontext.gregs[REG_RIP])) inside++;
+    if (in_call && !at_call_edge((const void *)uc->uc_mcontext.gregs[REG_RIP])) inside++;
 }
 
 static void timer_every(long usec)
@@ -54,7 +74,8 @@ static void timer_every(long usec)
     setitimer(ITIMER_REAL, &t, NULL);
 }
 
-static void test_no_handler_runs_inside_the_engine(void **state)
+void test_no_handler_runs_inside_the_engine(void **state);
+void test_no_handler_runs_inside_the_engine(void **state)
 {
     (void)state;
     caller = pthread_self();
