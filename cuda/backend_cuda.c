@@ -44,9 +44,17 @@ static mr_status cuda_plan(void *vctx, const mr_backend_plan *p, mr_error *err)
     cuda_plan_paste_bytes(p, &paste_dev, &paste_host);
     if (paste_host > host) host = paste_host;
     MR_TRY(plan_buffer(c, &c->d_paste, &c->paste_size, paste_dev, "the mask paste buffer", err));
+    MR_TRY(cuda_plan_paste_block(c, p, err));
     /* the decoded image's device buffer and pinned staging (backend_cuda_preprocess.c) */
     MR_TRY(cuda_preprocess_reserve(c, NULL, 2 * (size_t)p->max_h * (size_t)p->max_w, err));
     MR_TRY(plan_buffer(c, &c->d_cublas_ws, &c->cublas_ws_size, CUDA_CUBLAS_WS, "the cuBLAS workspace", err));
+    size_t counts_size = 0;
+    MR_TRY(plan_buffer(c, (void **)&c->d_counts, &counts_size, 2 * sizeof(int), "the detection counts", err));
+    for (; c->marks_made < MR_STAGE_MARKS; c->marks_made++) {
+        e = cudaEventCreateWithFlags(&c->marks[c->marks_made], cudaEventDefault);
+        if (e != cudaSuccess) return cuda_fail(err, "plan", "create the stage events", e);
+    }
+    c->device_counts = c->counts_wanted;
     cublasStatus_t s = cublasSetWorkspace(c->cublas, c->d_cublas_ws, c->cublas_ws_size);
     if (s != CUBLAS_STATUS_SUCCESS) return cublas_fail(err, "plan", "set workspace", s);
     void *h = realloc(c->host, host);
@@ -123,6 +131,41 @@ static mr_status cuda_sync(void *vctx, mr_error *err)
 
 static mr_elem_type cuda_feature_dtype(void *vctx) { return cuda_feature_type(vctx); }
 
+static int cuda_counts_on_device(void *vctx) { return ((const cuda_ctx *)vctx)->device_counts; }
+
+/* Stage marks are events on the stream; recorded during a capture they
+ * become the graph's own event nodes (cudaEventRecordExternal), stamped at
+ * each replay, so a replayed pass is timed without waiting between its
+ * stages. While a graph replays, the model's marks inside it only return. */
+static mr_status cuda_stage_mark(void *vctx, int mark, mr_error *err)
+{
+    cuda_ctx *c = vctx;
+    if (mark < 0 || mark >= c->marks_made)
+        return mr_fail(err, MR_ERR_INTERNAL, "stage_mark %d: %d marks were made at plan", mark, c->marks_made);
+    if (c->graph_mode == CUDA_GRAPH_REPLAYING) return MR_OK;
+    cudaError_t e = c->graph_mode == CUDA_GRAPH_CAPTURING
+                        ? cudaEventRecordWithFlags(c->marks[mark], c->stream, cudaEventRecordExternal)
+                        : cudaEventRecord(c->marks[mark], c->stream);
+    return e == cudaSuccess ? MR_OK : cuda_fail(err, "stage_mark", "record an event", e);
+}
+
+static mr_status cuda_stage_seconds(void *vctx, int marks, double *seconds, mr_error *err)
+{
+    cuda_ctx *c = vctx;
+    MR_TRY(cuda_graph_forbid(c, "stage_seconds", err));
+    if (marks < 1 || marks > c->marks_made)
+        return mr_fail(err, MR_ERR_INTERNAL, "stage_seconds: %d marks of %d", marks, c->marks_made);
+    cudaError_t e = cudaEventSynchronize(c->marks[marks - 1]);
+    if (e != cudaSuccess) return cuda_fail(err, "stage_seconds", "a queued kernel (set MR_CUDA_SYNC=1 to name it)", e);
+    for (int k = 0; k + 1 < marks; k++) {
+        float ms = 0.0f;
+        e = cudaEventElapsedTime(&ms, c->marks[k], c->marks[k + 1]);
+        if (e != cudaSuccess) return cuda_fail(err, "stage_seconds", "the time between two events", e);
+        seconds[k] = 1e-3 * (double)ms;
+    }
+    return MR_OK;
+}
+
 static void cuda_destroy(void *vctx)
 {
     cuda_ctx *c = vctx;
@@ -130,6 +173,9 @@ static void cuda_destroy(void *vctx)
     if (c->stream) cudaStreamSynchronize(c->stream);
     cuda_graphs_free(c);
     cuda_preprocess_free(c);
+    for (int k = 0; k < c->marks_made; k++) cudaEventDestroy(c->marks[k]);
+    if (c->d_counts) cudaFree(c->d_counts);
+    if (c->h_block) cudaFreeHost(c->h_block);
     if (c->d_ws) cudaFree(c->d_ws);
     if (c->d_tmp) cudaFree(c->d_tmp);
     if (c->d_post) cudaFree(c->d_post);
@@ -152,6 +198,9 @@ static const mr_backend_i cuda_backend_i = {
     .sync = cuda_sync,
     .feature_dtype = cuda_feature_dtype,
     .replayable = cuda_replayable,
+    .counts_on_device = cuda_counts_on_device,
+    .stage_mark = cuda_stage_mark,
+    .stage_seconds = cuda_stage_seconds,
     .plan = cuda_plan,
     .conv_init = cuda_conv_init,
     .conv_init_affine = cuda_conv_init_affine,
@@ -168,6 +217,8 @@ static const mr_backend_i cuda_backend_i = {
     .box_detections = cuda_box_detections,
     .mask_probs = cuda_mask_probs,
     .mask_paste = cuda_mask_paste,
+    .paste_on_device = cuda_paste_on_device,
+    .paste_block = cuda_paste_block,
     .preprocess = cuda_preprocess,
 };
 
@@ -260,6 +311,7 @@ static mr_status cuda_create(const mr_backend_params *p, mr_backend *out, mr_err
     c->fuse_z = env_flag("MR_CUDA_FUSED_Z", 0);
     c->host_post = env_flag("MR_CUDA_HOST_POST", 0);
     c->use_graphs = env_flag("MR_CUDA_GRAPHS", 1);
+    c->counts_wanted = env_flag("MR_CUDA_DEVICE_COUNTS", 1) && !c->host_post;
     mr_status st = MR_OK;
     cudaError_t e = cudaSetDevice(c->device);
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);

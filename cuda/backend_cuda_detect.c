@@ -43,22 +43,32 @@ mr_status cuda_roi_align(void *vctx, const mr_roi_align_params *p, const mr_leve
                          const mr_tensor *const *levels, const mr_tensor *rois, mr_tensor *out, mr_error *err)
 {
     cuda_ctx *c = vctx;
-    MR_TRY(cuda_graph_forbid(c, "roi_align", err));
+    int replaying = 0;
+    MR_TRY(cuda_graph_op(c, "roi_align", &replaying, err));
+    if (replaying) return MR_OK;
     MR_TRY(cuda_roi_align_launch(c->stream, p, map, levels, rois, out, err));
     return cuda_after_launch(c, "roi_align", err);
 }
 
 /* The labels (D floats) come to the host to be checked, as the CPU backend
- * checks them: an out-of-range label must be an error, not a wild read. */
+ * checks them: an out-of-range label must be an error, not a wild read.
+ * Labels with their count on the device are not copied (mask_probs.cu:
+ * such a label gives NaN probabilities). */
 mr_status cuda_mask_probs(void *vctx, const mr_tensor *logits, const mr_tensor *labels, mr_tensor *probs,
                           mr_error *err)
 {
     cuda_ctx *c = vctx;
-    int D = logits->n, K = logits->c;
-    MR_TRY(cuda_graph_forbid(c, "mask_probs", err));
+    int D = logits->n, K = logits->c, replaying = 0;
+    MR_TRY(cuda_graph_op(c, "mask_probs", &replaying, err));
     MR_TRY(cuda_need_f32("mask_probs", logits, "the logits", err));
     if (labels->n != D)
         return mr_fail(err, MR_ERR_SHAPE, "mask_probs: %d logits, %d labels do not match", D, labels->n);
+    if (labels->device_count) {
+        if (replaying) return MR_OK;
+        MR_TRY(cuda_mask_probs_launch(c->stream, logits, labels->data, labels->device_count, probs, err));
+        return cuda_after_launch(c, "mask_probs", err);
+    }
+    MR_TRY(cuda_graph_forbid(c, "mask_probs", err));
     MR_TRY(cuda_host_reserve(c, sizeof(float) * (size_t)(D > 0 ? D : 1), "mask_probs", err));
     float *h = c->host;
     MR_TRY(to_host(c, h, labels->data, sizeof(float) * (size_t)D, "mask_probs", err));
@@ -68,7 +78,7 @@ mr_status cuda_mask_probs(void *vctx, const mr_tensor *logits, const mr_tensor *
             return mr_fail(err, MR_ERR_RANGE, "mask_probs: detection %d has label %g, outside 0..%d", d, (double)h[d],
                            K - 1);
     }
-    MR_TRY(cuda_mask_probs_launch(c->stream, logits, labels->data, probs, err));
+    MR_TRY(cuda_mask_probs_launch(c->stream, logits, labels->data, NULL, probs, err));
     return cuda_after_launch(c, "mask_probs", err);
 }
 
@@ -183,6 +193,99 @@ mr_status cuda_mask_paste(void *vctx, const mr_mask_paste_params *p, const mr_te
                        op, h_win[d].w, d, cap_px);
     e = cudaStreamSynchronize(c->stream);
     return e == cudaSuccess ? MR_OK : cuda_fail(err, op, "the paste kernel", e);
+}
+
+/* ---- the paste on the device (backend.h paste_on_device) ---- */
+
+/* The result block: header, rows for cap detections, then the mask region
+ * (as large as the chunked paste's device region: every window of a
+ * typical photo; more overflows, and the caller pastes in chunks).
+ * MR_CUDA_PASTE_BLOCK=BYTES sets the region (tests make it overflow). */
+typedef struct {
+    size_t rows, masks, total;
+} paste_block_layout;
+
+static paste_block_layout paste_block_layout_of(int cap, size_t region)
+{
+    paste_block_layout L;
+    L.rows = 256;
+    L.masks = L.rows + ((sizeof(mr_paste_block_row) * (size_t)(cap > 0 ? cap : 1) + 255) & ~(size_t)255);
+    L.total = L.masks + region;
+    return L;
+}
+
+mr_status cuda_plan_paste_block(cuda_ctx *c, const mr_backend_plan *p, mr_error *err)
+{
+    if (c->h_block) cudaFreeHost(c->h_block);
+    c->h_block = NULL;
+    c->block_cap = 0;
+    if (!c->counts_wanted) return MR_OK;
+    const char *env = getenv("MR_CUDA_PASTE_BLOCK");
+    c->block_region = env && *env ? (size_t)strtoull(env, NULL, 10) : CUDA_PASTE_REGION;
+    paste_block_layout L = paste_block_layout_of(p->max_dets, c->block_region);
+    cudaError_t e = cudaMallocHost(&c->h_block, L.total);
+    if (e != cudaSuccess) {
+        c->h_block = NULL;
+        cudaGetLastError();
+        return mr_fail(err, MR_ERR_OOM, "out of pinned host memory: %zu bytes for the paste's result block", L.total);
+    }
+    memset(c->h_block, 0, L.total);
+    c->block_cap = p->max_dets;
+    return MR_OK;
+}
+
+mr_status cuda_paste_on_device(void *vctx, const mr_mask_paste_params *p, const mr_final_box_params *fb,
+                               const mr_tensor *boxes, const mr_tensor *scores, const mr_tensor *labels,
+                               const mr_tensor *probs, mr_tensor *final_boxes, mr_error *err)
+{
+    cuda_ctx *c = vctx;
+    const char *op = "paste_on_device";
+    int cap = boxes->n, replaying = 0;
+    MR_TRY(cuda_graph_op(c, op, &replaying, err));
+    if (!boxes->device_count || !c->h_block)
+        return mr_fail(err, MR_ERR_INTERNAL, "%s: needs the detections' count on the device and a planned block", op);
+    if (p->rule != MR_PASTE_TORCHVISION && p->rule != MR_PASTE_DETECTRON2)
+        return mr_fail(err, MR_ERR_UNSUPPORTED, "%s: paste rule %d is not implemented", op, (int)p->rule);
+    if (cap > c->block_cap || scores->n != cap || labels->n != cap || probs->n != cap ||
+        final_boxes->cap < 4 * (size_t)cap ||
+        (size_t)probs->h * (size_t)probs->w * (size_t)probs->c != (size_t)p->mask_size * (size_t)p->mask_size)
+        return mr_fail(err, MR_ERR_SHAPE, "%s: %d detections (block for %d), %d scores, %d labels, %d masks of %dx%d",
+                       op, cap, c->block_cap, scores->n, labels->n, probs->n, probs->h, probs->w);
+    MR_TRY(cuda_need_f32(op, probs, "the mask probabilities", err));
+    final_boxes->n = cap;
+    final_boxes->h = final_boxes->w = 1;
+    final_boxes->c = 4;
+    final_boxes->device_count = boxes->device_count;
+    if (replaying || cap == 0) return MR_OK;
+    size_t pad_bytes = paste_pad_bytes(cap, p->mask_size, p->padding), table_bytes = paste_table_bytes(cap);
+    MR_TRY(cuda_reserve(c, &c->d_paste, &c->paste_size, pad_bytes + table_bytes + 256, op, err));
+    mr_mask_window *d_win = (mr_mask_window *)((uint8_t *)c->d_paste + pad_bytes);
+    size_t *d_off = (size_t *)(d_win + cap);
+    int *d_state = (int *)((uint8_t *)c->d_paste + pad_bytes + table_bytes);
+    paste_block_layout L = paste_block_layout_of(c->block_cap, c->block_region);
+    uint8_t *block = c->h_block;
+    MR_TRY(cuda_paste_on_device_launch(c->stream, p, fb, boxes->data, scores->data, labels->data, boxes->device_count,
+                                       probs->data, cap, c->d_paste, final_boxes->data, d_win, d_off, d_state,
+                                       (mr_paste_block_header *)block, (mr_paste_block_row *)(block + L.rows),
+                                       block + L.masks, c->block_region, err));
+    return cuda_after_launch(c, op, err);
+}
+
+mr_status cuda_paste_block(void *vctx, const mr_paste_block_header **header, const mr_paste_block_row **rows,
+                           const uint8_t **masks, mr_error *err)
+{
+    cuda_ctx *c = vctx;
+    MR_TRY(cuda_graph_forbid(c, "paste_block", err));
+    if (!c->h_block) return mr_fail(err, MR_ERR_INTERNAL, "paste_block: no block was planned");
+    cudaError_t e = cudaStreamSynchronize(c->stream);
+    if (e != cudaSuccess) return cuda_fail(err, "paste_block", "a queued kernel (set MR_CUDA_SYNC=1 to name it)", e);
+    cuda_preprocess_idle(c); /* every copy out of its staging has finished */
+    paste_block_layout L = paste_block_layout_of(c->block_cap, c->block_region);
+    const uint8_t *block = c->h_block;
+    *header = (const mr_paste_block_header *)block;
+    *rows = (const mr_paste_block_row *)(block + L.rows);
+    *masks = block + L.masks;
+    return MR_OK;
 }
 
 /* The device scratch (d_post) and host staging of rpn_proposals and

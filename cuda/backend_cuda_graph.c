@@ -18,7 +18,15 @@
  * arena, the weights, the cuDNN workspace. They are fixed after plan; plan
  * and buffer_free drop every graph (a second model on the context gets its
  * own). Off with MR_CUDA_GRAPHS=0 and under MR_CUDA_SYNC=1 (a sync after
- * each launch cannot be captured), and before plan (the op tests). */
+ * each launch cannot be captured), and before plan (the op tests).
+ *
+ * With counts on the device (backend.h) the model hands the whole span from
+ * the backbone to the mask probabilities over as one unit, "forward", keyed
+ * by the original image size: one graph per image size, in which the RPN's
+ * ranking and NMS, both RoIAligns, the box head's GEMMs and NMS and the mask
+ * head run with the counts they read on the device. A capture that fails
+ * (something in it synchronised, allocated or copied pageable memory) leaves
+ * that size op by op, as above; tests/emu's whole-pass test fails on it. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -133,4 +141,12 @@ mr_status cuda_graph_forbid(const cuda_ctx *c, const char *op, mr_error *err)
     if (c->graph_mode == CUDA_GRAPH_EAGER) return MR_OK;
     return mr_fail(err, MR_ERR_INTERNAL, "%s: called inside a replayable stage (backend.h: only conv, max_pool and "
                    "upsample_nearest may be)", op);
+}
+
+mr_status cuda_graph_op(const cuda_ctx *c, const char *op, int *replaying, mr_error *err)
+{
+    *replaying = c->graph_mode == CUDA_GRAPH_REPLAYING;
+    if (c->graph_mode == CUDA_GRAPH_EAGER || c->device_counts) return MR_OK;
+    return mr_fail(err, MR_ERR_INTERNAL, "%s: called inside a replayable stage with counts on the host (backend.h: "
+                   "only conv, max_pool and upsample_nearest may be)", op);
 }

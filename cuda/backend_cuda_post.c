@@ -1,6 +1,8 @@
-/* The CUDA backend's post-processing ops, wholly on the GPU; only the
- * output count (4 bytes) comes to the host, once per op, since the
- * interface's tensors carry their row count on the host.
+/* The CUDA backend's post-processing ops, wholly on the GPU. With counts
+ * on the device (backend.h, the default) nothing comes back: the outputs
+ * keep their capacity as n and the count is written to ctx->d_counts; box
+ * detections reads the proposals' count there. Otherwise (MR_CUDA_DEVICE_
+ * COUNTS=0) the output count (4 bytes) comes to the host, once per op.
  *
  * rpn_proposals: per-level ranking by logit (rpn_rank.cu, CUB radix sort),
  * decode, clip, size rule and score threshold (proposals.cu, proposals.h's
@@ -127,8 +129,12 @@ static mr_status rpn_proposals_host(cuda_ctx *c, const mr_proposal_params *p, co
     int n = proposals_cpu(p, lg, dl, hb, hs, scratch);
     MR_TRY(to_device(c, boxes->data, hb, sizeof(float) * 4 * (size_t)n, op, err));
     MR_TRY(to_device(c, scores->data, hs, sizeof(float) * (size_t)n, op, err));
-    boxes->n = scores->n = n;
-    return MR_OK;
+    if (!c->device_counts) {
+        boxes->n = scores->n = n;
+        return MR_OK;
+    }
+    memcpy(c->host, &n, sizeof n); /* (the staging's scratch is done with) */
+    return to_device(c, c->d_counts, c->host, sizeof n, op, err);
 }
 
 mr_status cuda_rpn_proposals(void *vctx, const mr_proposal_params *p, const mr_tensor *const *logits,
@@ -142,7 +148,8 @@ mr_status cuda_rpn_proposals(void *vctx, const mr_proposal_params *p, const mr_t
     if (p->post_nms_top_n < 0 || boxes->cap < 4 * cap || scores->cap < cap)
         return mr_fail(err, MR_ERR_SHAPE, "%s: outputs hold fewer than post_nms_top_n = %d rows", op,
                        p->post_nms_top_n);
-    MR_TRY(cuda_graph_forbid(c, op, err));
+    int replaying = 0;
+    MR_TRY(cuda_graph_op(c, op, &replaying, err));
     for (int l = 0; l < p->num_levels; l++) {
         MR_TRY(cuda_need_f32(op, logits[l], "the logits", err));
         MR_TRY(cuda_need_f32(op, deltas[l], "the deltas", err));
@@ -163,11 +170,20 @@ mr_status cuda_rpn_proposals(void *vctx, const mr_proposal_params *p, const mr_t
         d_logits[l] = logits[l]->data;
         d_deltas[l] = deltas[l]->data;
     }
+    if (c->device_counts) {
+        boxes->n = scores->n = (int)cap;
+        boxes->device_count = scores->device_count = c->d_counts;
+        if (replaying) return MR_OK; /* the graph runs it */
+    }
     if (c->host_post || p->num_anchors > CUDA_MAX_CELL_ANCHORS)
         return rpn_proposals_host(c, p, logits, deltas, count, boxes, scores, err);
     if (total == 0 || cap == 0) {
-        boxes->n = scores->n = 0;
-        return MR_OK;
+        if (!c->device_counts) {
+            boxes->n = scores->n = 0;
+            return MR_OK;
+        }
+        cudaError_t e = cudaMemsetAsync(c->d_counts, 0, sizeof(int), c->stream);
+        return e == cudaSuccess ? MR_OK : cuda_fail(err, op, "zero the count", e);
     }
     int largest = 0;
     for (int l = 0; l < p->num_levels; l++) largest = top[l] > largest ? top[l] : largest;
@@ -186,9 +202,11 @@ mr_status cuda_rpn_proposals(void *vctx, const mr_proposal_params *p, const mr_t
     MR_TRY(cuda_batched_nms_launch(c->stream, base + L.region, cand, valid, total, largest, p->num_levels,
                                    p->nms_thresh, p->nms_flags, keep, kept, op, err));
     MR_TRY(cuda_after_launch(c, op, err));
+    int *out_count = c->device_counts ? c->d_counts : kept + 1;
     MR_TRY(cuda_proposal_out_launch(c->stream, p->post_nms_top_n, cand, keep, kept, boxes->data, scores->data,
-                                    kept + 1, err));
+                                    out_count, err));
     MR_TRY(cuda_after_launch(c, op, err));
+    if (c->device_counts) return MR_OK;
     int n = 0;
     MR_TRY(count_to_host(c, kept + 1, p->post_nms_top_n, &n, op, err));
     boxes->n = scores->n = n;
@@ -269,7 +287,8 @@ mr_status cuda_box_detections(void *vctx, const mr_box_post_params *p, const mr_
     if (logits->n != rois->n || deltas->n != rois->n || logits->c != p->num_classes || deltas->c != 4 * p->num_classes)
         return mr_fail(err, MR_ERR_SHAPE, "%s: logits/deltas do not match %d rois of %d classes", op, rois->n,
                        p->num_classes);
-    MR_TRY(cuda_graph_forbid(c, op, err));
+    int replaying = 0;
+    MR_TRY(cuda_graph_op(c, op, &replaying, err));
     MR_TRY(cuda_need_f32(op, rois, "the RoIs", err));
     MR_TRY(cuda_need_f32(op, logits, "the logits", err));
     MR_TRY(cuda_need_f32(op, deltas, "the deltas", err));
@@ -277,9 +296,19 @@ mr_status cuda_box_detections(void *vctx, const mr_box_post_params *p, const mr_
     int n = rois->n, K = p->num_classes;
     if ((size_t)(n > 0 ? n : 0) * (size_t)(K > 1 ? K - 1 : 0) > (size_t)1 << 30)
         return mr_fail(err, MR_ERR_RANGE, "%s: %d rois x %d classes is more than 2^30 candidates", op, n, K);
+    int *d_out_count = c->device_counts ? c->d_counts + 1 : NULL;
+    if (d_out_count) {
+        boxes->n = scores->n = labels->n = p->out_capacity;
+        boxes->device_count = scores->device_count = labels->device_count = d_out_count;
+        if (replaying) return MR_OK; /* the graph runs it */
+    }
     if (n <= 0 || K < 2 || p->max_dets <= 0) {
-        boxes->n = scores->n = labels->n = 0;
-        return MR_OK;
+        if (!d_out_count) {
+            boxes->n = scores->n = labels->n = 0;
+            return MR_OK;
+        }
+        cudaError_t e = cudaMemsetAsync(d_out_count, 0, sizeof(int), c->stream);
+        return e == cudaSuccess ? MR_OK : cuda_fail(err, op, "zero the count", e);
     }
     int m = n * (K - 1);
     box_layout L;
@@ -291,7 +320,8 @@ mr_status cuda_box_detections(void *vctx, const mr_box_post_params *p, const mr_
     cuda_box_cand *cand = (cuda_box_cand *)(base + L.cand);
     unsigned char *valid = (unsigned char *)(base + L.valid);
     int *keep = (int *)(base + L.keep), *kept = (int *)(base + L.counts), *count = kept + 1;
-    MR_TRY(cuda_box_cand_launch(c->stream, p, rois->data, logits->data, deltas->data, n, probs, cand, valid, err));
+    MR_TRY(cuda_box_cand_launch(c->stream, p, rois->data, rois->device_count, logits->data, deltas->data, n, probs,
+                                cand, valid, err));
     MR_TRY(cuda_after_launch(c, op, err));
     /* a class holds at most one candidate per RoI: groups of at most n */
     MR_TRY(cuda_batched_nms_launch(c->stream, base + L.nms, cand, valid, m, n, K, p->nms_thresh, p->nms_flags, keep,
@@ -305,9 +335,10 @@ mr_status cuda_box_detections(void *vctx, const mr_box_post_params *p, const mr_
         keep = agn_keep;
         kept += 2;
     }
-    MR_TRY(cuda_box_out_launch(c->stream, p, cand, keep, kept, boxes->data, scores->data, labels->data, count,
-                               err));
+    MR_TRY(cuda_box_out_launch(c->stream, p, cand, keep, kept, rois->device_count, boxes->data, scores->data,
+                               labels->data, d_out_count ? d_out_count : count, err));
     MR_TRY(cuda_after_launch(c, op, err));
+    if (d_out_count) return MR_OK;
     int d = 0;
     MR_TRY(count_to_host(c, count, p->out_capacity, &d, op, err));
     boxes->n = scores->n = labels->n = d;

@@ -123,6 +123,11 @@ static mr_status host_reserve(cuda_pre *p, size_t bytes, mr_error *err)
     return MR_OK;
 }
 
+void cuda_preprocess_idle(cuda_ctx *c)
+{
+    if (c->pre) c->pre->pending = 0;
+}
+
 /* h_img is ours again once the last copy out of it has finished. */
 static mr_status staging_wait(cuda_pre *p, mr_error *err)
 {
@@ -163,7 +168,8 @@ mr_status cuda_preprocess(void *ctx, const mr_input_config *cfg, const mr_image 
                           mr_tensor *input, mr_error *err)
 {
     cuda_ctx *c = ctx;
-    MR_TRY(cuda_graph_forbid(c, "preprocess", err));
+    int replaying = 0;
+    MR_TRY(cuda_graph_op(c, "preprocess", &replaying, err));
     MR_TRY(image_preprocess_check(img, geo, input, err));
     /* after the plan the buffers stay as planned (a larger image takes the host path below) */
     if (!c->planned || !c->pre) MR_TRY(cuda_preprocess_reserve(c, cfg, 0, err));
@@ -182,10 +188,16 @@ mr_status cuda_preprocess(void *ctx, const mr_input_config *cfg, const mr_image 
     } else {
         memcpy(p->h_img, img->pixels, src_bytes);
     }
+    /* Inside the forward unit (backend.h) the staging above is the host's
+     * part, done before each launch; the graph copies and converts. The
+     * pass's own wait at its end (paste_block) frees the staging again. */
+    if (replaying) return MR_OK;
     cudaError_t e = cudaMemcpyAsync(p->d_img, p->h_img, src_bytes, cudaMemcpyHostToDevice, c->stream);
-    if (e == cudaSuccess) e = cudaEventRecord(p->copied, c->stream);
+    if (e == cudaSuccess && c->graph_mode == CUDA_GRAPH_EAGER) {
+        e = cudaEventRecord(p->copied, c->stream);
+        p->pending = e == cudaSuccess;
+    }
     if (e != cudaSuccess) return cuda_fail(err, "preprocess", "cudaMemcpyAsync of the image", e);
-    p->pending = 1;
     MR_TRY(cuda_preprocess_launch(c->stream, &job, p->d_img, input->dtype, input->data, err));
     return cuda_after_launch(c, "preprocess", err);
 }

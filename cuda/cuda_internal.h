@@ -52,6 +52,17 @@ typedef struct {
     int host_post; /* MR_CUDA_HOST_POST=1: rpn_proposals and box_detections wholly on the host (debugging) */
     int fuse_z;    /* MR_CUDA_FUSED_Z=1: residual as cuDNN's z, aliasing y (see backend_cuda_layers.c) */
     int use_graphs; /* replayable stages as CUDA graphs (backend_cuda_graph.c); MR_CUDA_GRAPHS=0: off */
+    /* Counts on the device (backend.h, counts_on_device): on unless
+     * MR_CUDA_DEVICE_COUNTS=0 or MR_CUDA_HOST_POST=1 (whose host path
+     * needs them on the host), and only from plan on, which makes their
+     * home (the op tests call no plan and read counts on the host).
+     * d_counts: [0] the proposals', [1] the detections'; apart from
+     * d_post, which both ops reuse while the other's count must live on. */
+    int counts_wanted, device_counts;
+    int *d_counts;
+    /* stage_mark's events (timing on), made at plan */
+    cudaEvent_t marks[MR_STAGE_MARKS];
+    int marks_made;
     int graph_mode; /* CUDA_GRAPH_EAGER, _CAPTURING or _REPLAYING (ops then only return) */
     struct cuda_graphs *graphs;
     cudaStream_t stream;
@@ -85,6 +96,12 @@ typedef struct {
      * (cuda_mask_paste). */
     void *d_paste;
     size_t paste_size;
+    /* paste_on_device's result block (mask_paste.h), pinned host memory the
+     * paste kernels write, for block_cap detections; planned with counts on
+     * the device (cuda_plan_paste_block). */
+    void *h_block;
+    int block_cap;
+    size_t block_region; /* its mask region: 64 MiB, or MR_CUDA_PASTE_BLOCK bytes (tests: the overflow path) */
     /* cuBLAS's workspace, handed to it at plan (cublasSetWorkspace) so it
      * does not allocate its own on first use. */
     void *d_cublas_ws;
@@ -198,6 +215,11 @@ mr_status cuda_replayable(void *ctx, const char *name, uint64_t key, mr_status (
                           void *arg, mr_error *err);
 /* MR_ERR_INTERNAL for an op that a replayable stage must not call. */
 mr_status cuda_graph_forbid(const cuda_ctx *c, const char *op, mr_error *err);
+/* For an op that may run inside a whole-pass graph (it reads and writes
+ * counts only on the device): MR_OK to go on, an error where it may not
+ * (counts on the host, inside a graph); *replaying is set while a graph
+ * replays, when the op only sets its outputs' shapes and returns. */
+mr_status cuda_graph_op(const cuda_ctx *c, const char *op, int *replaying, mr_error *err);
 /* Drops every graph (their pointers are about to change), or frees them all. */
 void cuda_graphs_drop(cuda_ctx *c);
 void cuda_graphs_free(cuda_ctx *c);
@@ -211,6 +233,8 @@ mr_status cuda_plan_post_scratch(const cuda_ctx *c, const mr_backend_plan *p, si
 /* mask_paste's d_paste bytes and host staging (its window table) for the
  * plan (backend_cuda_detect.c). */
 void cuda_plan_paste_bytes(const mr_backend_plan *p, size_t *dev, size_t *host);
+/* paste_on_device's pinned result block for the plan's detections. */
+mr_status cuda_plan_paste_block(cuda_ctx *c, const mr_backend_plan *p, mr_error *err);
 
 /* ---- the table's entries (backend_cuda_layers.c, backend_cuda_detect.c, backend_cuda_post.c) ---- */
 
@@ -239,6 +263,11 @@ mr_status cuda_box_detections(void *ctx, const mr_box_post_params *p, const mr_t
                               mr_tensor *scores, mr_tensor *labels, mr_error *err);
 mr_status cuda_mask_probs(void *ctx, const mr_tensor *logits, const mr_tensor *labels, mr_tensor *probs,
                           mr_error *err);
+mr_status cuda_paste_on_device(void *ctx, const mr_mask_paste_params *p, const mr_final_box_params *fb,
+                               const mr_tensor *boxes, const mr_tensor *scores, const mr_tensor *labels,
+                               const mr_tensor *probs, mr_tensor *final_boxes, mr_error *err);
+mr_status cuda_paste_block(void *ctx, const mr_paste_block_header **header, const mr_paste_block_row **rows,
+                           const uint8_t **masks, mr_error *err);
 mr_status cuda_mask_paste(void *ctx, const mr_mask_paste_params *p, const mr_tensor *probs, const mr_tensor *boxes,
                           int img_h, int img_w, const mr_mask_window *win, uint8_t *masks, float *soft,
                           mr_error *err);
@@ -278,8 +307,17 @@ mr_status cuda_mask_paste_launch(cudaStream_t s, const mr_mask_paste_params *p, 
                                  const size_t *offset, int H, int W, const mr_paste_chunk *ch, size_t max_window_px,
                                  size_t base, uint8_t *bin, float *soft, mr_error *err);
 /* labels: device floats, already checked to lie in 0..K-1. */
-mr_status cuda_mask_probs_launch(cudaStream_t s, const mr_tensor *logits, const float *labels, mr_tensor *probs,
-                                 mr_error *err);
+/* The paste on the device (mask_paste.cu; backend.h paste_on_device): the
+ * plan (final boxes, windows, offsets, the block's header and rows), the
+ * masks padded over the capacity cap, every window pasted into masks (host
+ * memory the kernel writes) unless they overflow region bytes. */
+mr_status cuda_paste_on_device_launch(cudaStream_t s, const mr_mask_paste_params *p, const mr_final_box_params *fb,
+                                      const float *boxes, const float *scores, const float *labels, const int *count,
+                                      const float *probs, int cap, float *padded, float *final_boxes,
+                                      mr_mask_window *win, size_t *offset, int *state, mr_paste_block_header *header,
+                                      mr_paste_block_row *rows, uint8_t *masks, size_t region, mr_error *err);
+mr_status cuda_mask_probs_launch(cudaStream_t s, const mr_tensor *logits, const float *labels, const int *count,
+                                 mr_tensor *probs, mr_error *err);
 
 /* ---- preprocess (backend_cuda_preprocess.c, preprocess.cu) ---- */
 
@@ -293,6 +331,8 @@ mr_status cuda_preprocess(void *ctx, const mr_input_config *cfg, const mr_image 
  * cfg is not read otherwise), at least 4096x4096; grows only. Called by
  * cuda_plan at load (twice the plan's largest input), and on the first
  * preprocess when no plan was made (the backend tests). */
+/* The stream has been synchronised: preprocess's staging is free again. */
+void cuda_preprocess_idle(cuda_ctx *c);
 mr_status cuda_preprocess_reserve(cuda_ctx *c, const mr_input_config *cfg, size_t image_pixels, mr_error *err);
 void cuda_preprocess_free(cuda_ctx *c);
 /* d_out [1, padded_h, padded_w, 3] (of type t) = mr_pre_pixel over job
@@ -368,12 +408,12 @@ mr_status cuda_proposal_out_launch(cudaStream_t s, int post_nms_top_n, const cud
 /* Box candidates (box_post.cu): probs [n,K] scratch, cand and valid for
  * the n*(K-1) (RoI, class >= 1) slots, RoI-major; group = class. Then the
  * outputs: box_post_count of the kept, *count (device; -1: NMS failed). */
-mr_status cuda_box_cand_launch(cudaStream_t s, const mr_box_post_params *p, const float *rois, const float *logits,
-                               const float *deltas, int n, float *d_probs, cuda_box_cand *cand, unsigned char *valid,
-                               mr_error *err);
+mr_status cuda_box_cand_launch(cudaStream_t s, const mr_box_post_params *p, const float *rois, const int *rois_count,
+                               const float *logits, const float *deltas, int n, float *d_probs, cuda_box_cand *cand,
+                               unsigned char *valid, mr_error *err);
 mr_status cuda_box_out_launch(cudaStream_t s, const mr_box_post_params *p, const cuda_box_cand *cand, const int *keep,
-                              const int *kept, float *boxes, float *scores, float *labels, int *count,
-                              mr_error *err);
+                              const int *kept, const int *rois_count, float *boxes, float *scores, float *labels,
+                              int *count, mr_error *err);
 
 #ifdef __cplusplus
 }

@@ -12,10 +12,20 @@
  * P = M + 2*padding), once; then the paste of one chunk (mask_paste_chunk.h:
  * whole windows packed back to back, or a band of rows of one window), one
  * block row per window, into the device region, which the caller copies to
- * the host before the next chunk. */
+ * the host before the next chunk.
+ *
+ * The paste on the device (backend.h paste_on_device: the count on the
+ * device, no host in between): plan_kernel, one block, makes each final box
+ * (final_boxes.h), its window and the offsets (a running sum in detection
+ * order) into the device table and the host result block; the masks are
+ * padded over the capacity; paste_all_kernel then pastes every window
+ * straight into the block's mask region in host memory (one block row per
+ * detection up to the capacity; those past the count return), unless the
+ * windows overflow it. */
 #include <stdint.h>
 
 #include "cuda_launch.cuh"
+#include "ops/final_boxes.h"
 #include "ops/mask_paste.h"
 #include "ops/mask_paste_chunk.h"
 
@@ -30,17 +40,13 @@ static __global__ void pad_kernel(const float *probs, float *padded, int D, int 
     }
 }
 
-/* win[d] is the window of d's box; rows < 0: all rows of each window, at
- * offset[d] - base in the region; else rows [row0, row0 + rows) of window
- * d0 alone, from the region's start. */
-static __global__ void paste_kernel(mr_mask_paste_params p, const float *probs, const float *padded,
-                                    const float *boxes, const mr_mask_window *win, const size_t *offset, int H, int W,
-                                    int d0, int row0, int rows, size_t base, uint8_t *bin, float *soft)
+/* Detection d's window rows [first_row, first_row + rows), its pixels n,
+ * into bin[0..n) (and soft), this block's share. */
+static __device__ void paste_window(const mr_mask_paste_params &p, const float *probs, const float *padded,
+                                    const float *boxes, mr_mask_window w, int d, int H, int W, int first_row,
+                                    size_t n, uint8_t *bin, float *soft)
 {
-    const int d = d0 + (int)blockIdx.y, M = p.mask_size, P = M + 2 * p.padding;
-    const mr_mask_window w = win[d];
-    const int first_row = rows < 0 ? 0 : row0;
-    const size_t n = (size_t)(rows < 0 ? w.h : rows) * (size_t)w.w, out = rows < 0 ? offset[d] - base : 0;
+    const int M = p.mask_size, P = M + 2 * p.padding;
     const float *box = boxes + 4 * (size_t)d;
     const mr_paste_geom g = mask_paste_geom(M, p.padding, box, H, W);
     const float *mask = probs + (size_t)d * M * M, *pmask = padded + (size_t)d * P * P;
@@ -62,9 +68,75 @@ static __global__ void paste_kernel(mr_mask_paste_params p, const float *probs, 
             mask_resize_axis(P, g.w, x - g.bx0, &xi0, &xi1, &lx0, &lx1);
             v = mask_resize_tap(pmask, P, yi0, yi1, ly0, ly1, xi0, xi1, lx0, lx1);
         }
-        if (soft) soft[out + i] = v;
-        bin[out + i] = (uint8_t)(p.cmp == MR_MASK_GE ? v >= p.threshold : v > p.threshold);
+        if (soft) soft[i] = v;
+        bin[i] = (uint8_t)(p.cmp == MR_MASK_GE ? v >= p.threshold : v > p.threshold);
     }
+}
+
+/* win[d] is the window of d's box; rows < 0: all rows of each window, at
+ * offset[d] - base in the region; else rows [row0, row0 + rows) of window
+ * d0 alone, from the region's start. */
+static __global__ void paste_kernel(mr_mask_paste_params p, const float *probs, const float *padded,
+                                    const float *boxes, const mr_mask_window *win, const size_t *offset, int H, int W,
+                                    int d0, int row0, int rows, size_t base, uint8_t *bin, float *soft)
+{
+    const int d = d0 + (int)blockIdx.y;
+    const mr_mask_window w = win[d];
+    const size_t n = (size_t)(rows < 0 ? w.h : rows) * (size_t)w.w, out = rows < 0 ? offset[d] - base : 0;
+    paste_window(p, probs, padded, boxes, w, d, H, W, rows < 0 ? 0 : row0, n, bin + out, soft ? soft + out : NULL);
+}
+
+/* state: [0] the count (-1: broken), [1] overflow; written for paste_all_kernel. */
+static __global__ void plan_kernel(mr_mask_paste_params p, mr_final_box_params fb, const float *boxes,
+                                   const float *scores, const float *labels, const int *count, int cap, size_t region,
+                                   float *final_boxes, mr_mask_window *win, size_t *offset, int *state,
+                                   mr_paste_block_header *header, mr_paste_block_row *rows)
+{
+    __shared__ int n;
+    if (threadIdx.x == 0) {
+        int c = *count;
+        n = c < 0 || c > cap ? -1 : c;
+    }
+    __syncthreads();
+    for (int d = threadIdx.x; d < n; d += blockDim.x) {
+        float b[4] = {boxes[4 * (size_t)d], boxes[4 * (size_t)d + 1], boxes[4 * (size_t)d + 2],
+                      boxes[4 * (size_t)d + 3]};
+        final_box(&fb, b);
+        const mr_mask_window w = mask_paste_window(&p, b, fb.img_h, fb.img_w);
+        for (int k = 0; k < 4; k++) {
+            final_boxes[4 * (size_t)d + k] = b[k];
+            rows[d].box[k] = b[k];
+        }
+        rows[d].score = scores[d];
+        rows[d].label = labels[d];
+        rows[d].win = w;
+        win[d] = w;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        size_t at = 0;
+        for (int d = 0; d < n; d++) {
+            offset[d] = at;
+            rows[d].offset = at;
+            at += mask_window_pixels(win[d]);
+        }
+        int overflow = at > region;
+        state[0] = n;
+        state[1] = overflow;
+        header->count = n;
+        header->overflow = overflow;
+        header->pixels = at;
+    }
+}
+
+static __global__ void paste_all_kernel(mr_mask_paste_params p, const float *probs, const float *padded,
+                                        const float *final_boxes, const mr_mask_window *win, const size_t *offset,
+                                        const int *state, int H, int W, uint8_t *masks)
+{
+    const int d = (int)blockIdx.y;
+    if (d >= state[0] || state[1]) return;
+    const mr_mask_window w = win[d];
+    paste_window(p, probs, padded, final_boxes, w, d, H, W, 0, mask_window_pixels(w), masks + offset[d], NULL);
 }
 
 static void mask_pad(cudaStream_t s, const mr_mask_paste_params *p, const float *probs, int D, float *padded)
@@ -88,6 +160,25 @@ extern "C" mr_status cuda_mask_pad_launch(cudaStream_t s, const mr_mask_paste_pa
     if (D <= 0 || p->rule == MR_PASTE_DETECTRON2) return MR_OK;
     mask_pad(s, p, probs, D, padded);
     return cuda_launch_status("mask_paste", err);
+}
+
+extern "C" mr_status cuda_paste_on_device_launch(cudaStream_t s, const mr_mask_paste_params *p,
+                                                const mr_final_box_params *fb, const float *boxes, const float *scores,
+                                                const float *labels, const int *count, const float *probs, int cap,
+                                                float *padded, float *final_boxes, mr_mask_window *win,
+                                                size_t *offset, int *state, mr_paste_block_header *header,
+                                                mr_paste_block_row *rows, uint8_t *masks, size_t region,
+                                                mr_error *err)
+{
+    if (cap <= 0) return MR_OK;
+    plan_kernel<<<1, MR_CUDA_BLOCK, 0, s>>>(*p, *fb, boxes, scores, labels, count, cap, region, final_boxes, win,
+                                            offset, state, header, rows);
+    if (p->rule != MR_PASTE_DETECTRON2) mask_pad(s, p, probs, cap, padded);
+    /* a window is at most the image: blocks enough for one of a typical size, grid-striding over larger ones */
+    dim3 grid(cuda_grid((size_t)64 * MR_CUDA_BLOCK), (unsigned int)cap);
+    paste_all_kernel<<<grid, MR_CUDA_BLOCK, 0, s>>>(*p, probs, padded, final_boxes, win, offset, state, fb->img_h,
+                                                    fb->img_w, masks);
+    return cuda_launch_status("paste_on_device", err);
 }
 
 extern "C" mr_status cuda_mask_paste_launch(cudaStream_t s, const mr_mask_paste_params *p, const float *probs,

@@ -8,7 +8,9 @@
  * which with -fmad=false (Makefile) is the CPU's (and torchvision's)
  * arithmetic, except that log2f in the level mapping may differ by an ulp.
  * With fp16 feature maps (--precision fp16) the levels and the output are
- * halves; the taps are read as float and the sum rounded once. */
+ * halves; the taps are read as float and the sum rounded once. With the
+ * RoIs' count on the device (backend.h), the rows past it are zeros: the
+ * layers after RoIAlign run over the capacity and must see finite input. */
 #include <string.h>
 
 #include "cuda_launch.cuh"
@@ -26,14 +28,19 @@ struct roi_levels {
 
 template <typename T>
 static __global__ void roi_align_kernel(mr_roi_align_params p, mr_level_map map, roi_levels<T> lv, const float *rois,
-                                        int n, int C, T *out)
+                                        const int *rois_count, int n, int C, T *out)
 {
     size_t total = (size_t)n * p.out_h * p.out_w * C;
+    const int rows = rois_count ? *rois_count : n;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
         int c = (int)(i % (size_t)C);
         size_t bin = i / (size_t)C;
         int pw = (int)(bin % (size_t)p.out_w), ph = (int)((bin / (size_t)p.out_w) % (size_t)p.out_h);
         int r = (int)(bin / ((size_t)p.out_w * (size_t)p.out_h));
+        if (r >= rows) { /* padding (its RoI may be anything) */
+            elem_store(out, i, 0.0f);
+            continue;
+        }
         const float *roi = rois + 4 * (size_t)r;
         int lvl = roi_level(&map, roi), li = lvl - map.min_level;
         const int H = lv.h[li], W = lv.w[li];
@@ -68,7 +75,8 @@ static __global__ void roi_align_kernel(mr_roi_align_params p, mr_level_map map,
 /* Gathers the levels' pointers as T and launches. */
 template <typename T>
 static void roi_align(cudaStream_t s, const mr_roi_align_params *p, const mr_level_map *map,
-                      const mr_tensor *const *levels, int count, const float *rois, int n, int C, T *out)
+                      const mr_tensor *const *levels, int count, const float *rois, const int *rois_count, int n,
+                      int C, T *out)
 {
     roi_levels<T> lv;
     memset(&lv, 0, sizeof lv);
@@ -78,7 +86,7 @@ static void roi_align(cudaStream_t s, const mr_roi_align_params *p, const mr_lev
         lv.w[l] = levels[l]->w;
     }
     size_t total = (size_t)n * p->out_h * p->out_w * C;
-    roi_align_kernel<T><<<cuda_grid(total), MR_CUDA_BLOCK, 0, s>>>(*p, *map, lv, rois, n, C, out);
+    roi_align_kernel<T><<<cuda_grid(total), MR_CUDA_BLOCK, 0, s>>>(*p, *map, lv, rois, rois_count, n, C, out);
 }
 
 extern "C" mr_status cuda_roi_align_launch(cudaStream_t s, const mr_roi_align_params *p, const mr_level_map *map,
@@ -103,8 +111,8 @@ extern "C" mr_status cuda_roi_align_launch(cudaStream_t s, const mr_roi_align_pa
     if (rois->dtype != MR_ELEM_F32) return mr_fail(err, MR_ERR_SHAPE, "roi_align: the boxes must be fp32");
     if (rois->n == 0 || C == 0) return MR_OK;
     if (out->dtype == MR_ELEM_F16)
-        roi_align(s, p, map, levels, count, rois->data, rois->n, C, elem_f16(out));
+        roi_align(s, p, map, levels, count, rois->data, rois->device_count, rois->n, C, elem_f16(out));
     else
-        roi_align(s, p, map, levels, count, rois->data, rois->n, C, out->data);
+        roi_align(s, p, map, levels, count, rois->data, rois->device_count, rois->n, C, out->data);
     return cuda_launch_status("roi_align", err);
 }

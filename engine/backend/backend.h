@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "ops/box_post.h"
+#include "ops/final_boxes.h"
 #include "core/image_types.h"
 #include "ops/mask_paste.h"
 #include "ops/proposals.h"
@@ -29,6 +30,9 @@
 #include "core/tensor.h"
 
 typedef struct mr_layer mr_layer; /* a backend-prepared conv/linear layer */
+
+/* The most stage_mark calls in one forward pass (model_detect uses 8). */
+#define MR_STAGE_MARKS 8
 
 /* Convolution, NHWC in and out, with its bias (a folded batchnorm) and
  * optional fused residual sum and ReLU in the same output pass:
@@ -138,6 +142,31 @@ typedef struct {
     mr_status (*replayable)(void *ctx, const char *name, uint64_t key, mr_status (*fn)(void *arg, mr_error *err),
                             void *arg, mr_error *err);
 
+    /* Counts on the device (NULL, or 0: no). When 1, rpn_proposals and
+     * box_detections leave their outputs' n at the capacity and write the
+     * row count into backend memory (the outputs' device_count, tensor.h);
+     * roi_align, box_detections and mask_probs read a device_count where
+     * their input has one, and treat the rows past it as padding (roi_align
+     * writes zeros there, so the layers after it compute on finite
+     * numbers). Nothing then waits for the host from the preprocessing to
+     * the pasted masks (with paste_on_device), and the model hands that
+     * whole span to replayable as one unit ("forward", keyed by the
+     * original image size, which fixes every shape and every op's
+     * parameters); inside it preprocess (whose host half, staging the
+     * image, runs at each call, replay or not) and every op of the forward
+     * pass may be called. Without paste_on_device the model copies the
+     * detection count to the host once, in the paste stage. */
+    int (*counts_on_device)(void *ctx);
+
+    /* Stage timing that does not wait (NULL: the model synchronises after
+     * each stage and reads the host clock). stage_mark(k) notes the moment
+     * the work issued so far is done (a GPU event; inside a replayable unit
+     * it is recorded with it, and replays with it); stage_seconds waits for
+     * the last of `marks` marks and gives the time between consecutive
+     * marks, seconds[k] = mark k+1 - mark k. */
+    mr_status (*stage_mark)(void *ctx, int mark, mr_error *err);
+    mr_status (*stage_seconds)(void *ctx, int marks, double *seconds, mr_error *err);
+
     /* Sizes every scratch buffer from p and the layers initialised so far
      * (called once, after the last *_init). After it, an op that would need
      * more than was planned fails; it never allocates. */
@@ -204,6 +233,23 @@ typedef struct {
     mr_status (*mask_paste)(void *ctx, const mr_mask_paste_params *p, const mr_tensor *probs,
                             const mr_tensor *boxes, int img_h, int img_w, const mr_mask_window *win, uint8_t *masks,
                             float *soft, mr_error *err);
+
+    /* The paste stage without the host (NULL: the model's paste, above),
+     * for detections whose count is on the device (boxes in network-input
+     * pixels, scores, labels, probs [cap,M,M,1]): each final box (fb,
+     * ops/final_boxes.h) into final_boxes and the result block, its window
+     * (mask_paste_window), the windows' offsets back to back, and each
+     * mask pasted into its window in the block's mask region
+     * (mask_paste.h's mr_paste_block_*). Nothing waits: it may run inside
+     * the replayable unit. paste_block then waits for it and shows the
+     * block (backend memory the host reads; valid until the next pass).
+     * When the windows overflow the mask region, nothing was pasted and
+     * the caller pastes them with mask_paste from final_boxes. */
+    mr_status (*paste_on_device)(void *ctx, const mr_mask_paste_params *p, const mr_final_box_params *fb,
+                                 const mr_tensor *boxes, const mr_tensor *scores, const mr_tensor *labels,
+                                 const mr_tensor *probs, mr_tensor *final_boxes, mr_error *err);
+    mr_status (*paste_block)(void *ctx, const mr_paste_block_header **header, const mr_paste_block_row **rows,
+                             const uint8_t **masks, mr_error *err);
 
     /* Calibration: from now on (fn NULL: no longer) every conv shows its
      * input to fn before it runs. NULL where the backend cannot (CUDA):

@@ -24,6 +24,12 @@ typedef struct {
     int n, h, w, c;
     size_t cap;     /* elements allocated at data; n*h*w*c never exceeds it */
     mr_elem_type dtype; /* MR_ELEM_F32 (0) unless planned otherwise */
+    /* NULL: all n rows are meant. Otherwise a count in backend memory that
+     * a detection op wrote (backend.h, counts_on_device): rows
+     * [0, *device_count) are meant and n is the capacity; the rest are
+     * padding that the ops reading this tensor skip. The host learns the
+     * count only by copying it (the paste stage does, once per image). */
+    const int *device_count;
 } mr_tensor;
 
 static inline size_t mr_tensor_numel(const mr_tensor *t)
@@ -33,7 +39,7 @@ static inline size_t mr_tensor_numel(const mr_tensor *t)
 
 static inline mr_tensor mr_tensor_make(float *data, int n, int h, int w, int c)
 {
-    mr_tensor t = {data, n, h, w, c, (size_t)n * (size_t)h * (size_t)w * (size_t)c, MR_ELEM_F32};
+    mr_tensor t = {data, n, h, w, c, (size_t)n * (size_t)h * (size_t)w * (size_t)c, MR_ELEM_F32, NULL};
     return t;
 }
 

@@ -89,27 +89,36 @@ mr_status mask_head_forward(mr_model *m, mr_error *err)
     return be->mask_probs(m->be.ctx, &b->mask_logits, &b->detection_labels, &b->mask_probs, err);
 }
 
-/* Final boxes in original-image pixels into host[0..4n): scaled back per
- * axis (torchvision's resize_boxes, ratio = original / resized in float32),
- * or as the box head decoded them (Detectron); with clip_final_boxes
- * clipped to the image as detectron2's detector_postprocess does. */
+void model_final_box_params(const mr_model *m, mr_final_box_params *p)
+{
+    p->img_h = m->geo.in_h;
+    p->img_w = m->geo.in_w;
+    p->ratio_w = (float)m->geo.in_w / (float)m->geo.resized_w;
+    p->ratio_h = (float)m->geo.in_h / (float)m->geo.resized_h;
+    p->clip = m->cfg.box_head.clip_final_boxes;
+}
+
+void model_paste_params(const mr_model *m, mr_mask_paste_params *p)
+{
+    const mr_mask_head_config *mh = &m->cfg.mask_head;
+    mr_mask_paste_params q = {2 * mh->pooler.resolution, mh->paste_padding, mh->threshold,
+                              mh->threshold_rule == MR_MASK_THRESH_GE ? MR_MASK_GE : MR_MASK_GT,
+                              mh->paste_rule == MR_MASK_PASTE_DETECTRON2 ? MR_PASTE_DETECTRON2 : MR_PASTE_TORCHVISION};
+    *p = q;
+}
+
+/* Final boxes in original-image pixels into host[0..4n): final_box
+ * (ops/final_boxes.h), or as the box head decoded them (Detectron). */
 static mr_status final_boxes(mr_model *m, float *host, int n, mr_error *err)
 {
     mr_buffers *b = &m->buf;
     const mr_box_head_config *bh = &m->cfg.box_head;
-    int H = m->geo.in_h, W = m->geo.in_w;
     size_t bytes = sizeof(float) * 4 * (size_t)n;
     if (bh->decode_coordinates == MR_DECODE_ORIGINAL) return m->be.i->copy_to_host(m->be.ctx, host, b->final_boxes.data, bytes, err);
     MR_TRY(m->be.i->copy_to_host(m->be.ctx, host, b->detections.data, bytes, err));
-    float ratio_w = (float)W / (float)m->geo.resized_w, ratio_h = (float)H / (float)m->geo.resized_h;
-    for (int d = 0; d < n; d++) {
-        float *box = host + 4 * d;
-        box[0] *= ratio_w;
-        box[1] *= ratio_h;
-        box[2] *= ratio_w;
-        box[3] *= ratio_h;
-        if (bh->clip_final_boxes) box_clip(box, (float)H, (float)W, 0);
-    }
+    mr_final_box_params fp;
+    model_final_box_params(m, &fp);
+    for (int d = 0; d < n; d++) final_box(&fp, host + 4 * d);
     return MR_OK;
 }
 
@@ -162,9 +171,9 @@ mr_status model_stage_paste(mr_model *m, mr_result *res, float *float_masks, mr_
 {
     mr_buffers *b = &m->buf;
     const mr_backend_i *be = m->be.i;
-    const mr_mask_head_config *mh = &m->cfg.mask_head;
-    int n = b->detections.n, H = m->geo.in_h, W = m->geo.in_w, M = 2 * mh->pooler.resolution;
     memset(res, 0, sizeof *res);
+    MR_TRY(model_counts_to_host(m, 0, err)); /* the first wait for the device, where counts stayed there */
+    int n = b->detections.n, H = m->geo.in_h, W = m->geo.in_w;
     res->width = W;
     res->height = H;
     if (n == 0) return MR_OK;
@@ -185,9 +194,8 @@ mr_status model_stage_paste(mr_model *m, mr_result *res, float *float_masks, mr_
         det->class_id = (int)host[5 * n + d];
     }
     if (st == MR_OK) res->count = n;
-    mr_mask_paste_params p = {M, mh->paste_padding, mh->threshold,
-                              mh->threshold_rule == MR_MASK_THRESH_GE ? MR_MASK_GE : MR_MASK_GT,
-                              mh->paste_rule == MR_MASK_PASTE_DETECTRON2 ? MR_PASTE_DETECTRON2 : MR_PASTE_TORCHVISION};
+    mr_mask_paste_params p;
+    model_paste_params(m, &p);
     if (st == MR_OK) st = mask_windows(&p, host, res, win, float_masks ? &soft : NULL, err);
     if (st == MR_OK) st = tensor_shape(&b->final_boxes, n, 1, 1, 4, err);
     if (st == MR_OK) st = be->copy_to_device(m->be.ctx, b->final_boxes.data, host, sizeof(float) * 4 * (size_t)n, err);
@@ -208,4 +216,75 @@ mr_status model_stage_paste(mr_model *m, mr_result *res, float *float_masks, mr_
     else if (m->cfg.box_head.clip_final_boxes)
         drop_empty(res, float_masks, (size_t)H * (size_t)W);
     return st;
+}
+
+/* The paste stage's device half (backend.h, paste_on_device), issued inside
+ * the forward unit; model_result_from_block reads what it left. */
+mr_status model_paste_on_device(mr_model *m, mr_error *err)
+{
+    mr_buffers *b = &m->buf;
+    mr_mask_paste_params p;
+    mr_final_box_params fb;
+    model_paste_params(m, &p);
+    model_final_box_params(m, &fb);
+    return m->be.i->paste_on_device(m->be.ctx, &p, &fb, &b->detections, &b->detection_scores, &b->detection_labels,
+                                    &b->mask_probs, &b->final_boxes, err);
+}
+
+/* The result from the backend's block: one wait, then the host only copies
+ * (the masks' windows, already back to back in mr_result's layout). Windows
+ * that overflowed the block are pasted here with mask_paste, as the host
+ * stage does. Empty boxes are dropped as model_stage_paste drops them. */
+mr_status model_result_from_block(mr_model *m, mr_result *res, mr_error *err)
+{
+    mr_buffers *b = &m->buf;
+    const mr_backend_i *be = m->be.i;
+    const mr_paste_block_header *h;
+    const mr_paste_block_row *rows;
+    const uint8_t *masks;
+    memset(res, 0, sizeof *res);
+    MR_TRY(be->paste_block(m->be.ctx, &h, &rows, &masks, err));
+    int n = h->count, H = m->geo.in_h, W = m->geo.in_w;
+    if (n < 0 || n > b->detections.n)
+        return mr_fail(err, MR_ERR_INTERNAL, "detections: the backend counted %d rows of %d (its NMS over its planned "
+                       "group size?)", n, b->detections.n);
+    res->width = W;
+    res->height = H;
+    if (n == 0) return MR_OK;
+    size_t pixels = (size_t)h->pixels;
+    res->dets = calloc((size_t)n, sizeof *res->dets);
+    res->mask_storage = malloc(pixels ? pixels : 1);
+    mr_mask_window *win = h->overflow ? calloc((size_t)n, sizeof *win) : NULL;
+    if (!res->dets || !res->mask_storage || (h->overflow && !win)) {
+        free(win);
+        result_free(res);
+        return mr_fail(err, MR_ERR_OOM, "out of memory for %d detections (%zu mask pixels)", n, pixels);
+    }
+    res->count = n;
+    for (int d = 0; d < n; d++) {
+        mr_detection *det = &res->dets[d];
+        memcpy(det->box, rows[d].box, sizeof det->box);
+        det->score = rows[d].score;
+        det->class_id = (int)rows[d].label;
+        det->mask_win = rows[d].win;
+        det->mask = res->mask_storage + rows[d].offset;
+        if (win) win[d] = rows[d].win;
+    }
+    mr_status st = MR_OK;
+    if (!h->overflow) {
+        memcpy(res->mask_storage, masks, pixels);
+    } else {
+        mr_mask_paste_params p;
+        model_paste_params(m, &p);
+        b->detections.n = b->final_boxes.n = b->mask_probs.n = n;
+        b->final_boxes.device_count = NULL;
+        st = be->mask_paste(m->be.ctx, &p, &b->mask_probs, &b->final_boxes, H, W, win, res->mask_storage, NULL, err);
+    }
+    free(win);
+    if (st != MR_OK) {
+        result_free(res);
+        return st;
+    }
+    if (m->cfg.box_head.clip_final_boxes) drop_empty(res, NULL, 0);
+    return MR_OK;
 }

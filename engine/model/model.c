@@ -297,15 +297,52 @@ static mr_status replayable_stage(mr_model *m, const char *name, mr_status (*for
     return m->be.i->replayable(m->be.ctx, name, key, stage_call_run, &s, err);
 }
 
+/* The stage by stage path (stage_runner) shows each stage's rows as they
+ * are: counts a backend kept on the device come to the host after it. */
 mr_status model_stage_backbone(mr_model *m, mr_error *err) { return replayable_stage(m, "backbone", resnet_forward, err); }
 mr_status model_stage_fpn(mr_model *m, mr_error *err) { return replayable_stage(m, "fpn", fpn_forward, err); }
 mr_status model_stage_rpn(mr_model *m, mr_error *err)
 {
     MR_TRY(replayable_stage(m, "rpn_head", rpn_head_forward, err));
-    return rpn_select(m, err);
+    MR_TRY(rpn_select(m, err));
+    return model_counts_to_host(m, 1, err);
 }
-mr_status model_stage_box_head(mr_model *m, mr_error *err) { return box_head_forward(m, err); }
+mr_status model_stage_box_head(mr_model *m, mr_error *err)
+{
+    MR_TRY(box_head_forward(m, err));
+    return model_counts_to_host(m, 1, err);
+}
 mr_status model_stage_mask_head(mr_model *m, mr_error *err) { return mask_head_forward(m, err); }
+
+/* One count a backend left on the device (tensor.h) into its tensors' n. */
+static mr_status count_to_host(mr_model *m, mr_tensor *const *group, int members, const char *what, mr_error *err)
+{
+    mr_tensor *t = group[0];
+    if (!t->device_count) return MR_OK;
+    int count = 0;
+    MR_TRY(m->be.i->copy_to_host(m->be.ctx, &count, t->device_count, sizeof count, err));
+    if (count < 0 || count > t->n)
+        return mr_fail(err, MR_ERR_INTERNAL, "%s: the backend counted %d rows of %d (its NMS over its planned "
+                       "group size?)", what, count, t->n);
+    for (int i = 0; i < members; i++) {
+        group[i]->n = count;
+        group[i]->device_count = NULL;
+    }
+    return MR_OK;
+}
+
+mr_status model_counts_to_host(mr_model *m, int proposals_too, mr_error *err)
+{
+    mr_buffers *b = &m->buf;
+    mr_tensor *proposals[] = {&b->proposals, &b->proposal_scores};
+    mr_tensor *detections[] = {&b->detections, &b->detection_scores, &b->detection_labels};
+    if (proposals_too) MR_TRY(count_to_host(m, proposals, 2, "proposals", err));
+    int had = b->detections.device_count != NULL;
+    MR_TRY(count_to_host(m, detections, 3, "detections", err));
+    /* the mask head ran over the capacity: its first rows are the detections' */
+    if (had && b->mask_probs.n > b->detections.n) b->mask_probs.n = b->detections.n;
+    return MR_OK;
+}
 
 mr_tensor *model_tensor(mr_model *m, const char *name)
 {
@@ -330,27 +367,109 @@ static double now_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Stage times: marks between the stages (backend.h, stage_mark), or,
+ * for a backend without them, a sync and the host clock at each. */
+enum { MARK_START, MARK_INPUT, MARK_BACKBONE, MARK_FPN, MARK_RPN, MARK_BOX, MARK_MASK, MARK_PASTE, MARKS };
+
+typedef struct {
+    mr_model *m;
+    const mr_image *img;
+    double host[MARKS];
+} stage_clock;
+
+static mr_status mark(stage_clock *clk, int k, mr_error *err)
+{
+    mr_model *m = clk->m;
+    if (m->be.i->stage_mark) return m->be.i->stage_mark(m->be.ctx, k, err);
+    MR_TRY(m->be.i->sync(m->be.ctx, err));
+    clk->host[k] = now_seconds();
+    return MR_OK;
+}
+
+/* The network input (model_stage_input has set the geometry) to the
+ * pasted masks, marking each stage's end. */
+static mr_status forward_span(void *arg, mr_error *err)
+{
+    stage_clock *clk = arg;
+    mr_model *m = clk->m;
+    MR_TRY(m->be.i->preprocess(m->be.ctx, &m->cfg.input, clk->img, &m->geo, &m->buf.input, err));
+    MR_TRY(mark(clk, MARK_INPUT, err));
+    MR_TRY(resnet_forward(m, err));
+    MR_TRY(mark(clk, MARK_BACKBONE, err));
+    MR_TRY(fpn_forward(m, err));
+    MR_TRY(mark(clk, MARK_FPN, err));
+    MR_TRY(rpn_head_forward(m, err));
+    MR_TRY(rpn_select(m, err));
+    MR_TRY(mark(clk, MARK_RPN, err));
+    MR_TRY(box_head_forward(m, err));
+    MR_TRY(mark(clk, MARK_BOX, err));
+    MR_TRY(mask_head_forward(m, err));
+    MR_TRY(mark(clk, MARK_MASK, err));
+    return m->be.i->paste_on_device ? model_paste_on_device(m, err) : MR_OK;
+}
+
+/* The same, stage by stage: each feature-map stage its own replayable unit. */
+static mr_status staged_span(stage_clock *clk, mr_error *err)
+{
+    mr_model *m = clk->m;
+    MR_TRY(model_stage_backbone(m, err));
+    MR_TRY(mark(clk, MARK_BACKBONE, err));
+    MR_TRY(model_stage_fpn(m, err));
+    MR_TRY(mark(clk, MARK_FPN, err));
+    MR_TRY(replayable_stage(m, "rpn_head", rpn_head_forward, err));
+    MR_TRY(rpn_select(m, err));
+    MR_TRY(mark(clk, MARK_RPN, err));
+    MR_TRY(box_head_forward(m, err));
+    MR_TRY(mark(clk, MARK_BOX, err));
+    MR_TRY(mask_head_forward(m, err));
+    return mark(clk, MARK_MASK, err);
+}
+
+/* Where the backend keeps counts on the device, everything from the
+ * preprocessing to the pasted masks is one replayable unit: one CUDA graph per
+ * original image size (which fixes every shape and every op's parameters),
+ * with nothing waiting for the host inside it; the host then waits once
+ * and copies the result out of the backend's block (paste_block). Detectron's
+ * decoding in original pixels takes a host round trip in the box head
+ * (roi_heads.c), so that convention runs stage by stage. */
+static int whole_span(const mr_model *m)
+{
+    const mr_backend_i *be = m->be.i;
+    return be->replayable && be->counts_on_device && be->counts_on_device(m->be.ctx) &&
+           m->cfg.box_head.decode_coordinates != MR_DECODE_ORIGINAL;
+}
+
 mr_status model_detect(mr_model *m, const mr_image *img, mr_result *res, mr_stage_times *times, mr_error *err)
 {
     memset(res, 0, sizeof *res);
-    mr_stage_times t = {0};
-    double t0 = now_seconds(), t1;
-#define STAGE(call, field)                                                   \
-    do {                                                                     \
-        MR_TRY(call);                                                        \
-        MR_TRY(m->be.i->sync(m->be.ctx, err));                               \
-        t1 = now_seconds();                                                  \
-        t.field = t1 - t0;                                                   \
-        t0 = t1;                                                             \
-    } while (0)
-    STAGE(model_stage_input(m, img, img->h, img->w, err), preprocess);
-    STAGE(model_stage_backbone(m, err), backbone);
-    STAGE(model_stage_fpn(m, err), fpn);
-    STAGE(model_stage_rpn(m, err), rpn);
-    STAGE(box_head_forward(m, err), box_head);
-    STAGE(mask_head_forward(m, err), mask_head);
-    STAGE(model_stage_paste(m, res, NULL, err), paste);
-#undef STAGE
+    stage_clock clk;
+    memset(&clk, 0, sizeof clk);
+    clk.m = m;
+    clk.img = img;
+    MR_TRY(mark(&clk, MARK_START, err));
+    if (whole_span(m)) {
+        MR_TRY(model_stage_input(m, NULL, img->h, img->w, err)); /* the geometry, which keys the unit */
+        uint64_t key = (uint64_t)(uint32_t)m->geo.in_h << 32 | (uint32_t)m->geo.in_w;
+        MR_TRY(m->be.i->replayable(m->be.ctx, "forward", key, forward_span, &clk, err));
+    } else {
+        MR_TRY(model_stage_input(m, img, img->h, img->w, err));
+        MR_TRY(mark(&clk, MARK_INPUT, err));
+        MR_TRY(staged_span(&clk, err));
+    }
+    if (whole_span(m) && m->be.i->paste_on_device)
+        MR_TRY(model_result_from_block(m, res, err));
+    else
+        MR_TRY(model_stage_paste(m, res, NULL, err));
+    mr_status st = mark(&clk, MARK_PASTE, err);
+    double s[MARKS - 1] = {0};
+    if (st == MR_OK && m->be.i->stage_mark) st = m->be.i->stage_seconds(m->be.ctx, MARKS, s, err);
+    else
+        for (int k = 0; k + 1 < MARKS; k++) s[k] = clk.host[k + 1] - clk.host[k];
+    if (st != MR_OK) {
+        result_free(res);
+        return st;
+    }
+    mr_stage_times t = {s[0], s[1], s[2], s[3], s[4], s[5], s[6]};
     if (times) *times = t;
     return MR_OK;
 }

@@ -117,6 +117,19 @@ mr_status model_roi_align(mr_model *m, const mr_pooler_config *pc, const mr_tens
                           mr_error *err);
 
 /* Shapes a planned buffer for this image; fails if it would not fit (model_layers.c). */
+/* Counts a backend kept on the device (backend.h, counts_on_device) into
+ * the host n of "detections" (and the mask probabilities' rows) and, with
+ * proposals_too, of "proposals": one copy each, which waits for the work
+ * before it. A no-op where the counts are on the host already. */
+mr_status model_counts_to_host(mr_model *m, int proposals_too, mr_error *err);
+
+/* The paste stage's parameters (mask_head.c), and the paste on the device:
+ * model_paste_on_device issues it (inside the forward unit),
+ * model_result_from_block waits for it and builds the result. */
+void model_paste_params(const mr_model *m, mr_mask_paste_params *p);
+void model_final_box_params(const mr_model *m, mr_final_box_params *p);
+mr_status model_paste_on_device(mr_model *m, mr_error *err);
+mr_status model_result_from_block(mr_model *m, mr_result *res, mr_error *err);
 mr_status tensor_shape(mr_tensor *t, int n, int h, int w, int c, mr_error *err);
 
 #endif

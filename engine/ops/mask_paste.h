@@ -85,6 +85,24 @@ typedef struct {
     mr_paste_rule rule;
 } mr_mask_paste_params;
 
+/* The result block a backend pastes into on the device (backend.h,
+ * paste_on_device), in host memory: the header, then one row per
+ * detection up to the capacity, then the masks' region, each window's
+ * pixels at its row's offset, row-major, back to back in detection order
+ * (the layout of mr_result's mask_storage). */
+typedef struct {
+    int32_t count;    /* detections; -1 when the box head's NMS broke its planned limits */
+    int32_t overflow; /* 1: the windows need more than the mask region (pixels): none was pasted */
+    uint64_t pixels;  /* the windows' pixels, all together */
+} mr_paste_block_header;
+
+typedef struct {
+    float box[4]; /* the final box (ops/final_boxes.h), original pixels */
+    float score, label;
+    mr_mask_window win; /* mask_paste_window of the final box */
+    uint64_t offset;    /* the window's first pixel in the mask region */
+} mr_paste_block_row;
+
 /* Integer geometry of one paste. The resized mask is h x w with its (0,0)
  * at image pixel (bx0, by0); the window [x0,x1) x [y0,y1) is the part
  * inside the image (empty when x0 >= x1 or y0 >= y1). */

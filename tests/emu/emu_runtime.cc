@@ -15,6 +15,19 @@
  * host memory. Each refusal invalidates the capture, so cudaStreamEndCapture
  * fails as it would on a GPU. A graph replays the recorded work.
  *
+ * Events: cudaEventRecord stamps the host clock when the stream reaches it
+ * (at once: streams are always drained); cudaEventRecordWithFlags with
+ * cudaEventRecordExternal during a capture records a node that stamps it
+ * at each replay, as a graph's event record node does, and
+ * cudaEventElapsedTime gives the difference. The times mean nothing for
+ * speed; that they exist and are ordered is what is checked.
+ *
+ * Statistics (MR_EMU_STATS=FILE, written at exit): graph launches,
+ * captures that ended well and that failed (with each good capture's nodes
+ * by name), synchronisations, and the work run outside graphs by name. The
+ * whole-pass test (run.sh) reads them: what ran in a graph, and that no
+ * capture failed.
+ *
  * Errors follow CUDA's two kinds: a bad launch configuration is returned by
  * the next cudaGetLastError (and cleared); a fault (bad pointer) is sticky
  * and returned by every later call. Each is also printed once to stderr
@@ -24,10 +37,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <time.h>
+
 #include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "emu_device.h"
@@ -57,6 +73,47 @@ emu_state &state()
 thread_local cudaError_t last_error = cudaSuccess;
 thread_local cudaError_t sticky_error = cudaSuccess;
 thread_local cudaStream_t capturing_stream = nullptr; /* this thread's capture */
+thread_local int launching_graph = 0;                 /* inside cudaGraphLaunch: its nodes are not eager work */
+
+/* MR_EMU_STATS: counted by every thread, written once at exit. */
+struct emu_stats {
+    std::mutex lock;
+    long graph_launches = 0, graph_nodes_run = 0, captures_ok = 0, captures_failed = 0, syncs = 0;
+    std::map<std::string, long> eager;  /* work run outside a graph, by name */
+    std::vector<std::string> captures; /* each good capture: its nodes by name */
+    ~emu_stats()
+    {
+        const char *path = getenv("MR_EMU_STATS");
+        if (!path || !*path) return;
+        FILE *f = fopen(path, "w");
+        if (!f) return;
+        fprintf(f, "graph_launches %ld\ngraph_nodes_run %ld\ncaptures_ok %ld\ncaptures_failed %ld\nsyncs %ld\n",
+                graph_launches, graph_nodes_run, captures_ok, captures_failed, syncs);
+        for (const auto &c : captures) fprintf(f, "capture %s\n", c.c_str());
+        for (const auto &e : eager) fprintf(f, "eager %ld %s\n", e.second, e.first.c_str());
+        fclose(f);
+    }
+};
+
+emu_stats &stats()
+{
+    static emu_stats s;
+    return s;
+}
+
+void count_sync()
+{
+    emu_stats &st = stats();
+    std::lock_guard<std::mutex> g(st.lock);
+    st.syncs++;
+}
+
+double host_seconds()
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 } // namespace
 
@@ -64,6 +121,7 @@ struct CUstream_st {
     int capturing;
     int invalidated;
     std::vector<std::shared_ptr<emu_body>> recorded;
+    std::vector<std::string> recorded_names;
 };
 
 struct CUgraph_st {
@@ -76,6 +134,7 @@ struct CUgraphExec_st {
 
 struct CUevent_st {
     int recorded;
+    double stamp; /* host seconds when the stream reached it */
 };
 
 void emu_report(const char *fmt, ...)
@@ -190,7 +249,14 @@ cudaError_t emu_submit(cudaStream_t stream, const char *name, std::shared_ptr<em
     }
     if (stream && stream->capturing) {
         stream->recorded.push_back(std::move(work));
+        stream->recorded_names.push_back(name);
         return cudaSuccess;
+    }
+    {
+        emu_stats &st = stats();
+        std::lock_guard<std::mutex> g(st.lock);
+        if (launching_graph) st.graph_nodes_run++;
+        else st.eager[name]++;
     }
     work->run();
     return sticky_error;
@@ -384,12 +450,14 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
     (void)s;
     if (capturing_stream) return refuse_in_capture("cudaStreamSynchronize");
+    count_sync();
     return sticky_error;
 }
 
 cudaError_t cudaDeviceSynchronize(void)
 {
     if (capturing_stream) return refuse_in_capture("cudaDeviceSynchronize");
+    count_sync();
     return sticky_error;
 }
 
@@ -404,6 +472,7 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mo
     s->capturing = 1;
     s->invalidated = 0;
     s->recorded.clear();
+    s->recorded_names.clear();
     capturing_stream = s;
     return cudaSuccess;
 }
@@ -414,10 +483,19 @@ cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph)
     if (!s || !s->capturing || capturing_stream != s) return cudaErrorIllegalState;
     s->capturing = 0;
     capturing_stream = nullptr;
+    emu_stats &st = stats();
+    std::lock_guard<std::mutex> g(st.lock);
     if (s->invalidated) {
         s->recorded.clear();
+        st.captures_failed++;
         return cudaErrorStreamCaptureInvalidated;
     }
+    std::map<std::string, long> by_name;
+    for (const auto &n : s->recorded_names) by_name[n]++;
+    std::string summary = std::to_string(s->recorded.size()) + " nodes:";
+    for (const auto &n : by_name) summary += " " + n.first + " x" + std::to_string(n.second) + ";";
+    st.captures.push_back(summary);
+    st.captures_ok++;
     *graph = new CUgraph_st();
     (*graph)->nodes.swap(s->recorded);
     return cudaSuccess;
@@ -435,11 +513,19 @@ cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *exec, cudaGraph_t gra
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s)
 {
     if (!exec) return cudaErrorInvalidValue;
-    for (auto &node : exec->nodes) {
-        cudaError_t e = emu_submit(s, "cudaGraphLaunch", node);
-        if (e != cudaSuccess) return e;
+    {
+        emu_stats &st = stats();
+        std::lock_guard<std::mutex> g(st.lock);
+        st.graph_launches++;
     }
-    return cudaSuccess;
+    launching_graph = 1;
+    cudaError_t e = cudaSuccess;
+    for (auto &node : exec->nodes) {
+        e = emu_submit(s, "cudaGraphLaunch", node);
+        if (e != cudaSuccess) break;
+    }
+    launching_graph = 0;
+    return e;
 }
 
 cudaError_t cudaGraphDestroy(cudaGraph_t graph)
@@ -459,14 +545,47 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
     (void)flags;
     *e = new CUevent_st();
     (*e)->recorded = 0;
+    (*e)->stamp = 0.0;
     return cudaSuccess;
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 {
-    (void)s;
     if (!e) return cudaErrorInvalidResourceHandle;
+    if (s && s->capturing) return sticky_error; /* a dependency inside the graph; not a timed record */
     e->recorded = 1;
+    e->stamp = host_seconds();
+    return sticky_error;
+}
+
+namespace {
+
+struct event_work : emu_body {
+    cudaEvent_t event;
+    void run() override
+    {
+        event->recorded = 1;
+        event->stamp = host_seconds();
+    }
+};
+
+} // namespace
+
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned int flags)
+{
+    if (!e) return cudaErrorInvalidResourceHandle;
+    if (flags & ~(unsigned)cudaEventRecordExternal) return cudaErrorInvalidValue;
+    if (!(flags & cudaEventRecordExternal) || !s || !s->capturing) return cudaEventRecord(e, s);
+    auto w = std::make_shared<event_work>();
+    w->event = e;
+    return emu_submit(s, "event record", w);
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+    if (!start || !end || !ms) return cudaErrorInvalidResourceHandle;
+    if (!start->recorded || !end->recorded) return cudaErrorInvalidResourceHandle;
+    *ms = (float)(1e3 * (end->stamp - start->stamp));
     return sticky_error;
 }
 
@@ -474,6 +593,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e)
 {
     if (!e) return cudaErrorInvalidResourceHandle;
     if (capturing_stream) return refuse_in_capture("cudaEventSynchronize");
+    count_sync();
     return sticky_error;
 }
 

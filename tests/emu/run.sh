@@ -17,12 +17,18 @@
 #   4. mixed_batch.py: a folder of 24 images of 12 sizes, PNG and JPEG, through
 #      detect --device cuda (decoding ahead, CUDA graphs per input size)
 #      against detect --device cpu, image by image;
-#   5. tests/gpu/gpu_parity.py --ours cuda --torch-device cpu: the whole model
+#   5. whole_pass.py: the forward pass from the backbone to the mask
+#      probabilities as one CUDA graph (the shapes model and seeded R-101):
+#      one capture that nothing in it broke (no sync, allocation or pageable
+#      copy), holding every op of the span; a replayed image runs only the
+#      preprocessing and the paste outside it; results byte for byte those
+#      of the op-by-op and counts-on-the-host runs;
+#   6. tests/gpu/gpu_parity.py --ours cuda --torch-device cpu: the whole model
 #      on CUDA against our CPU backend stage by stage and torchvision's
 #      detections and masks in strict fp32 (also --no-fold, and a 4-image
 #      batch whose later images are CUDA-graph replays), then fp16 against
 #      fp32 on random and trained weights.
-# Every step runs; a table at the end; exit 1 if any failed. About 6 minutes
+# Every step runs; a table at the end; exit 1 if any failed. About 8 minutes
 # on 2 cores. Needs build/ (make all, the unit tests) and build-emu/ (make
 # cuda-emu-lib); `make cuda-emu` builds both first.
 set -u
@@ -96,6 +102,9 @@ grep -q "notice: --device auto: cuda:0: too old a GPU" "$out" && grep -q "device
 step "a GPU too old for the build: error by name, CPU under auto" old_gpu.log bash -c "$old_gpu_check"
 step "a folder of mixed sizes, PNG and JPEG, vs the CPU" mixed.log $PY tests/emu/mixed_batch.py \
     --work build-emu/mixed
+step "the whole pass as one graph (whole_pass.py)" whole_pass.log $PY tests/emu/whole_pass.py \
+    --work build-emu/whole_pass
+grep -E "^  (OK|FAIL)|outside its graph" "$LOGS/whole_pass.log" | sed 's/^/    /'
 step "end to end (gpu_parity.py, torchvision on CPU)" parity.log $PY tests/gpu/gpu_parity.py \
     --work build-emu/parity --ours cuda --torch-device cpu --threads "$(nproc)"
 grep -E "^  (OK|FAIL)|fp16 vs|shapes model|parity checks" "$LOGS/parity.log" | sed 's/^/    /'

@@ -2,6 +2,7 @@
 """GPU latency of ours against torchvision eager on the same GPU (tests/gpu/bench.sh).
 
   bench_gpu.py --work DIR [--device cuda|cpu] [--rounds R] [--runs N] [--batch K] [--jpegs J] [--min-size S]
+               [--no-compile]
 
 1. Seeded torchvision Mask R-CNN R-101-FPN (tests/parity/oracle.py, seed 0),
    its weights exported for our engine; a synthetic 800x1216 image (the
@@ -10,14 +11,22 @@
    batch).
 2. Per-stage latency on the 800x1216 image, R alternating rounds: in each
    round every variant once, in turn: ours (build-gpu/detect --profile-runs
-   N: one warm-up run, then N measured runs, a device synchronise after each
-   stage) for fp32/tf32 x fold/--no-fold, fp16, and tf32 without CUDA
-   graphs (MR_CUDA_GRAPHS=0: what the graphs save), and torchvision eager
-   fp32, tf32 and fp16 (torch.autocast; 3 warm-up forwards, then N runs,
-   synchronised after each stage). The
-   table gives the median over all measured runs, per stage and end to end
-   (model time: decode and output excluded for both), and each variant's
-   ratio to torchvision eager of the same precision.
+   N: one warm-up run, then N measured runs, stage times from the GPU's
+   events, the whole pass one CUDA graph) for fp32/tf32 x fold/--no-fold and
+   fp16; tf32 and fp16 "staged" (MR_CUDA_DEVICE_COUNTS=0: counts copied
+   back, a graph per feature-map stage, the design before bench/NOTES.md
+   section 25); tf32 without CUDA graphs (MR_CUDA_GRAPHS=0); and torchvision
+   eager fp32, tf32 and fp16 (torch.autocast; 3 warm-up forwards, then N
+   runs, synchronised after each stage). The table gives the median over all
+   measured runs, per stage and end to end (model time: decode and output
+   excluded for both), each variant's ratio to torchvision eager of the same
+   precision, and issue 35's targets.
+   Then: --profile's overhead (wall per image over copies of the image,
+   with and without it); the demo model's stages in each precision; and the
+   peers at their best on the same GPU: torchvision's whole forward with
+   cudnn.benchmark (CUDA events, no sync between stages) in fp32, tf32 and
+   fp16, and torch.compile of its backbone and FPN (unless --no-compile;
+   what fails is printed).
 3. Peak GPU memory. torchvision: torch.cuda.max_memory_allocated (tensors)
    and max_memory_reserved (its caching allocator's pool), reset per variant.
    Ours reports no allocator figure, so for both the per-process used memory
@@ -40,6 +49,7 @@ machine without a GPU (bench.sh --dry-run): the numbers mean nothing then."""
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -54,13 +64,22 @@ sys.path.insert(0, os.path.join(REPO, "bench"))
 BUILD = os.environ.get("DETECT_BUILD", os.path.join(REPO, "build-gpu"))
 CONFIG = os.path.join(REPO, "configs", "mask_rcnn_R-101-FPN_torchvision.json")
 STAGES = ["preprocess", "backbone", "fpn", "rpn", "box_head", "mask_head", "mask_paste"]
-# (precision, batchnorm folded, CUDA graphs): the last, tf32 without graphs, shows what the graphs save
-OUR_VARIANTS = [("fp32", True, True), ("fp32", False, True), ("tf32", True, True), ("tf32", False, True),
-                ("fp16", True, True), ("tf32", True, False)]
+# (precision, batchnorm folded, graph mode). Graph modes: "graph", the default (counts on the device,
+# the whole pass one CUDA graph per image size: bench/NOTES.md section 25); "staged", the design before
+# it (MR_CUDA_DEVICE_COUNTS=0: counts copied back, one graph per feature-map stage, the heads op by op);
+# "nograph" (MR_CUDA_GRAPHS=0: every op issued one by one); "fusedz" (MR_CUDA_FUSED_Z=1: the residual as
+# cuDNN's z input, one pass instead of conv + bias/ReLU pass; opt-in until a device run checks it end to end).
+OUR_VARIANTS = [("fp32", True, "graph"), ("fp32", False, "graph"), ("tf32", True, "graph"), ("tf32", False, "graph"),
+                ("fp16", True, "graph"), ("tf32", True, "fusedz"), ("fp16", True, "fusedz"), ("tf32", True, "staged"),
+                ("fp16", True, "staged"), ("tf32", True, "nograph")]
+MODE_ENV = {"graph": None, "staged": {"MR_CUDA_DEVICE_COUNTS": "0"}, "nograph": {"MR_CUDA_GRAPHS": "0"},
+            "fusedz": {"MR_CUDA_FUSED_Z": "1"}}
+# Issue 35's targets, model time at 800x1216 (ms).
+TARGETS = {"tf32": 3.5, "fp16": 2.5, "fp32": 26.0}
 
 
-def variant_name(prec, fold, graphs):
-    return f"ours {prec}{'' if fold else ' nofold'}{'' if graphs else ' nograph'}"
+def variant_name(prec, fold, mode):
+    return f"ours {prec}{'' if fold else ' nofold'}{'' if mode == 'graph' else ' ' + mode}"
 
 import torch  # noqa: E402
 import oracle  # noqa: E402
@@ -179,6 +198,105 @@ def torch_stage_runs(model, img, dev, runs, fp16=False):
     return out
 
 
+def profile_overhead(a, cfg, png, gpu):
+    """Wall time per image of `detect` over copies of one image, with and
+    without --profile (the difference of 2 + N and 2 copies, so the load
+    and the first two images, op by op and captured, drop out); alternating."""
+    n = max(4, a.runs)
+    folders = {}
+    for count in (2, 2 + n):
+        d = os.path.join(a.work, f"copies_{count}")
+        os.makedirs(d, exist_ok=True)
+        for k in range(count):
+            dst = os.path.join(d, f"{k:03d}.png")
+            if not os.path.exists(dst):
+                shutil.copyfile(png, dst)
+        folders[count] = d
+    base = [os.path.join(BUILD, "detect"), "--config", cfg, "--weights", os.path.join(a.work, "w.safetensors"),
+            "--device", a.device, "-q"] + (["--precision", "tf32"] if gpu else [])
+    walls = {"off": [], "on": []}
+    for _ in range(max(1, a.rounds)):
+        for mode in ("off", "on"):
+            t = {}
+            for count, d in folders.items():
+                cmd = base + (["--profile-json", os.path.join(a.work, "overhead.json")] if mode == "on" else []) + [d]
+                t0 = time.perf_counter()
+                subprocess.run(cmd, capture_output=True, check=True)
+                t[count] = time.perf_counter() - t0
+            walls[mode].append((t[2 + n] - t[2]) / n)
+    off, on = statistics.median(walls["off"]), statistics.median(walls["on"])
+    print(f"\n--profile's overhead ({'tf32, ' if gpu else ''}{n} replayed images, wall per image incl. decode and "
+          f"output): off {off * 1000:.2f} ms, on {on * 1000:.2f} ms ({(on / off - 1) * 100:+.1f}%)")
+
+
+def demo_model_table(a, gpu, mem):
+    """The shipped shapes model (models/README.md) on one of its scenes: ours per stage, every precision."""
+    cfg = os.path.join(REPO, "configs", "mask_rcnn_R-101-FPN_shapes.json")
+    weights = os.path.join(REPO, "models", "shapes_r101_narrow.safetensors")
+    scene = os.path.join(REPO, "examples", "shapes", "scene_1.png")
+    precs = ("fp32", "tf32", "fp16") if gpu else ("fp32",)
+    cols = {}
+    for _ in range(a.rounds):
+        for prec in precs:
+            pj = os.path.join(a.work, "demo_profile.json")
+            cmd = [os.path.join(BUILD, "detect"), "--config", cfg, "--weights", weights, "--device", a.device, "-q",
+                   "--profile-runs", str(a.runs), "--profile-json", pj] + (["--precision", prec] if gpu else []) + [scene]
+            subprocess.run(cmd, capture_output=True, check=True)
+            with open(pj) as f:
+                runs = json.load(f)["runs"]
+            cols.setdefault(prec, []).extend(runs)
+    print(f"\nthe demo model (shapes_r101_narrow) on {os.path.basename(scene)}, ms per stage, median")
+    print(f"{'stage':<11}" + "".join(f"{'ours ' + p:>12}" for p in precs))
+    for s in STAGES + ["total"]:
+        vals = [statistics.median(sum(x[t] for t in STAGES) if s == "total" else x[s] for x in cols[p]) for p in precs]
+        print(f"{s:<11}" + "".join(f"{v * 1000:>12.2f}" for v in vals))
+
+
+def peers_at_their_best(model, img, dev, runs, compile_too):
+    """torchvision on the same GPU at its best: the whole forward (no sync
+    between stages) timed with CUDA events, cudnn.benchmark on; then
+    torch.compile of the backbone and FPN (the whole model does not
+    compile without graph breaks in its data-dependent heads), where it
+    compiles; what fails is printed."""
+    x = oracle.image_tensor(img).to(dev)
+    torch.backends.cudnn.benchmark = True
+
+    def timed(m, fp16):
+        out = []
+        with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16, enabled=fp16):
+            for it in range(5 + runs):
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s.record()
+                m([x])
+                e.record()
+                torch.cuda.synchronize()
+                if it >= 5:
+                    out.append(s.elapsed_time(e))
+        return statistics.median(out)
+
+    print(f"\npeers at their best on the same GPU, whole forward incl. paste, CUDA events, median of {runs} (ms)")
+    rows = []
+    for prec in ("fp32", "tf32", "fp16"):
+        set_tf32(prec == "tf32")
+        rows.append((f"torchvision eager, cudnn.benchmark, {prec}", timed(model, prec == "fp16")))
+    if compile_too:
+        backbone = model.backbone
+        try:
+            t = time.time()
+            model.backbone = torch.compile(backbone)
+            set_tf32(True)
+            rows.append((f"torch.compile(backbone+fpn), tf32 (compiled in {time.time() - t:.0f} s + first runs)",
+                         timed(model, False)))
+            rows.append(("torch.compile(backbone+fpn), fp16", timed(model, True)))
+        except Exception as e:  # what fails is part of the result
+            rows.append((f"torch.compile failed: {type(e).__name__}: {str(e)[:200]}", float("nan")))
+        finally:
+            model.backbone = backbone
+    torch.backends.cudnn.benchmark = False
+    for name, ms in rows:
+        print(f"  {name:<70}{ms:>8.2f}")
+
+
 def torch_files(model, paths, dev):
     """Seconds per file, decode (PIL) to pasted masks on the host, after 3 warm-ups."""
     from PIL import Image
@@ -236,6 +354,7 @@ def main():
     ap.add_argument("--jpegs", type=int, default=500, help="COCO-sized JPEGs in the folder test (0: none)")
     ap.add_argument("--min-size", type=int, default=800, help="the resize's short side (dry runs: smaller)")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--no-compile", dest="compile", action="store_false", help="skip torch.compile's peer")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     torch.set_num_threads(a.threads)
@@ -270,12 +389,12 @@ def main():
     torch_alloc = {}
     for r in range(a.rounds):
         t = time.time()
-        for prec, fold, graphs in OUR_VARIANTS:
-            k = variant_name(prec, fold, graphs)
+        for prec, fold, mode in OUR_VARIANTS:
+            k = variant_name(prec, fold, mode)
             args = ["--profile-runs", str(a.runs)]
             if gpu:
                 args += ["--precision", prec] + ([] if fold else ["--no-fold"])
-            runs, m = run_ours(a, cfg, [png], args, mem, None if graphs else {"MR_CUDA_GRAPHS": "0"})
+            runs, m = run_ours(a, cfg, [png], args, mem, MODE_ENV[mode])
             cols[k] += [{s: x[s] for s in STAGES} for x in runs]
             for x in cols[k][-len(runs):]:
                 x["total"] = sum(x[s] for s in STAGES)
@@ -305,17 +424,16 @@ def main():
     print(f"{'GPU MiB':<11}" + "".join(f"{mib(peak[n]):>19}" for n in names) +
           "   (nvidia-smi, per process, peak while it ran)")
     if gpu:
-        t32, f32 = med["ours tf32"]["total"] * 1000, med["ours fp32"]["total"] * 1000
-        x32 = med["torch tf32"]["total"] / med["ours tf32"]["total"]
-        xf = med["torch fp32"]["total"] / med["ours fp32"]["total"]
-        h16 = med["ours fp16"]["total"] * 1000
-        x16 = med["torch fp16"]["total"] / med["ours fp16"]["total"]
-        print(f"targets (issue #8): tf32 {t32:.2f} ms (<= 6: {'met' if t32 <= 6 else 'NOT met'}), fp32 {f32:.2f} ms "
-              f"(<= 14: {'met' if f32 <= 14 else 'NOT met'}), fp16 {h16:.2f} ms (<= 4: {'met' if h16 <= 4 else 'NOT met'}), "
-              f"faster than torchvision eager {x32:.1f}x tf32, {xf:.1f}x fp32, {x16:.1f}x fp16 "
-              f"(>= 4: {'met' if min(x32, xf, x16) >= 4 else 'NOT met'})")
+        print("targets (issue 35): " + ", ".join(
+            f"{p} {med['ours ' + p]['total'] * 1000:.2f} ms (<= {TARGETS[p]}: "
+            f"{'met' if med['ours ' + p]['total'] * 1000 <= TARGETS[p] else 'NOT met'})" for p in TARGETS))
     for k, (al, rs) in torch_alloc.items():
         print(f"{k}: max_memory_allocated {al:.0f} MiB, max_memory_reserved {rs:.0f} MiB")
+
+    profile_overhead(a, cfg, png, gpu)
+    demo_model_table(a, gpu, mem)
+    if gpu:
+        peers_at_their_best(model, img, dev, a.runs, a.compile)
 
     if batch:
         print(f"\nthroughput over {len(batch)} images of mixed sizes, file to pasted masks")

@@ -1,0 +1,167 @@
+#!/usr/bin/python3
+"""whole_pass.py --work DIR: the CUDA backend's forward pass, from the
+uploaded image to the pasted masks, as one graph (backend.h,
+counts_on_device and paste_on_device; cuda/backend_cuda_graph.c), checked on
+the emulator (tests/emu/run.sh runs it; it needs the emulator's statistics,
+MR_EMU_STATS, so it runs nowhere else).
+
+For the shipped shapes model and for seeded R-101-FPN weights (torchvision's
+layout, oracle.py's recipe, at a 320-pixel input so that the emulator runs
+it in seconds), three copies of one image go through detect --device cuda
+(strict fp32): the first runs op by op, the second is captured and launched,
+the third is a replay. Checked:
+  - exactly one capture, and it ended well: nothing inside synchronised,
+    allocated or copied to or from pageable memory (the emulator refuses
+    each and invalidates the capture, as CUDA does);
+  - that graph holds the whole pass: the image's upload and preprocessing,
+    the backbone's convolutions, both RoIAligns, the RPN's and the box
+    head's NMS, the box head's GEMMs, the mask head, the mask probabilities,
+    the paste into the host's result block, and six stage marks;
+  - what the replayed image runs outside the graph (a third image's work,
+    less a second image's): nothing but the first and last stage marks; and
+    that the host waits for it twice (the result, the last mark);
+  - the detections, boxes, scores and masks are byte for byte those of the
+    op-by-op run (MR_CUDA_GRAPHS=0), of the counts-on-the-host run
+    (MR_CUDA_DEVICE_COUNTS=0), and of a run whose result block holds 64
+    bytes of masks (MR_CUDA_PASTE_BLOCK=64: every image overflows it and
+    is pasted in chunks after the graph).
+Exit 1 on any failure."""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "tests", "parity"))
+BUILD = os.environ.get("DETECT_BUILD", os.path.join(REPO, "build"))
+
+# Work that must run inside the graph once the span is captured (names as the emulator records them).
+IN_GRAPH = ["cuDNN convolution", "cuBLAS GEMM", "roi_align_kernel", "candidate_kernel", "mask_kernel",
+            "reduce_kernel", "mask_probs_kernel", "depth_to_space_kernel", "max_pool_kernel",
+            "upsample_nearest_kernel", "cub::DeviceRadixSort", "plan_kernel", "pad_kernel", "paste_all_kernel",
+            "preprocess_kernel", "cudaMemcpyAsync", "event record"]
+# What a replayed image may still run outside it: the marks before and after the graph.
+OUTSIDE_ALLOWED = {"event record"}
+# Its host waits: the result block (paste_block), the last stage mark (stage_seconds).
+WAITS = 2
+
+failures = []
+
+
+def check(ok, what):
+    print(f"  {'OK  ' if ok else 'FAIL'} {what}", flush=True)
+    if not ok:
+        failures.append(what)
+
+
+def read_stats(path):
+    stats = {"eager": {}, "captures": []}
+    for line in open(path):
+        key, _, rest = line.rstrip("\n").partition(" ")
+        if key == "eager":
+            count, _, name = rest.partition(" ")
+            stats["eager"][name] = int(count)
+        elif key == "capture":
+            stats["captures"].append(rest)
+        else:
+            stats[key] = int(rest)
+    return stats
+
+
+def detect(config, weights, images, out, env_extra, stats=None):
+    env = dict(os.environ, **env_extra)
+    if stats:
+        env["MR_EMU_STATS"] = stats
+    cmd = [os.path.join(BUILD, "detect"), "--device", "cuda", "--precision", "fp32", "-q", "--config", config,
+           "--weights", weights, "--json", out] + images
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if r.returncode != 0 or "emu:" in r.stderr:
+        check(False, f"{' '.join(cmd)} ({env_extra}): exit {r.returncode}: {r.stderr[-2000:]}")
+        return None
+    return open(out, "rb").read()
+
+
+def capture_nodes(summary):
+    """'229 nodes: a x1; b x2;' -> {'a': 1, 'b': 2}"""
+    nodes = {}
+    for part in summary.partition(":")[2].split(";"):
+        name, _, count = part.strip().rpartition(" x")
+        if name:
+            nodes[name] = int(count)
+    return nodes
+
+
+def check_model(label, config, weights, image, work):
+    print(f"{label}:", flush=True)
+    copies = []
+    for k in range(3):
+        p = os.path.join(work, f"{label}_{k}.png")
+        with open(image, "rb") as src, open(p, "wb") as dst:
+            dst.write(src.read())
+        copies.append(p)
+    base = os.path.join(work, label)
+    two = read_stats_of(detect(config, weights, copies[:2], base + "_two.json", {}, base + "_two.stats"),
+                        base + "_two.stats")
+    graph = detect(config, weights, copies, base + "_graph.json", {}, base + "_three.stats")
+    three = read_stats_of(graph, base + "_three.stats")
+    op_by_op = detect(config, weights, copies, base + "_ops.json", {"MR_CUDA_GRAPHS": "0"})
+    host_counts = detect(config, weights, copies, base + "_host.json", {"MR_CUDA_DEVICE_COUNTS": "0"})
+    overflow = detect(config, weights, copies, base + "_overflow.json", {"MR_CUDA_PASTE_BLOCK": "64"})
+    if None in (two, three, graph, op_by_op, host_counts, overflow):
+        return
+    check(three["captures_failed"] == 0, f"no capture failed ({three['captures_failed']})")
+    check(three["captures_ok"] == 1 and three["graph_launches"] == 2,
+          f"one capture ({three['captures_ok']}), launched for the second and third image "
+          f"({three['graph_launches']} launches)")
+    if three["captures"]:
+        nodes = capture_nodes(three["captures"][0])
+        missing = [n for n in IN_GRAPH if n not in nodes]
+        check(not missing, f"the graph ({three['captures'][0].split(':')[0]}) holds the whole span"
+              + (f"; missing: {missing}" if missing else ""))
+        check(nodes.get("event record") == 6, f"the six stage marks inside it ({nodes.get('event record')})")
+    outside = {n: c - two["eager"].get(n, 0) for n, c in three["eager"].items() if c != two["eager"].get(n, 0)}
+    syncs = three["syncs"] - two["syncs"]
+    print(f"  the replayed image outside its graph: {dict(sorted(outside.items()))}; {syncs} host waits", flush=True)
+    stray = sorted(n for n in outside if n not in OUTSIDE_ALLOWED)
+    check(not stray, "nothing of the pass runs outside the graph" + (f": {stray}" if stray else ""))
+    check(syncs == WAITS, f"the host waits {WAITS} times for a replayed image ({syncs})")
+    dets = sum(len(im["detections"]) for im in json.loads(graph)["images"])
+    check(graph == op_by_op, f"results identical to the op-by-op run ({dets} detections, {len(graph)} bytes of JSON)")
+    check(graph == host_counts, "results identical to the counts-on-the-host run")
+    check(graph == overflow, "results identical when the windows overflow the result block (pasted in chunks)")
+
+
+def read_stats_of(result, path):
+    return read_stats(path) if result is not None else None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--work", required=True)
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    check_model("shapes", os.path.join(REPO, "configs", "mask_rcnn_R-101-FPN_shapes.json"),
+                os.path.join(REPO, "models", "shapes_r101_narrow.safetensors"),
+                os.path.join(REPO, "examples", "shapes", "scene_2.png"), a.work)
+
+    import oracle
+    weights = os.path.join(a.work, "r101_seed0.safetensors")
+    if not os.path.exists(weights):
+        oracle.export_weights(oracle.build_model(0), weights)
+    config = json.load(open(os.path.join(REPO, "configs", "mask_rcnn_R-101-FPN_torchvision.json")))
+    config["input"]["min_size"], config["input"]["max_size"] = 320, 512
+    config_path = os.path.join(a.work, "r101_320.json")
+    json.dump(config, open(config_path, "w"), indent=1)
+    image = os.path.join(a.work, "synthetic_320x480.png")
+    oracle.save_png(oracle.make_synthetic_image(320, 480, 0), image)
+    check_model("r101_seeded", config_path, weights, image, a.work)
+
+    print(f"whole pass: {'all passed' if not failures else f'{len(failures)} FAILED'}")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
