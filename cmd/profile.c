@@ -140,7 +140,7 @@ int profile_write_json(const profile_log *log, double wall_seconds, const char *
     }
     stats total = compute(log, PROF_STAGES, scratch);
     fprintf(af, "\n}, \"images_per_second\": %.4f, \"steady_images_per_second\": %.4f, "
-                       "\"wall_seconds\": %.4f}\n", total.mean > 0 ? 1.0 / total.mean : 0.0,
+                       "\"wall_seconds\": %.6f}\n", total.mean > 0 ? 1.0 / total.mean : 0.0,
                        profile_steady_rate(log), wall_seconds);
     free(scratch);
     int failed = fclose(af) != 0 || !text;

@@ -20,11 +20,15 @@
  * own). Off with MR_CUDA_GRAPHS=0 and under MR_CUDA_SYNC=1 (a sync after
  * each launch cannot be captured), and before plan (the op tests).
  *
- * With counts on the device (backend.h) the model hands the whole span from
- * the backbone to the mask probabilities over as one unit, "forward", keyed
+ * With counts on the device (backend.h) the model hands the whole pass, from
+ * the image's upload to the pasted masks, over as one unit, "forward", keyed
  * by the original image size: one graph per image size, in which the RPN's
- * ranking and NMS, both RoIAligns, the box head's GEMMs and NMS and the mask
- * head run with the counts they read on the device. A capture that fails
+ * ranking and NMS, both RoIAligns, the box head's GEMMs and NMS, the mask
+ * head and the paste run with the counts they read on the device. The
+ * feature-map stages' units nest inside it: a call made while a unit is
+ * captured or replayed just runs fn (captured with the outer unit, or only
+ * setting shapes), so a size's first image, op by op for "forward", still
+ * replays the stage graphs of its padded size. A capture that fails
  * (something in it synchronised, allocated or copied pageable memory) leaves
  * that size op by op, as above; tests/emu's whole-pass test fails on it. */
 #include <stdlib.h>
@@ -32,7 +36,10 @@
 
 #include "cuda_internal.h"
 
-#define CUDA_GRAPH_SLOTS 16
+/* Per context: a whole-pass slot per original image size met, and three
+ * stage slots per padded size. A folder of mixed sizes meets many original
+ * sizes once; their slots hold no graph and go first (slot_for). */
+#define CUDA_GRAPH_SLOTS 64
 
 typedef struct {
     char name[32];
@@ -68,15 +75,18 @@ void cuda_graphs_free(cuda_ctx *c)
     c->graphs = NULL;
 }
 
-/* The slot of (name, key), or the least recently used one, emptied. */
+/* The slot of (name, key), or another one emptied: the least recently
+ * used of those without a graph (a size met once), else of all. */
 static graph_slot *slot_for(struct cuda_graphs *g, const char *name, uint64_t key)
 {
-    graph_slot *lru = &g->slot[0];
+    graph_slot *lru = NULL, *lru_graphless = NULL;
     for (int i = 0; i < CUDA_GRAPH_SLOTS; i++) {
         graph_slot *s = &g->slot[i];
         if (s->used && s->key == key && strncmp(s->name, name, sizeof s->name) == 0) return s;
-        if (s->used < lru->used) lru = s;
+        if (!lru || s->used < lru->used) lru = s;
+        if (!s->exec && (!lru_graphless || s->used < lru_graphless->used)) lru_graphless = s;
     }
+    if (lru_graphless) lru = lru_graphless;
     slot_clear(lru);
     strncpy(lru->name, name, sizeof lru->name - 1);
     lru->key = key;

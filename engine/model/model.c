@@ -386,29 +386,12 @@ static mr_status mark(stage_clock *clk, int k, mr_error *err)
     return MR_OK;
 }
 
-/* The network input (model_stage_input has set the geometry) to the
- * pasted masks, marking each stage's end. */
-static mr_status forward_span(void *arg, mr_error *err)
-{
-    stage_clock *clk = arg;
-    mr_model *m = clk->m;
-    MR_TRY(m->be.i->preprocess(m->be.ctx, &m->cfg.input, clk->img, &m->geo, &m->buf.input, err));
-    MR_TRY(mark(clk, MARK_INPUT, err));
-    MR_TRY(resnet_forward(m, err));
-    MR_TRY(mark(clk, MARK_BACKBONE, err));
-    MR_TRY(fpn_forward(m, err));
-    MR_TRY(mark(clk, MARK_FPN, err));
-    MR_TRY(rpn_head_forward(m, err));
-    MR_TRY(rpn_select(m, err));
-    MR_TRY(mark(clk, MARK_RPN, err));
-    MR_TRY(box_head_forward(m, err));
-    MR_TRY(mark(clk, MARK_BOX, err));
-    MR_TRY(mask_head_forward(m, err));
-    MR_TRY(mark(clk, MARK_MASK, err));
-    return m->be.i->paste_on_device ? model_paste_on_device(m, err) : MR_OK;
-}
-
-/* The same, stage by stage: each feature-map stage its own replayable unit. */
+/* The backbone to the mask probabilities, marking each stage's end; the
+ * feature-map stages are replayable units of their own, keyed by the
+ * padded size. Inside a replayable "forward" (below) they only nest:
+ * captured with it, replayed with it. When "forward" runs op by op (an
+ * image size's first image), they still replay the graphs of an earlier
+ * image with the same padded size. */
 static mr_status staged_span(stage_clock *clk, mr_error *err)
 {
     mr_model *m = clk->m;
@@ -425,17 +408,33 @@ static mr_status staged_span(stage_clock *clk, mr_error *err)
     return mark(clk, MARK_MASK, err);
 }
 
+/* The network input (model_stage_input has set the geometry) to the
+ * pasted masks, marking each stage's end. */
+static mr_status forward_span(void *arg, mr_error *err)
+{
+    stage_clock *clk = arg;
+    mr_model *m = clk->m;
+    MR_TRY(m->be.i->preprocess(m->be.ctx, &m->cfg.input, clk->img, &m->geo, &m->buf.input, err));
+    MR_TRY(mark(clk, MARK_INPUT, err));
+    MR_TRY(staged_span(clk, err));
+    return m->be.i->paste_on_device ? model_paste_on_device(m, err) : MR_OK;
+}
+
 /* Where the backend keeps counts on the device, everything from the
  * preprocessing to the pasted masks is one replayable unit: one CUDA graph per
  * original image size (which fixes every shape and every op's parameters),
  * with nothing waiting for the host inside it; the host then waits once
- * and copies the result out of the backend's block (paste_block). Detectron's
+ * and copies the result out of the backend's block (paste_block). A size's
+ * first image runs op by op but for the feature-map stages' graphs of its
+ * padded size (staged_span), so a folder of many sizes is no slower than
+ * with those alone. Detectron's
  * decoding in original pixels takes a host round trip in the box head
- * (roi_heads.c), so that convention runs stage by stage. */
+ * (roi_heads.c), so that convention runs stage by stage; so does a backend
+ * without stage_mark (the host clock would need a sync inside the unit). */
 static int whole_span(const mr_model *m)
 {
     const mr_backend_i *be = m->be.i;
-    return be->replayable && be->counts_on_device && be->counts_on_device(m->be.ctx) &&
+    return be->replayable && be->stage_mark && be->counts_on_device && be->counts_on_device(m->be.ctx) &&
            m->cfg.box_head.decode_coordinates != MR_DECODE_ORIGINAL;
 }
 

@@ -20,6 +20,9 @@ the third is a replay. Checked:
   - what the replayed image runs outside the graph (a third image's work,
     less a second image's): nothing but the first and last stage marks; and
     that the host waits for it twice (the result, the last mark);
+  - a new original size whose padded size was met before replays the
+    feature-map stages' graphs inside its op-by-op first run (three sizes
+    padded alike);
   - the detections, boxes, scores and masks are byte for byte those of the
     op-by-op run (MR_CUDA_GRAPHS=0), of the counts-on-the-host run
     (MR_CUDA_DEVICE_COUNTS=0), and of a run whose result block holds 64
@@ -134,6 +137,37 @@ def check_model(label, config, weights, image, work):
     check(graph == overflow, "results identical when the windows overflow the result block (pasted in chunks)")
 
 
+def check_new_sizes(work):
+    """Three original sizes with one padded size (the shapes model pads to
+    multiples of 32 after resizing the short side to 224): the first image
+    of a size runs "forward" op by op, but its feature-map stages replay the
+    graphs of its padded size, captured when the second size met them."""
+    from PIL import Image
+    print("new sizes, one padded size (shapes model):", flush=True)
+    config = os.path.join(REPO, "configs", "mask_rcnn_R-101-FPN_shapes.json")
+    weights = os.path.join(REPO, "models", "shapes_r101_narrow.safetensors")
+    scene = Image.open(os.path.join(REPO, "examples", "shapes", "scene_2.png")).convert("RGB")
+    paths = []
+    for k, side in enumerate((200, 200, 210, 220)):
+        p = os.path.join(work, f"sizes_{k}_{side}.png")
+        scene.resize((side, side), Image.BILINEAR).save(p)
+        paths.append(p)
+    stats_path = os.path.join(work, "sizes.stats")
+    graph = detect(config, weights, paths, os.path.join(work, "sizes_graph.json"), {}, stats_path)
+    op_by_op = detect(config, weights, paths, os.path.join(work, "sizes_ops.json"), {"MR_CUDA_GRAPHS": "0"})
+    if graph is None or op_by_op is None:
+        return
+    st = read_stats(stats_path)
+    stages = sum(1 for c in st["captures"] if "roi_align_kernel" not in c)
+    check(st["captures_failed"] == 0 and st["captures_ok"] == 4 and stages == 3,
+          f"200x200 twice, then 210x210 and 220x220: the pass captured once, the three stage graphs of the "
+          f"224x224 padding once ({st['captures_ok']} captures, {stages} of them stages, "
+          f"{st['captures_failed']} failed)")
+    check(st["graph_launches"] == 7, f"launches: the 200x200 pass once, the stage graphs for each new size "
+          f"({st['graph_launches']})")
+    check(graph == op_by_op, "results identical to the op-by-op run")
+
+
 def read_stats_of(result, path):
     return read_stats(path) if result is not None else None
 
@@ -158,6 +192,7 @@ def main():
     image = os.path.join(a.work, "synthetic_320x480.png")
     oracle.save_png(oracle.make_synthetic_image(320, 480, 0), image)
     check_model("r101_seeded", config_path, weights, image, a.work)
+    check_new_sizes(a.work)
 
     print(f"whole pass: {'all passed' if not failures else f'{len(failures)} FAILED'}")
     sys.exit(1 if failures else 0)

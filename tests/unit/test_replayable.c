@@ -7,7 +7,14 @@
  *   - model_detect calls replayable for exactly backbone, fpn and rpn_head,
  *     in that order, each with the padded input size as key;
  *   - inside, only the allowed ops run, and the stage does run ops;
- *   - the detections equal those of the plain CPU backend, bit for bit. */
+ *   - the detections equal those of the plain CPU backend, bit for bit.
+ * And the same table saying it keeps counts on the device (backend.h,
+ * counts_on_device; the CPU's ops still set n on the host, which the
+ * contract allows), with stage marks on the host clock: model_detect then
+ * calls replayable for "forward", keyed by the original image size, with
+ * the three stages nested inside in order; inside it nothing waits for or
+ * copies to or from the host (sync, copy_to_host, copy_to_device), every
+ * stage is marked, and the detections are again the plain backend's. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -36,10 +43,15 @@ static const char *g_forbidden; /* the first op called inside that must not be *
 static char g_names[8][16];
 static uint64_t g_keys[8];
 static int g_calls;
+static int g_counts_on_device; /* the second test: the whole forward pass as one unit */
+static int g_marks;
 
 static void note_op(const char *op, int allowed)
 {
     if (!g_inside) return;
+    /* inside "forward" every op may run, but nothing that waits for or copies to or from the host */
+    if (g_counts_on_device)
+        allowed = strcmp(op, "sync") != 0 && strcmp(op, "copy_to_host") != 0 && strcmp(op, "copy_to_device") != 0;
     if (allowed)
         g_inside_ops++;
     else if (!g_forbidden)
@@ -55,10 +67,33 @@ static mr_status w_replayable(void *ctx, const char *name, uint64_t key, mr_stat
         g_keys[g_calls] = key;
     }
     g_calls++;
+    int outer = !g_inside;
     g_inside = 1;
     mr_status st = fn(arg, err);
-    g_inside = 0;
+    if (outer) g_inside = 0;
     return st;
+}
+
+static int w_counts_on_device(void *ctx)
+{
+    (void)ctx;
+    return g_counts_on_device;
+}
+
+static mr_status w_stage_mark(void *ctx, int mark, mr_error *err)
+{
+    (void)ctx;
+    (void)err;
+    if (mark == g_marks) g_marks++; /* counts marks made in order */
+    return MR_OK;
+}
+
+static mr_status w_stage_seconds(void *ctx, int marks, double *seconds, mr_error *err)
+{
+    (void)ctx;
+    (void)err;
+    for (int k = 0; k + 1 < marks; k++) seconds[k] = 0.0;
+    return MR_OK;
 }
 
 /* Each op: note it, then forward to the CPU backend. */
@@ -164,6 +199,11 @@ static mr_backend wrapped(void)
     t.copy_to_host = w_to_host;
     t.copy_to_device = w_to_device;
     t.sync = w_sync;
+    if (g_counts_on_device) {
+        t.counts_on_device = w_counts_on_device;
+        t.stage_mark = w_stage_mark;
+        t.stage_seconds = w_stage_seconds;
+    }
     mr_backend b = {&t, g_cpu.ctx};
     return b;
 }
@@ -180,9 +220,9 @@ static void expect_same_results(const mr_result *a, const mr_result *b)
     }
 }
 
-static void test_model_calls_replayable_as_documented(void **state)
+static void run_scenes(int counts_on_device)
 {
-    (void)state;
+    g_counts_on_device = counts_on_device;
     static mr_config cfg;
     mr_error err = {0};
     if (config_load(&cfg, CONFIG, &err) != MR_OK) fail_msg("%s", err.msg);
@@ -198,19 +238,22 @@ static void test_model_calls_replayable_as_documented(void **state)
         assert_int_equal(image_geometry(&cfg.input, img.h, img.w, &geo, &err), MR_OK);
         mr_result ref, got;
         assert_int_equal(model_detect(plain, &img, &ref, NULL, &err), MR_OK);
-        g_calls = g_inside_ops = 0;
+        g_calls = g_inside_ops = g_marks = 0;
         g_forbidden = NULL;
         assert_int_equal(model_detect(wrap, &img, &got, NULL, &err), MR_OK);
-        printf("  %s: %d replayable stages, %d ops inside, %d detections\n", scenes[k], g_calls, g_inside_ops,
-               got.count);
+        printf("  %s: %d replayable units, %d ops inside, %d detections, %d marks\n", scenes[k], g_calls,
+               g_inside_ops, got.count, g_marks);
         if (g_forbidden) fail_msg("%s was called inside a replayable stage", g_forbidden);
-        assert_int_equal(g_calls, 3);
-        const char *want[3] = {"backbone", "fpn", "rpn_head"};
+        const char *want[4] = {"forward", "backbone", "fpn", "rpn_head"};
         uint64_t key = (uint64_t)(uint32_t)geo.padded_h << 32 | (uint32_t)geo.padded_w;
-        for (int i = 0; i < 3; i++) {
-            assert_string_equal(g_names[i], want[i]);
-            assert_true(g_keys[i] == key);
+        uint64_t size_key = (uint64_t)(uint32_t)img.h << 32 | (uint32_t)img.w;
+        int first = counts_on_device ? 0 : 1;
+        assert_int_equal(g_calls, 4 - first);
+        for (int i = first; i < 4; i++) {
+            assert_string_equal(g_names[i - first], want[i]);
+            assert_true(g_keys[i - first] == (i == 0 ? size_key : key));
         }
+        if (counts_on_device) assert_int_equal(g_marks, MR_STAGE_MARKS); /* every stage marked, in order */
         assert_true(g_inside_ops > 100); /* 104 convs in the backbone alone */
         assert_true(ref.count > 0);
         expect_same_results(&ref, &got);
@@ -223,10 +266,23 @@ static void test_model_calls_replayable_as_documented(void **state)
     g_cpu.i->destroy(g_cpu.ctx);
 }
 
+static void test_model_calls_replayable_as_documented(void **state)
+{
+    (void)state;
+    run_scenes(0);
+}
+
+static void test_whole_pass_is_one_unit_with_counts_on_device(void **state)
+{
+    (void)state;
+    run_scenes(1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_calls_replayable_as_documented),
+        cmocka_unit_test(test_whole_pass_is_one_unit_with_counts_on_device),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
