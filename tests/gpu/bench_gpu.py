@@ -259,12 +259,19 @@ def peers_at_their_best(model, img, dev, runs, compile_too):
     compile without graph breaks in its data-dependent heads), where it
     compiles; what fails is printed."""
     x = oracle.image_tensor(img).to(dev)
+    gpu = dev.type == "cuda"
     torch.backends.cudnn.benchmark = True
 
     def timed(m, fp16):
         out = []
-        with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16, enabled=fp16):
+        with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16, enabled=fp16 and gpu):
             for it in range(5 + runs):
+                if not gpu:  # the dry run: the host clock
+                    t0 = time.perf_counter()
+                    m([x])
+                    if it >= 5:
+                        out.append((time.perf_counter() - t0) * 1000)
+                    continue
                 s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 s.record()
                 m([x])
@@ -274,9 +281,10 @@ def peers_at_their_best(model, img, dev, runs, compile_too):
                     out.append(s.elapsed_time(e))
         return statistics.median(out)
 
-    print(f"\npeers at their best on the same GPU, whole forward incl. paste, CUDA events, median of {runs} (ms)")
+    print(f"\npeers at their best on the same {'GPU' if gpu else 'CPU (dry run)'}, whole forward incl. paste, "
+          f"{'CUDA events' if gpu else 'host clock'}, median of {runs} (ms)")
     rows = []
-    for prec in ("fp32", "tf32", "fp16"):
+    for prec in ("fp32", "tf32", "fp16") if gpu else ("fp32",):
         set_tf32(prec == "tf32")
         rows.append((f"torchvision eager, cudnn.benchmark, {prec}", timed(model, prec == "fp16")))
     if compile_too:
@@ -432,8 +440,7 @@ def main():
 
     profile_overhead(a, cfg, png, gpu)
     demo_model_table(a, gpu, mem)
-    if gpu:
-        peers_at_their_best(model, img, dev, a.runs, a.compile)
+    peers_at_their_best(model, img, dev, a.runs, a.compile and gpu)
 
     if batch:
         print(f"\nthroughput over {len(batch)} images of mixed sizes, file to pasted masks")
