@@ -176,6 +176,10 @@ static void cuda_destroy(void *vctx)
     for (int k = 0; k < c->marks_made; k++) cudaEventDestroy(c->marks[k]);
     if (c->d_counts) cudaFree(c->d_counts);
     if (c->h_block) cudaFreeHost(c->h_block);
+    for (int k = 0; k < CUDA_IMAGE_PARTS; k++)
+        if (c->image_copied[k]) cudaEventDestroy(c->image_copied[k]);
+    if (c->h_image) cudaFreeHost(c->h_image);
+    if (c->d_image) cudaFree(c->d_image);
     if (c->d_ws) cudaFree(c->d_ws);
     if (c->d_tmp) cudaFree(c->d_tmp);
     if (c->d_post) cudaFree(c->d_post);
@@ -320,6 +324,17 @@ static mr_status cuda_create(const mr_backend_params *p, mr_backend *out, mr_err
         cudnnStatus_t s = cudnnCreate(&c->cudnn);
         if (s == CUDNN_STATUS_SUCCESS) s = cudnnSetStream(c->cudnn, c->stream);
         if (s != CUDNN_STATUS_SUCCESS) st = cudnn_fail(err, "cuda backend", "handle setup", s);
+    }
+    if (st == MR_OK) {
+        /* the per-image parameters (cuda_internal.h): one small block each side */
+        e = cudaMallocHost((void **)&c->h_image, sizeof *c->h_image);
+        if (e == cudaSuccess) {
+            memset(c->h_image, 0, sizeof *c->h_image);
+            e = cudaMalloc((void **)&c->d_image, sizeof *c->d_image);
+        }
+        for (int k = 0; k < CUDA_IMAGE_PARTS && e == cudaSuccess; k++)
+            e = cudaEventCreateWithFlags(&c->image_copied[k], cudaEventDisableTiming);
+        if (e != cudaSuccess) st = cuda_fail(err, "cuda backend", "the per-image parameter block", e);
     }
     if (st == MR_OK) {
         cublasStatus_t s = cublasCreate(&c->cublas);

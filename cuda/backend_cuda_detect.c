@@ -256,6 +256,11 @@ mr_status cuda_paste_on_device(void *vctx, const mr_mask_paste_params *p, const 
     final_boxes->h = final_boxes->w = 1;
     final_boxes->c = 4;
     final_boxes->device_count = boxes->device_count;
+    /* the image's sizes and ratios, read on the device (cuda_internal.h) */
+    MR_TRY(cuda_image_params_writable(c, CUDA_IMAGE_PASTE, op, err));
+    c->h_image->fb = *fb;
+    const void *d_fb = NULL;
+    MR_TRY(cuda_image_params_upload(c, CUDA_IMAGE_PASTE, &c->h_image->fb, sizeof *fb, &d_fb, op, err));
     if (replaying || cap == 0) return MR_OK;
     size_t pad_bytes = paste_pad_bytes(cap, p->mask_size, p->padding), table_bytes = paste_table_bytes(cap);
     MR_TRY(cuda_reserve(c, &c->d_paste, &c->paste_size, pad_bytes + table_bytes + 256, op, err));
@@ -264,7 +269,7 @@ mr_status cuda_paste_on_device(void *vctx, const mr_mask_paste_params *p, const 
     int *d_state = (int *)((uint8_t *)c->d_paste + pad_bytes + table_bytes);
     paste_block_layout L = paste_block_layout_of(c->block_cap, c->block_region);
     uint8_t *block = c->h_block;
-    MR_TRY(cuda_paste_on_device_launch(c->stream, p, fb, boxes->data, scores->data, labels->data, boxes->device_count,
+    MR_TRY(cuda_paste_on_device_launch(c->stream, p, d_fb, boxes->data, scores->data, labels->data, boxes->device_count,
                                        probs->data, cap, c->d_paste, final_boxes->data, d_win, d_off, d_state,
                                        (mr_paste_block_header *)block, (mr_paste_block_row *)(block + L.rows),
                                        block + L.masks, c->block_region, err));

@@ -9,7 +9,8 @@
  *   second time  fn runs under stream capture; the graph is instantiated and
  *                launched. If capture or instantiation fails (an op that
  *                cannot be captured), nothing of it ran: fn runs op by op
- *                again, and this slot never tries again;
+ *                again, and the next call tries again, up to
+ *                CUDA_GRAPH_TRIES failures, then op by op for good;
  *   afterwards   fn runs with graph_mode = REPLAYING, in which conv,
  *                max_pool and upsample_nearest only return (fn still sets the
  *                model's tensor shapes), then the graph is launched.
@@ -22,32 +23,40 @@
  *
  * With counts on the device (backend.h) the model hands the whole pass, from
  * the image's upload to the pasted masks, over as one unit, "forward", keyed
- * by the original image size: one graph per image size, in which the RPN's
+ * by the padded input size: one graph per padded size, in which the RPN's
  * ranking and NMS, both RoIAligns, the box head's GEMMs and NMS, the mask
- * head and the paste run with the counts they read on the device. The
- * feature-map stages' units nest inside it: a call made while a unit is
- * captured or replayed just runs fn (captured with the outer unit, or only
- * setting shapes), so a size's first image, op by op for "forward", still
- * replays the stage graphs of its padded size. A capture that fails
- * (something in it synchronised, allocated or copied pageable memory) leaves
- * that size op by op, as above; tests/emu's whole-pass test fails on it. */
+ * head and the paste run with the counts they read on the device, and the
+ * ops read what differs between images of that size (their own sizes: the
+ * preprocessing's job, the clip windows, the final boxes' ratios) from the
+ * per-image parameters (cuda_internal.h), copied over by copy nodes of the
+ * graph from the pinned block the ops fill at each call. The feature-map
+ * stages' units nest inside it: a call made while a unit is captured or
+ * replayed just runs fn (captured with the outer unit, or only setting
+ * shapes), so when "forward" runs op by op (its first image, a capture
+ * given up) they still replay their own graphs. A capture that fails
+ * (something in it synchronised, allocated or copied pageable memory) is
+ * retried; tests/emu's whole-pass test fails on one. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cuda_internal.h"
 
-/* Per context: a whole-pass slot per original image size met, and three
- * stage slots per padded size. bench/make_photo_folder.py's 2,000
- * COCO-sized photos have about 270 image sizes and 51 padded sizes: 256
- * slots keep most of them warm. A size met once holds no graph, and such
- * slots go first (slot_for). */
+/* Per context: four slots per padded size (the pass and its three stages).
+ * bench/make_photo_folder.py's 2,000 COCO-sized photos have 51 padded
+ * sizes: 256 slots keep them all warm. A size met once holds no graph, and
+ * such slots go first (slot_for). */
 #define CUDA_GRAPH_SLOTS 256
+
+/* A capture can fail for one image and not the next (an image larger than
+ * preprocess's staging cannot be captured, but replays): a slot tries this
+ * many captures before it stays op by op. */
+#define CUDA_GRAPH_TRIES 3
 
 typedef struct {
     char name[32];
     uint64_t key;
     int runs;   /* times fn ran for this slot before it had a graph */
-    int broken; /* capture failed once: op by op from now on */
+    int failed; /* captures that failed; at CUDA_GRAPH_TRIES, op by op from now on */
     cudaGraphExec_t exec;
     unsigned long long used; /* for evicting the least recently used */
 } graph_slot;
@@ -96,12 +105,12 @@ static graph_slot *slot_for(struct cuda_graphs *g, const char *name, uint64_t ke
 }
 
 /* fn under stream capture into s->exec. Returns 0 when the graph is ready;
- * otherwise nothing fn issued has run and the slot is marked broken. */
+ * otherwise nothing fn issued has run and the failure is counted. */
 static int capture(cuda_ctx *c, graph_slot *s, mr_status (*fn)(void *, mr_error *), void *arg)
 {
     if (cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
         cudaGetLastError();
-        s->broken = 1;
+        s->failed = CUDA_GRAPH_TRIES; /* capture itself is refused: never again */
         return -1;
     }
     mr_error ignored = {0};
@@ -116,7 +125,7 @@ static int capture(cuda_ctx *c, graph_slot *s, mr_status (*fn)(void *, mr_error 
     cudaGetLastError(); /* the capture's error is not the run's */
     if (s->exec) cudaGraphExecDestroy(s->exec);
     s->exec = NULL;
-    s->broken = 1;
+    s->failed++;
     return -1;
 }
 
@@ -143,7 +152,7 @@ mr_status cuda_replayable(void *vctx, const char *name, uint64_t key, mr_status 
         c->graph_mode = CUDA_GRAPH_EAGER;
         return st == MR_OK ? launch(c, s, err) : st;
     }
-    if (s->broken || s->runs++ == 0) return fn(arg, err);
+    if (s->failed >= CUDA_GRAPH_TRIES || s->runs++ == 0) return fn(arg, err);
     if (capture(c, s, fn, arg) != 0) return fn(arg, err);
     return launch(c, s, err);
 }
@@ -161,4 +170,27 @@ mr_status cuda_graph_op(const cuda_ctx *c, const char *op, int *replaying, mr_er
     if (c->graph_mode == CUDA_GRAPH_EAGER || c->device_counts) return MR_OK;
     return mr_fail(err, MR_ERR_INTERNAL, "%s: called inside a replayable stage with counts on the host (backend.h: "
                    "only conv, max_pool and upsample_nearest may be)", op);
+}
+
+mr_status cuda_image_params_writable(cuda_ctx *c, cuda_image_part part, const char *op, mr_error *err)
+{
+    if (c->graph_mode != CUDA_GRAPH_EAGER || !c->image_copy_pending[part]) return MR_OK;
+    cudaError_t e = cudaEventSynchronize(c->image_copied[part]);
+    if (e != cudaSuccess) return cuda_fail(err, op, "waiting for the last parameter copy", e);
+    c->image_copy_pending[part] = 0;
+    return MR_OK;
+}
+
+mr_status cuda_image_params_upload(cuda_ctx *c, cuda_image_part part, const void *field, size_t bytes,
+                                   const void **dev, const char *op, mr_error *err)
+{
+    size_t off = (size_t)((const char *)field - (const char *)c->h_image);
+    *dev = (const char *)c->d_image + off;
+    if (c->graph_mode == CUDA_GRAPH_REPLAYING) return MR_OK;
+    cudaError_t e = cudaMemcpyAsync((char *)c->d_image + off, field, bytes, cudaMemcpyHostToDevice, c->stream);
+    if (e == cudaSuccess && c->graph_mode == CUDA_GRAPH_EAGER) {
+        e = cudaEventRecord(c->image_copied[part], c->stream);
+        c->image_copy_pending[part] = e == cudaSuccess;
+    }
+    return e == cudaSuccess ? MR_OK : cuda_fail(err, op, "copy the image's parameters", e);
 }

@@ -47,6 +47,18 @@ static mr_status to_device(cuda_ctx *c, void *dst, const void *src, size_t bytes
     return e == cudaSuccess ? MR_OK : cuda_fail(err, op, "copy to device", e);
 }
 
+/* An op's three per-image floats (cuda_internal.h) written and copied over;
+ * *dev: their device copy, which its kernel reads. */
+static mr_status image_floats(cuda_ctx *c, cuda_image_part part, float *field, float a, float b, float d,
+                              const void **dev, const char *op, mr_error *err)
+{
+    MR_TRY(cuda_image_params_writable(c, part, op, err));
+    field[0] = a;
+    field[1] = b;
+    field[2] = d;
+    return cuda_image_params_upload(c, part, field, 3 * sizeof(float), dev, op, err);
+}
+
 /* Byte offsets in d_post, 256-aligned (cub's temporaries, float4 loads). */
 static size_t take(size_t *used, size_t bytes)
 {
@@ -170,6 +182,9 @@ mr_status cuda_rpn_proposals(void *vctx, const mr_proposal_params *p, const mr_t
         d_logits[l] = logits[l]->data;
         d_deltas[l] = deltas[l]->data;
     }
+    /* the image's own clip window and scale, read on the device (cuda_internal.h) */
+    const void *d_image = NULL;
+    MR_TRY(image_floats(c, CUDA_IMAGE_RPN, c->h_image->rpn, p->img_h, p->img_w, p->im_scale, &d_image, op, err));
     if (c->device_counts) {
         boxes->n = scores->n = (int)cap;
         boxes->device_count = scores->device_count = c->d_counts;
@@ -197,7 +212,7 @@ mr_status cuda_rpn_proposals(void *vctx, const mr_proposal_params *p, const mr_t
     unsigned char *valid = (unsigned char *)(base + L.valid);
     MR_TRY(cuda_rank_launch(c->stream, base + L.region, d_logits, count, top, p->num_levels, ranked, err));
     MR_TRY(cuda_after_launch(c, op, err));
-    MR_TRY(cuda_proposal_cand_launch(c->stream, p, d_logits, d_deltas, top, ranked, cand, valid, err));
+    MR_TRY(cuda_proposal_cand_launch(c->stream, p, d_image, d_logits, d_deltas, top, ranked, cand, valid, err));
     MR_TRY(cuda_after_launch(c, op, err));
     MR_TRY(cuda_batched_nms_launch(c->stream, base + L.region, cand, valid, total, largest, p->num_levels,
                                    p->nms_thresh, p->nms_flags, keep, kept, op, err));
@@ -296,6 +311,8 @@ mr_status cuda_box_detections(void *vctx, const mr_box_post_params *p, const mr_
     int n = rois->n, K = p->num_classes;
     if ((size_t)(n > 0 ? n : 0) * (size_t)(K > 1 ? K - 1 : 0) > (size_t)1 << 30)
         return mr_fail(err, MR_ERR_RANGE, "%s: %d rois x %d classes is more than 2^30 candidates", op, n, K);
+    const void *d_image = NULL;
+    MR_TRY(image_floats(c, CUDA_IMAGE_BOX, c->h_image->box, p->img_h, p->img_w, p->roi_divisor, &d_image, op, err));
     int *d_out_count = c->device_counts ? c->d_counts + 1 : NULL;
     if (d_out_count) {
         boxes->n = scores->n = labels->n = p->out_capacity;
@@ -320,8 +337,8 @@ mr_status cuda_box_detections(void *vctx, const mr_box_post_params *p, const mr_
     cuda_box_cand *cand = (cuda_box_cand *)(base + L.cand);
     unsigned char *valid = (unsigned char *)(base + L.valid);
     int *keep = (int *)(base + L.keep), *kept = (int *)(base + L.counts), *count = kept + 1;
-    MR_TRY(cuda_box_cand_launch(c->stream, p, rois->data, rois->device_count, logits->data, deltas->data, n, probs,
-                                cand, valid, err));
+    MR_TRY(cuda_box_cand_launch(c->stream, p, d_image, rois->data, rois->device_count, logits->data, deltas->data, n,
+                                probs, cand, valid, err));
     MR_TRY(cuda_after_launch(c, op, err));
     /* a class holds at most one candidate per RoI: groups of at most n */
     MR_TRY(cuda_batched_nms_launch(c->stream, base + L.nms, cand, valid, m, n, K, p->nms_thresh, p->nms_flags, keep,

@@ -178,7 +178,19 @@ mr_status cuda_preprocess(void *ctx, const mr_input_config *cfg, const mr_image 
     image_preprocess_job(cfg, geo, &job);
     /* job's source: the decoded image, or Pillow's resized one. */
     const size_t src_bytes = (size_t)job.in_h * (size_t)job.in_w * 3;
-    if (src_bytes > p->cap) return preprocess_on_host(c, cfg, img, geo, input, err);
+    MR_TRY(cuda_image_params_writable(c, CUDA_IMAGE_PRE, "preprocess", err));
+    cuda_image_params *ip = c->h_image;
+    if (src_bytes > p->cap) {
+        /* A graph uploads from the staging: a larger image cannot be
+         * captured (the model's unit then runs op by op this time), and a
+         * replay keeps the input this path uploads (pre_skip). */
+        if (c->graph_mode == CUDA_GRAPH_CAPTURING)
+            return mr_fail(err, MR_ERR_UNSUPPORTED, "preprocess: a %zu-byte image is larger than the staging planned "
+                           "at load; not captured", src_bytes);
+        MR_TRY(preprocess_on_host(c, cfg, img, geo, input, err));
+        ip->pre_skip = 1;
+        return MR_OK;
+    }
 
     MR_TRY(staging_wait(p, err));
     if (geo->method == MR_RESIZE_PIL_BILINEAR) {
@@ -188,16 +200,24 @@ mr_status cuda_preprocess(void *ctx, const mr_input_config *cfg, const mr_image 
     } else {
         memcpy(p->h_img, img->pixels, src_bytes);
     }
-    /* Inside the forward unit (backend.h) the staging above is the host's
-     * part, done before each launch; the graph copies and converts. The
-     * pass's own wait at its end (paste_block) frees the staging again. */
+    /* Inside the forward unit (backend.h) the staging above and the job are
+     * the host's part, done before each launch; the graph copies and
+     * converts. The pass's own wait at its end (paste_block) frees the
+     * staging again. */
+    ip->job = job;
+    ip->pre_skip = 0;
+    const void *d_job = NULL;
+    MR_TRY(cuda_image_params_upload(c, CUDA_IMAGE_PRE, &ip->job,
+                                    offsetof(cuda_image_params, pre_skip) + sizeof ip->pre_skip, &d_job, "preprocess",
+                                    err));
     if (replaying) return MR_OK;
-    cudaError_t e = cudaMemcpyAsync(p->d_img, p->h_img, src_bytes, cudaMemcpyHostToDevice, c->stream);
-    if (e == cudaSuccess && c->graph_mode == CUDA_GRAPH_EAGER) {
-        e = cudaEventRecord(p->copied, c->stream);
-        p->pending = e == cudaSuccess;
+    const int *d_skip = (const int *)((const char *)d_job + offsetof(cuda_image_params, pre_skip));
+    MR_TRY(cuda_preprocess_launch(c->stream, &job, d_job, d_skip, p->h_img, p->d_img, p->cap, input->dtype,
+                                  input->data, err));
+    if (c->graph_mode == CUDA_GRAPH_EAGER) { /* the upload reads h_img until this event */
+        cudaError_t e = cudaEventRecord(p->copied, c->stream);
+        if (e != cudaSuccess) return cuda_fail(err, "preprocess", "record the staging's event", e);
+        p->pending = 1;
     }
-    if (e != cudaSuccess) return cuda_fail(err, "preprocess", "cudaMemcpyAsync of the image", e);
-    MR_TRY(cuda_preprocess_launch(c->stream, &job, p->d_img, input->dtype, input->data, err));
     return cuda_after_launch(c, "preprocess", err);
 }

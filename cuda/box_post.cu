@@ -13,7 +13,9 @@
  * RoIs past it are invalid: they come after every valid slot, so the NMS
  * sees the valid ones in the same order as without the padding. A
  * negative RoI count (the RPN's NMS broke its group limits) makes the
- * output count -1, which the paste stage reports.
+ * output count -1, which the paste stage reports. The image's clip window
+ * and RoI divisor (img_h, img_w, roi_divisor) are read from device memory
+ * (the per-image parameters, cuda_internal.h).
  * The math is box_post.h's MR_HD functions, the CPU's own. Device expf may
  * differ from glibc's by an ulp, so a score can differ by an ulp from the
  * CPU's. */
@@ -26,10 +28,13 @@ static __global__ void softmax_kernel(const float *logits, float *probs, int n, 
         softmax_row(logits + (size_t)r * K, K, probs + (size_t)r * K);
 }
 
-static __global__ void candidate_kernel(mr_box_post_params p, const float *rois, const int *rois_count,
-                                        const float *probs, const float *deltas, int n, cuda_box_cand *cand,
-                                        unsigned char *valid)
+static __global__ void candidate_kernel(mr_box_post_params p, const float *image, const float *rois,
+                                        const int *rois_count, const float *probs, const float *deltas, int n,
+                                        cuda_box_cand *cand, unsigned char *valid)
 {
+    p.img_h = image[0];
+    p.img_w = image[1];
+    p.roi_divisor = image[2];
     const int K = p.num_classes;
     const size_t total = (size_t)n * (size_t)(K - 1);
     const size_t rows = rois_count ? (size_t)(*rois_count > 0 ? *rois_count : 0) : (size_t)n;
@@ -74,15 +79,16 @@ static __global__ void out_kernel(mr_box_post_params p, const cuda_box_cand *can
     }
 }
 
-extern "C" mr_status cuda_box_cand_launch(cudaStream_t s, const mr_box_post_params *p, const float *rois,
-                                          const int *rois_count, const float *logits, const float *deltas, int n,
+extern "C" mr_status cuda_box_cand_launch(cudaStream_t s, const mr_box_post_params *p, const void *d_image,
+                                          const float *rois, const int *rois_count, const float *logits, const float *deltas, int n,
                                           float *d_probs, cuda_box_cand *cand, unsigned char *valid, mr_error *err)
 {
     const int K = p->num_classes;
     if (n <= 0 || K < 2) return MR_OK;
     size_t m = (size_t)n * (size_t)(K - 1);
     softmax_kernel<<<cuda_grid((size_t)n), MR_CUDA_BLOCK, 0, s>>>(logits, d_probs, n, K);
-    candidate_kernel<<<cuda_grid(m), MR_CUDA_BLOCK, 0, s>>>(*p, rois, rois_count, d_probs, deltas, n, cand, valid);
+    candidate_kernel<<<cuda_grid(m), MR_CUDA_BLOCK, 0, s>>>(*p, (const float *)d_image, rois, rois_count, d_probs,
+                                                            deltas, n, cand, valid);
     return cuda_launch_status("box_detections", err);
 }
 

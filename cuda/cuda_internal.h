@@ -43,6 +43,23 @@
 extern "C" {
 #endif
 
+/* What differs between images of one padded size, which is what keys a
+ * graph (backend_cuda_graph.c): each op that has such parameters writes
+ * them into ctx->h_image (pinned) at every call, a graph's replay
+ * included, and copies its part to ctx->d_image in stream order before
+ * its kernels, which read them there; a graph's copy nodes then carry each
+ * image's values (cuda_image_params_upload). */
+typedef struct {
+    mr_pre_job job; /* preprocess: this image's source and resize */
+    int pre_skip;   /* 1: the input was uploaded another way (an image larger than the staging) */
+    float rpn[3];   /* rpn_proposals: img_h, img_w, im_scale */
+    float box[3];   /* box_detections: img_h, img_w, roi_divisor */
+    mr_final_box_params fb;                      /* paste_on_device */
+} cuda_image_params;
+
+/* The ops' parts of cuda_image_params: each copied over on its own. */
+typedef enum { CUDA_IMAGE_PRE, CUDA_IMAGE_RPN, CUDA_IMAGE_BOX, CUDA_IMAGE_PASTE, CUDA_IMAGE_PARTS } cuda_image_part;
+
 typedef struct {
     int device;
     int tf32;      /* TF32 tensor cores allowed in cuDNN and cuBLAS */
@@ -63,6 +80,12 @@ typedef struct {
     /* stage_mark's events (timing on), made at plan */
     cudaEvent_t marks[MR_STAGE_MARKS];
     int marks_made;
+    /* The per-image parameters (above), made at create; image_copied[part]
+     * is recorded after each eager copy of that part, and waited for
+     * before the host writes the part again outside a graph. */
+    cuda_image_params *h_image, *d_image;
+    cudaEvent_t image_copied[CUDA_IMAGE_PARTS];
+    int image_copy_pending[CUDA_IMAGE_PARTS];
     int graph_mode; /* CUDA_GRAPH_EAGER, _CAPTURING or _REPLAYING (ops then only return) */
     struct cuda_graphs *graphs;
     cudaStream_t stream;
@@ -220,6 +243,16 @@ mr_status cuda_graph_forbid(const cuda_ctx *c, const char *op, mr_error *err);
  * (counts on the host, inside a graph); *replaying is set while a graph
  * replays, when the op only sets its outputs' shapes and returns. */
 mr_status cuda_graph_op(const cuda_ctx *c, const char *op, int *replaying, mr_error *err);
+/* Before an op writes its part of ctx->h_image: outside a graph, waits
+ * until the last copy of that part has been made (the op's previous call;
+ * it almost always has). */
+mr_status cuda_image_params_writable(cuda_ctx *c, cuda_image_part part, const char *op, mr_error *err);
+/* Copies [field, field + bytes) of ctx->h_image (the op's part) to the
+ * same place in ctx->d_image on the stream (recorded into a graph being
+ * captured; not while one replays: its own copy node does it). Returns the
+ * device copy of field in *dev. */
+mr_status cuda_image_params_upload(cuda_ctx *c, cuda_image_part part, const void *field, size_t bytes,
+                                   const void **dev, const char *op, mr_error *err);
 /* Drops every graph (their pointers are about to change), or frees them all. */
 void cuda_graphs_drop(cuda_ctx *c);
 void cuda_graphs_free(cuda_ctx *c);
@@ -311,7 +344,7 @@ mr_status cuda_mask_paste_launch(cudaStream_t s, const mr_mask_paste_params *p, 
  * plan (final boxes, windows, offsets, the block's header and rows), the
  * masks padded over the capacity cap, every window pasted into masks (host
  * memory the kernel writes) unless they overflow region bytes. */
-mr_status cuda_paste_on_device_launch(cudaStream_t s, const mr_mask_paste_params *p, const mr_final_box_params *fb,
+mr_status cuda_paste_on_device_launch(cudaStream_t s, const mr_mask_paste_params *p, const mr_final_box_params *d_fb,
                                       const float *boxes, const float *scores, const float *labels, const int *count,
                                       const float *probs, int cap, float *padded, float *final_boxes,
                                       mr_mask_window *win, size_t *offset, int *state, mr_paste_block_header *header,
@@ -335,9 +368,12 @@ mr_status cuda_preprocess(void *ctx, const mr_input_config *cfg, const mr_image 
 void cuda_preprocess_idle(cuda_ctx *c);
 mr_status cuda_preprocess_reserve(cuda_ctx *c, const mr_input_config *cfg, size_t image_pixels, mr_error *err);
 void cuda_preprocess_free(cuda_ctx *c);
-/* d_out [1, padded_h, padded_w, 3] (of type t) = mr_pre_pixel over job
- * (preprocess.h) from the device image d_img [job->in_h, job->in_w, 3]. */
-mr_status cuda_preprocess_launch(cudaStream_t s, const mr_pre_job *job, const uint8_t *d_img, mr_elem_type t,
+/* The image [in_h, in_w, 3] of the device job d_job copied from the pinned
+ * staging h_img (staging_bytes) to d_img, then d_out [1, padded_h,
+ * padded_w, 3] (of type t) = mr_pre_pixel over it (preprocess.h); nothing
+ * when *d_skip. job: the host's copy of d_job (the grid, the checks). */
+mr_status cuda_preprocess_launch(cudaStream_t s, const mr_pre_job *job, const mr_pre_job *d_job, const int *d_skip,
+                                 const uint8_t *h_img, uint8_t *d_img, size_t staging_bytes, mr_elem_type t,
                                  void *d_out, mr_error *err);
 
 /* ---- post-processing on the GPU: rpn_proposals, box_detections
@@ -399,18 +435,18 @@ mr_status cuda_rank_launch(cudaStream_t s, void *d_scratch, const float *const *
  * CUDA_MAX_CELL_ANCHORS. Then the outputs: the first min(*kept,
  * post_nms_top_n) kept, *count (device) their number (-1: NMS failed). */
 #define CUDA_MAX_CELL_ANCHORS 16
-mr_status cuda_proposal_cand_launch(cudaStream_t s, const mr_proposal_params *p, const float *const *d_logits,
-                                    const float *const *d_deltas, const int *tops, const int *d_ranked,
-                                    cuda_box_cand *cand, unsigned char *valid, mr_error *err);
+mr_status cuda_proposal_cand_launch(cudaStream_t s, const mr_proposal_params *p, const void *d_image,
+                                    const float *const *d_logits, const float *const *d_deltas, const int *tops,
+                                    const int *d_ranked, cuda_box_cand *cand, unsigned char *valid, mr_error *err);
 mr_status cuda_proposal_out_launch(cudaStream_t s, int post_nms_top_n, const cuda_box_cand *cand, const int *keep,
                                    const int *kept, float *boxes, float *scores, int *count, mr_error *err);
 
 /* Box candidates (box_post.cu): probs [n,K] scratch, cand and valid for
  * the n*(K-1) (RoI, class >= 1) slots, RoI-major; group = class. Then the
  * outputs: box_post_count of the kept, *count (device; -1: NMS failed). */
-mr_status cuda_box_cand_launch(cudaStream_t s, const mr_box_post_params *p, const float *rois, const int *rois_count,
-                               const float *logits, const float *deltas, int n, float *d_probs, cuda_box_cand *cand,
-                               unsigned char *valid, mr_error *err);
+mr_status cuda_box_cand_launch(cudaStream_t s, const mr_box_post_params *p, const void *d_image, const float *rois,
+                               const int *rois_count, const float *logits, const float *deltas, int n, float *d_probs,
+                               cuda_box_cand *cand, unsigned char *valid, mr_error *err);
 mr_status cuda_box_out_launch(cudaStream_t s, const mr_box_post_params *p, const cuda_box_cand *cand, const int *keep,
                               const int *kept, const int *rois_count, float *boxes, float *scores, float *labels,
                               int *count, mr_error *err);

@@ -15,7 +15,8 @@
  * the host before the next chunk.
  *
  * The paste on the device (backend.h paste_on_device: the count on the
- * device, no host in between): plan_kernel, one block, makes each final box
+ * device, no host in between; the final boxes' parameters read from device
+ * memory, the per-image parameters): plan_kernel, one block, makes each final box
  * (final_boxes.h), its window and the offsets (a running sum in detection
  * order) into the device table and the host result block; the masks are
  * padded over the capacity; paste_all_kernel then pastes every window
@@ -87,12 +88,13 @@ static __global__ void paste_kernel(mr_mask_paste_params p, const float *probs, 
 }
 
 /* state: [0] the count (-1: broken), [1] overflow; written for paste_all_kernel. */
-static __global__ void plan_kernel(mr_mask_paste_params p, mr_final_box_params fb, const float *boxes,
+static __global__ void plan_kernel(mr_mask_paste_params p, const mr_final_box_params *fb_in, const float *boxes,
                                    const float *scores, const float *labels, const int *count, int cap, size_t region,
                                    float *final_boxes, mr_mask_window *win, size_t *offset, int *state,
                                    mr_paste_block_header *header, mr_paste_block_row *rows)
 {
     __shared__ int n;
+    const mr_final_box_params fb = *fb_in;
     if (threadIdx.x == 0) {
         int c = *count;
         n = c < 0 || c > cap ? -1 : c;
@@ -131,12 +133,13 @@ static __global__ void plan_kernel(mr_mask_paste_params p, mr_final_box_params f
 
 static __global__ void paste_all_kernel(mr_mask_paste_params p, const float *probs, const float *padded,
                                         const float *final_boxes, const mr_mask_window *win, const size_t *offset,
-                                        const int *state, int H, int W, uint8_t *masks)
+                                        const int *state, const mr_final_box_params *fb, uint8_t *masks)
 {
     const int d = (int)blockIdx.y;
     if (d >= state[0] || state[1]) return;
     const mr_mask_window w = win[d];
-    paste_window(p, probs, padded, final_boxes, w, d, H, W, 0, mask_window_pixels(w), masks + offset[d], NULL);
+    paste_window(p, probs, padded, final_boxes, w, d, fb->img_h, fb->img_w, 0, mask_window_pixels(w),
+                 masks + offset[d], NULL);
 }
 
 static void mask_pad(cudaStream_t s, const mr_mask_paste_params *p, const float *probs, int D, float *padded)
@@ -163,7 +166,7 @@ extern "C" mr_status cuda_mask_pad_launch(cudaStream_t s, const mr_mask_paste_pa
 }
 
 extern "C" mr_status cuda_paste_on_device_launch(cudaStream_t s, const mr_mask_paste_params *p,
-                                                const mr_final_box_params *fb, const float *boxes, const float *scores,
+                                                const mr_final_box_params *d_fb, const float *boxes, const float *scores,
                                                 const float *labels, const int *count, const float *probs, int cap,
                                                 float *padded, float *final_boxes, mr_mask_window *win,
                                                 size_t *offset, int *state, mr_paste_block_header *header,
@@ -171,13 +174,12 @@ extern "C" mr_status cuda_paste_on_device_launch(cudaStream_t s, const mr_mask_p
                                                 mr_error *err)
 {
     if (cap <= 0) return MR_OK;
-    plan_kernel<<<1, MR_CUDA_BLOCK, 0, s>>>(*p, *fb, boxes, scores, labels, count, cap, region, final_boxes, win,
+    plan_kernel<<<1, MR_CUDA_BLOCK, 0, s>>>(*p, d_fb, boxes, scores, labels, count, cap, region, final_boxes, win,
                                             offset, state, header, rows);
     if (p->rule != MR_PASTE_DETECTRON2) mask_pad(s, p, probs, cap, padded);
     /* a window is at most the image: blocks enough for one of a typical size, grid-striding over larger ones */
     dim3 grid(cuda_grid((size_t)64 * MR_CUDA_BLOCK), (unsigned int)cap);
-    paste_all_kernel<<<grid, MR_CUDA_BLOCK, 0, s>>>(*p, probs, padded, final_boxes, win, offset, state, fb->img_h,
-                                                    fb->img_w, masks);
+    paste_all_kernel<<<grid, MR_CUDA_BLOCK, 0, s>>>(*p, probs, padded, final_boxes, win, offset, state, d_fb, masks);
     return cuda_launch_status("paste_on_device", err);
 }
 

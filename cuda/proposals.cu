@@ -17,7 +17,10 @@
  *
  * The cell anchors travel in the kernel's parameter block
  * (__grid_constant__, read in place): at most CUDA_MAX_CELL_ANCHORS per
- * level; the caller runs larger tables on the host. */
+ * level; the caller runs larger tables on the host. The image's clip window
+ * and scale (img_h, img_w, im_scale) are read from device memory (the
+ * per-image parameters, cuda_internal.h), so that a graph serves every
+ * image of its padded size. */
 #include <string.h>
 
 #include "cuda_launch.cuh"
@@ -30,17 +33,21 @@ typedef struct {
     int base[MR_PROPOSAL_MAX_LEVELS + 1]; /* first slot of each level; base[levels] = total */
 } proposal_dev;
 
-static __global__ void cand_kernel(const __grid_constant__ proposal_dev d, const int *ranked, cuda_box_cand *cand,
-                                   unsigned char *valid)
+static __global__ void cand_kernel(const __grid_constant__ proposal_dev d, const float *image, const int *ranked,
+                                   cuda_box_cand *cand, unsigned char *valid)
 {
     const int L = d.p.num_levels, total = d.base[L];
+    mr_proposal_params p = d.p;
+    p.img_h = image[0];
+    p.img_w = image[1];
+    p.im_scale = image[2];
     for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < total; t += gridDim.x * blockDim.x) {
         int l = 0;
         while (l + 1 < L && t >= d.base[l + 1]) l++;
         const int i = ranked[t];
         cuda_box_cand c;
         c.group = l;
-        valid[t] = (unsigned char)proposal_candidate(&d.p, l, d.cells[l], i, d.logits[l][i],
+        valid[t] = (unsigned char)proposal_candidate(&p, l, d.cells[l], i, d.logits[l][i],
                                                      d.deltas[l] + 4 * (size_t)i, c.box, &c.score);
         cand[t] = c;
     }
@@ -64,7 +71,7 @@ static __global__ void out_kernel(int post, const cuda_box_cand *cand, const int
     }
 }
 
-extern "C" mr_status cuda_proposal_cand_launch(cudaStream_t s, const mr_proposal_params *p,
+extern "C" mr_status cuda_proposal_cand_launch(cudaStream_t s, const mr_proposal_params *p, const void *d_image,
                                                const float *const *d_logits, const float *const *d_deltas,
                                                const int *tops, const int *d_ranked, cuda_box_cand *cand,
                                                unsigned char *valid, mr_error *err)
@@ -86,7 +93,7 @@ extern "C" mr_status cuda_proposal_cand_launch(cudaStream_t s, const mr_proposal
     }
     const int total = d.base[p->num_levels];
     if (total == 0) return MR_OK;
-    cand_kernel<<<cuda_grid((size_t)total), MR_CUDA_BLOCK, 0, s>>>(d, d_ranked, cand, valid);
+    cand_kernel<<<cuda_grid((size_t)total), MR_CUDA_BLOCK, 0, s>>>(d, (const float *)d_image, d_ranked, cand, valid);
     return cuda_launch_status("rpn_proposals", err);
 }
 

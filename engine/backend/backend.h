@@ -150,11 +150,13 @@ typedef struct {
      * writes zeros there, so the layers after it compute on finite
      * numbers). Nothing then waits for the host from the preprocessing to
      * the pasted masks (with paste_on_device), and the model hands that
-     * whole span to replayable as one unit ("forward", keyed by the
-     * original image size, which fixes every shape and every op's
-     * parameters); inside it preprocess (whose host half, staging the
-     * image, runs at each call, replay or not) and every op of the forward
-     * pass may be called. Without paste_on_device the model copies the
+     * whole span to replayable as one unit ("forward", keyed by the padded
+     * input size, which fixes every shape; a backend that records the unit
+     * must read what else differs between images of that size, their own
+     * sizes in the ops' parameters, from its memory at each replay, as the
+     * CUDA backend does); inside it preprocess (whose host half, staging
+     * the image, runs at each call, replay or not) and every op of the
+     * forward pass may be called. Without paste_on_device the model copies the
      * detection count to the host once, in the paste stage. */
     int (*counts_on_device)(void *ctx);
 

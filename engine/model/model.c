@@ -389,9 +389,8 @@ static mr_status mark(stage_clock *clk, int k, mr_error *err)
 /* The backbone to the mask probabilities, marking each stage's end; the
  * feature-map stages are replayable units of their own, keyed by the
  * padded size. Inside a replayable "forward" (below) they only nest:
- * captured with it, replayed with it. When "forward" runs op by op (an
- * image size's first image), they still replay the graphs of an earlier
- * image with the same padded size. */
+ * captured with it, replayed with it. When "forward" runs op by op (its
+ * first image, or a capture that failed), they still replay their graphs. */
 static mr_status staged_span(stage_clock *clk, mr_error *err)
 {
     mr_model *m = clk->m;
@@ -422,12 +421,10 @@ static mr_status forward_span(void *arg, mr_error *err)
 
 /* Where the backend keeps counts on the device, everything from the
  * preprocessing to the pasted masks is one replayable unit: one CUDA graph per
- * original image size (which fixes every shape and every op's parameters),
- * with nothing waiting for the host inside it; the host then waits once
- * and copies the result out of the backend's block (paste_block). A size's
- * first image runs op by op but for the feature-map stages' graphs of its
- * padded size (staged_span), so a folder of many sizes is no slower than
- * with those alone. Detectron's
+ * padded input size (which fixes every shape; what else differs between
+ * images, their own sizes, the backend reads from its memory), with nothing
+ * waiting for the host inside it; the host then waits once and copies the
+ * result out of the backend's block (paste_block). Detectron's
  * decoding in original pixels takes a host round trip in the box head
  * (roi_heads.c), so that convention runs stage by stage; so does a backend
  * without stage_mark (the host clock would need a sync inside the unit). */
@@ -447,8 +444,8 @@ mr_status model_detect(mr_model *m, const mr_image *img, mr_result *res, mr_stag
     clk.img = img;
     MR_TRY(mark(&clk, MARK_START, err));
     if (whole_span(m)) {
-        MR_TRY(model_stage_input(m, NULL, img->h, img->w, err)); /* the geometry, which keys the unit */
-        uint64_t key = (uint64_t)(uint32_t)m->geo.in_h << 32 | (uint32_t)m->geo.in_w;
+        MR_TRY(model_stage_input(m, NULL, img->h, img->w, err)); /* the geometry, whose padded size keys the unit */
+        uint64_t key = (uint64_t)(uint32_t)m->geo.padded_h << 32 | (uint32_t)m->geo.padded_w;
         MR_TRY(m->be.i->replayable(m->be.ctx, "forward", key, forward_span, &clk, err));
     } else {
         MR_TRY(model_stage_input(m, img, img->h, img->w, err));

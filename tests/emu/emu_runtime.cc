@@ -24,7 +24,9 @@
  *
  * Statistics (MR_EMU_STATS=FILE, written at exit): graph launches,
  * captures that ended well and that failed (with each good capture's nodes
- * by name), synchronisations, and the work run outside graphs by name. The
+ * by name), graphs instantiated (a capture whose fn failed ends well but is
+ * not instantiated), synchronisations, and the work run outside graphs by
+ * name. The
  * whole-pass test (run.sh) reads them: what ran in a graph, and that no
  * capture failed.
  *
@@ -78,7 +80,7 @@ thread_local int launching_graph = 0;                 /* inside cudaGraphLaunch:
 /* MR_EMU_STATS: counted by every thread, written once at exit. */
 struct emu_stats {
     std::mutex lock;
-    long graph_launches = 0, graph_nodes_run = 0, captures_ok = 0, captures_failed = 0, syncs = 0;
+    long graph_launches = 0, graph_nodes_run = 0, captures_ok = 0, captures_failed = 0, instantiated = 0, syncs = 0;
     std::map<std::string, long> eager;  /* work run outside a graph, by name */
     std::vector<std::string> captures; /* each good capture: its nodes by name */
     ~emu_stats()
@@ -87,8 +89,8 @@ struct emu_stats {
         if (!path || !*path) return;
         FILE *f = fopen(path, "w");
         if (!f) return;
-        fprintf(f, "graph_launches %ld\ngraph_nodes_run %ld\ncaptures_ok %ld\ncaptures_failed %ld\nsyncs %ld\n",
-                graph_launches, graph_nodes_run, captures_ok, captures_failed, syncs);
+        fprintf(f, "graph_launches %ld\ngraph_nodes_run %ld\ncaptures_ok %ld\ncaptures_failed %ld\ninstantiated %ld\n"
+                "syncs %ld\n", graph_launches, graph_nodes_run, captures_ok, captures_failed, instantiated, syncs);
         for (const auto &c : captures) fprintf(f, "capture %s\n", c.c_str());
         for (const auto &e : eager) fprintf(f, "eager %ld %s\n", e.second, e.first.c_str());
         fclose(f);
@@ -505,6 +507,11 @@ cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *exec, cudaGraph_t gra
 {
     (void)flags;
     if (!graph) return cudaErrorInvalidValue;
+    {
+        emu_stats &st = stats();
+        std::lock_guard<std::mutex> g(st.lock);
+        st.instantiated++;
+    }
     *exec = new CUgraphExec_st();
     (*exec)->nodes = graph->nodes;
     return cudaSuccess;

@@ -20,9 +20,8 @@ the third is a replay. Checked:
   - what the replayed image runs outside the graph (a third image's work,
     less a second image's): nothing but the first and last stage marks; and
     that the host waits for it twice (the result, the last mark);
-  - a new original size whose padded size was met before replays the
-    feature-map stages' graphs inside its op-by-op first run (three sizes
-    padded alike);
+  - images of other sizes with the same padded size replay the same graph
+    (three sizes padded alike), each with its own sizes;
   - the detections, boxes, scores and masks are byte for byte those of the
     op-by-op run (MR_CUDA_GRAPHS=0), of the counts-on-the-host run
     (MR_CUDA_DEVICE_COUNTS=0), and of a run whose result block holds 64
@@ -137,34 +136,52 @@ def check_model(label, config, weights, image, work):
     check(graph == overflow, "results identical when the windows overflow the result block (pasted in chunks)")
 
 
-def check_new_sizes(work):
-    """Three original sizes with one padded size (the shapes model pads to
-    multiples of 32 after resizing the short side to 224): the first image
-    of a size runs "forward" op by op, but its feature-map stages replay the
-    graphs of its padded size, captured when the second size met them."""
+def run_sizes(work, tag, sides):
+    """The shapes model's scene_2 resized to each side (square), through
+    detect with graphs (statistics kept) and op by op."""
     from PIL import Image
-    print("new sizes, one padded size (shapes model):", flush=True)
     config = os.path.join(REPO, "configs", "mask_rcnn_R-101-FPN_shapes.json")
     weights = os.path.join(REPO, "models", "shapes_r101_narrow.safetensors")
     scene = Image.open(os.path.join(REPO, "examples", "shapes", "scene_2.png")).convert("RGB")
     paths = []
-    for k, side in enumerate((200, 200, 210, 220)):
-        p = os.path.join(work, f"sizes_{k}_{side}.png")
+    for k, side in enumerate(sides):
+        p = os.path.join(work, f"{tag}_{k}_{side}.png")
         scene.resize((side, side), Image.BILINEAR).save(p)
         paths.append(p)
-    stats_path = os.path.join(work, "sizes.stats")
-    graph = detect(config, weights, paths, os.path.join(work, "sizes_graph.json"), {}, stats_path)
-    op_by_op = detect(config, weights, paths, os.path.join(work, "sizes_ops.json"), {"MR_CUDA_GRAPHS": "0"})
+    stats_path = os.path.join(work, f"{tag}.stats")
+    graph = detect(config, weights, paths, os.path.join(work, f"{tag}_graph.json"), {}, stats_path)
+    op_by_op = detect(config, weights, paths, os.path.join(work, f"{tag}_ops.json"), {"MR_CUDA_GRAPHS": "0"})
+    return graph, op_by_op, read_stats(stats_path) if graph is not None else None
+
+
+def check_new_sizes(work):
+    """Three image sizes with one padded size (the shapes model pads to
+    multiples of 32 after resizing the short side to 224): one graph serves
+    them all, each image's own sizes read from device memory."""
+    print("new sizes, one padded size (shapes model):", flush=True)
+    graph, op_by_op, st = run_sizes(work, "sizes", (200, 200, 210, 220))
     if graph is None or op_by_op is None:
         return
-    st = read_stats(stats_path)
-    stages = sum(1 for c in st["captures"] if "roi_align_kernel" not in c)
-    check(st["captures_failed"] == 0 and st["captures_ok"] == 4 and stages == 3,
-          f"200x200 twice, then 210x210 and 220x220: the pass captured once, the three stage graphs of the "
-          f"224x224 padding once ({st['captures_ok']} captures, {stages} of them stages, "
-          f"{st['captures_failed']} failed)")
-    check(st["graph_launches"] == 7, f"launches: the 200x200 pass once, the stage graphs for each new size "
-          f"({st['graph_launches']})")
+    check(st["captures_failed"] == 0 and st["captures_ok"] == 1,
+          f"200x200 twice, then 210x210 and 220x220: one capture for their 224x224 padding "
+          f"({st['captures_ok']} captures, {st['captures_failed']} failed)")
+    check(st["graph_launches"] == 3, f"the second 200x200, the 210x210 and the 220x220 replay it "
+          f"({st['graph_launches']} launches)")
+    check(graph == op_by_op, "results identical to the op-by-op run (each image's own sizes, not the captured one's)")
+
+    # 4160x4160 (17.3 MP) is larger than the preprocessing's staging (16.7 MP at least) and pads to 224x224
+    # as well: it cannot be captured (twice: those captures are given up and the pass runs op by op), and a
+    # replay keeps the input it uploads on the host path
+    graph, op_by_op, st = run_sizes(work, "large", (200, 4160, 4160, 210, 4160, 220))
+    if graph is None or op_by_op is None:
+        return
+    # the two given-up captures run the pass op by op, whose feature-map stages capture and replay their own
+    # graphs (3 + 3 launches); the 210x210 image captures the pass, and the next large one and the 220x220
+    # replay it (3 launches)
+    check(st["instantiated"] == 4 and st["graph_launches"] == 9,
+          f"images larger than the staging: two captures given up, the pass captured with the next image that "
+          f"fits and replayed by the large one ({st['captures_ok']} captures ended, {st['instantiated']} graphs: "
+          f"the pass and its 3 stages; {st['graph_launches']} launches)")
     check(graph == op_by_op, "results identical to the op-by-op run")
 
 
