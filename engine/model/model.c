@@ -314,36 +314,6 @@ mr_status model_stage_box_head(mr_model *m, mr_error *err)
 }
 mr_status model_stage_mask_head(mr_model *m, mr_error *err) { return mask_head_forward(m, err); }
 
-/* One count a backend left on the device (tensor.h) into its tensors' n. */
-static mr_status count_to_host(mr_model *m, mr_tensor *const *group, int members, const char *what, mr_error *err)
-{
-    mr_tensor *t = group[0];
-    if (!t->device_count) return MR_OK;
-    int count = 0;
-    MR_TRY(m->be.i->copy_to_host(m->be.ctx, &count, t->device_count, sizeof count, err));
-    if (count < 0 || count > t->n)
-        return mr_fail(err, MR_ERR_INTERNAL, "%s: the backend counted %d rows of %d (its NMS over its planned "
-                       "group size?)", what, count, t->n);
-    for (int i = 0; i < members; i++) {
-        group[i]->n = count;
-        group[i]->device_count = NULL;
-    }
-    return MR_OK;
-}
-
-mr_status model_counts_to_host(mr_model *m, int proposals_too, mr_error *err)
-{
-    mr_buffers *b = &m->buf;
-    mr_tensor *proposals[] = {&b->proposals, &b->proposal_scores};
-    mr_tensor *detections[] = {&b->detections, &b->detection_scores, &b->detection_labels};
-    if (proposals_too) MR_TRY(count_to_host(m, proposals, 2, "proposals", err));
-    int had = b->detections.device_count != NULL;
-    MR_TRY(count_to_host(m, detections, 3, "detections", err));
-    /* the mask head ran over the capacity: its first rows are the detections' */
-    if (had && b->mask_probs.n > b->detections.n) b->mask_probs.n = b->detections.n;
-    return MR_OK;
-}
-
 mr_tensor *model_tensor(mr_model *m, const char *name)
 {
     mr_buffers *b = &m->buf;
