@@ -107,7 +107,8 @@ static size_t paste_table_bytes(int D)
 void cuda_plan_paste_bytes(const mr_backend_plan *p, size_t *dev, size_t *host)
 {
     size_t region = mask_paste_chunk_min_bytes(p->max_image_side, 1);
-    *dev = paste_pad_bytes(p->max_dets, p->mask_size, p->mask_padding) + paste_table_bytes(p->max_dets) +
+    /* + 256: paste_on_device's state before its region */
+    *dev = paste_pad_bytes(p->max_dets, p->mask_size, p->mask_padding) + paste_table_bytes(p->max_dets) + 256 +
            (region > CUDA_PASTE_REGION ? region : CUDA_PASTE_REGION);
     *host = paste_table_bytes(p->max_dets);
 }
@@ -222,6 +223,7 @@ mr_status cuda_plan_paste_block(cuda_ctx *c, const mr_backend_plan *p, mr_error 
     if (!c->counts_wanted) return MR_OK;
     const char *env = getenv("MR_CUDA_PASTE_BLOCK");
     c->block_region = env && *env ? (size_t)strtoull(env, NULL, 10) : CUDA_PASTE_REGION;
+    if (c->block_region > CUDA_PASTE_REGION) c->block_region = CUDA_PASTE_REGION; /* the device region planned */
     paste_block_layout L = paste_block_layout_of(p->max_dets, c->block_region);
     cudaError_t e = cudaMallocHost(&c->h_block, L.total);
     if (e != cudaSuccess) {
@@ -262,17 +264,22 @@ mr_status cuda_paste_on_device(void *vctx, const mr_mask_paste_params *p, const 
     const void *d_fb = NULL;
     MR_TRY(cuda_image_params_upload(c, CUDA_IMAGE_PASTE, &c->h_image->fb, sizeof *fb, &d_fb, op, err));
     if (replaying || cap == 0) return MR_OK;
+    /* d_paste: the padded masks, the window table, 256 bytes of state and
+     * total, then the region the windows are pasted into before they are
+     * copied to the block (the chunked paste's region, planned at load) */
     size_t pad_bytes = paste_pad_bytes(cap, p->mask_size, p->padding), table_bytes = paste_table_bytes(cap);
-    MR_TRY(cuda_reserve(c, &c->d_paste, &c->paste_size, pad_bytes + table_bytes + 256, op, err));
+    size_t head = pad_bytes + table_bytes + 256, region = c->block_region;
+    MR_TRY(cuda_reserve(c, &c->d_paste, &c->paste_size, head + region, op, err));
     mr_mask_window *d_win = (mr_mask_window *)((uint8_t *)c->d_paste + pad_bytes);
     size_t *d_off = (size_t *)(d_win + cap);
     int *d_state = (int *)((uint8_t *)c->d_paste + pad_bytes + table_bytes);
+    size_t *d_total = (size_t *)((uint8_t *)d_state + 16);
     paste_block_layout L = paste_block_layout_of(c->block_cap, c->block_region);
     uint8_t *block = c->h_block;
     MR_TRY(cuda_paste_on_device_launch(c->stream, p, d_fb, boxes->data, scores->data, labels->data, boxes->device_count,
-                                       probs->data, cap, c->d_paste, final_boxes->data, d_win, d_off, d_state,
+                                       probs->data, cap, c->d_paste, final_boxes->data, d_win, d_off, d_state, d_total,
                                        (mr_paste_block_header *)block, (mr_paste_block_row *)(block + L.rows),
-                                       block + L.masks, c->block_region, err));
+                                       (uint8_t *)c->d_paste + head, block + L.masks, region, err));
     return cuda_after_launch(c, op, err);
 }
 

@@ -341,14 +341,16 @@ mr_status cuda_mask_paste_launch(cudaStream_t s, const mr_mask_paste_params *p, 
                                  size_t base, uint8_t *bin, float *soft, mr_error *err);
 /* labels: device floats, already checked to lie in 0..K-1. */
 /* The paste on the device (mask_paste.cu; backend.h paste_on_device): the
- * plan (final boxes, windows, offsets, the block's header and rows), the
- * masks padded over the capacity cap, every window pasted into masks (host
- * memory the kernel writes) unless they overflow region bytes. */
+ * plan (final boxes, windows, offsets, the block's header and rows, state
+ * and total on the device), the masks padded over the capacity cap, every
+ * window pasted into d_masks, then copied to masks (host memory the kernel
+ * writes), unless they overflow region bytes (both hold at least that). */
 mr_status cuda_paste_on_device_launch(cudaStream_t s, const mr_mask_paste_params *p, const mr_final_box_params *d_fb,
                                       const float *boxes, const float *scores, const float *labels, const int *count,
                                       const float *probs, int cap, float *padded, float *final_boxes,
-                                      mr_mask_window *win, size_t *offset, int *state, mr_paste_block_header *header,
-                                      mr_paste_block_row *rows, uint8_t *masks, size_t region, mr_error *err);
+                                      mr_mask_window *win, size_t *offset, int *state, size_t *total,
+                                      mr_paste_block_header *header, mr_paste_block_row *rows, uint8_t *d_masks,
+                                      uint8_t *masks, size_t region, mr_error *err);
 mr_status cuda_mask_probs_launch(cudaStream_t s, const mr_tensor *logits, const float *labels, const int *count,
                                  mr_tensor *probs, mr_error *err);
 

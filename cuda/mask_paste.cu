@@ -16,13 +16,15 @@
  *
  * The paste on the device (backend.h paste_on_device: the count on the
  * device, no host in between; the final boxes' parameters read from device
- * memory, the per-image parameters): plan_kernel, one block, makes each final box
- * (final_boxes.h), its window and the offsets (a running sum in detection
- * order) into the device table and the host result block; the masks are
- * padded over the capacity; paste_all_kernel then pastes every window
- * straight into the block's mask region in host memory (one block row per
- * detection up to the capacity; those past the count return), unless the
- * windows overflow it. */
+ * memory, the per-image parameters): plan_kernel, one block, makes each
+ * final box (final_boxes.h), its window and the offsets (a running sum in
+ * detection order) into the device table and the host result block; the
+ * masks are padded over the capacity; paste_all_kernel then pastes every
+ * window into a device region (one block row per detection up to the
+ * capacity; those past the count return), unless the windows overflow it;
+ * copy_out_kernel copies the pixels used (their total is known only on the
+ * device) into the block's mask region in host memory, 16 bytes a store
+ * (bench/NOTES.md section 25). */
 #include <stdint.h>
 
 #include "cuda_launch.cuh"
@@ -87,11 +89,12 @@ static __global__ void paste_kernel(mr_mask_paste_params p, const float *probs, 
     paste_window(p, probs, padded, boxes, w, d, H, W, rows < 0 ? 0 : row0, n, bin + out, soft ? soft + out : NULL);
 }
 
-/* state: [0] the count (-1: broken), [1] overflow; written for paste_all_kernel. */
+/* state: [0] the count (-1: broken), [1] overflow; total: the windows'
+ * pixels; written for paste_all_kernel and copy_out_kernel. */
 static __global__ void plan_kernel(mr_mask_paste_params p, const mr_final_box_params *fb_in, const float *boxes,
                                    const float *scores, const float *labels, const int *count, int cap, size_t region,
                                    float *final_boxes, mr_mask_window *win, size_t *offset, int *state,
-                                   mr_paste_block_header *header, mr_paste_block_row *rows)
+                                   size_t *total, mr_paste_block_header *header, mr_paste_block_row *rows)
 {
     __shared__ int n;
     const mr_final_box_params fb = *fb_in;
@@ -125,6 +128,7 @@ static __global__ void plan_kernel(mr_mask_paste_params p, const mr_final_box_pa
         int overflow = at > region;
         state[0] = n;
         state[1] = overflow;
+        *total = at;
         header->count = n;
         header->overflow = overflow;
         header->pixels = at;
@@ -140,6 +144,18 @@ static __global__ void paste_all_kernel(mr_mask_paste_params p, const float *pro
     const mr_mask_window w = win[d];
     paste_window(p, probs, padded, final_boxes, w, d, fb->img_h, fb->img_w, 0, mask_window_pixels(w),
                  masks + offset[d], NULL);
+}
+
+/* The total pixels from the device region to the host block: 16-byte words
+ * (both start 256-aligned), then the tail. */
+static __global__ void copy_out_kernel(const int *state, const size_t *total, const uint8_t *__restrict__ src,
+                                       uint8_t *__restrict__ dst)
+{
+    if (state[0] <= 0 || state[1]) return;
+    const size_t n = *total, words = n / 16;
+    const size_t stride = (size_t)gridDim.x * blockDim.x, first = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    for (size_t i = first; i < words; i += stride) ((uint4 *)dst)[i] = ((const uint4 *)src)[i];
+    for (size_t i = 16 * words + first; i < n; i += stride) dst[i] = src[i];
 }
 
 static void mask_pad(cudaStream_t s, const mr_mask_paste_params *p, const float *probs, int D, float *padded)
@@ -169,17 +185,19 @@ extern "C" mr_status cuda_paste_on_device_launch(cudaStream_t s, const mr_mask_p
                                                 const mr_final_box_params *d_fb, const float *boxes, const float *scores,
                                                 const float *labels, const int *count, const float *probs, int cap,
                                                 float *padded, float *final_boxes, mr_mask_window *win,
-                                                size_t *offset, int *state, mr_paste_block_header *header,
-                                                mr_paste_block_row *rows, uint8_t *masks, size_t region,
-                                                mr_error *err)
+                                                size_t *offset, int *state, size_t *total,
+                                                mr_paste_block_header *header, mr_paste_block_row *rows,
+                                                uint8_t *d_masks, uint8_t *masks, size_t region, mr_error *err)
 {
     if (cap <= 0) return MR_OK;
     plan_kernel<<<1, MR_CUDA_BLOCK, 0, s>>>(*p, d_fb, boxes, scores, labels, count, cap, region, final_boxes, win,
-                                            offset, state, header, rows);
+                                            offset, state, total, header, rows);
     if (p->rule != MR_PASTE_DETECTRON2) mask_pad(s, p, probs, cap, padded);
     /* a window is at most the image: blocks enough for one of a typical size, grid-striding over larger ones */
     dim3 grid(cuda_grid((size_t)64 * MR_CUDA_BLOCK), (unsigned int)cap);
-    paste_all_kernel<<<grid, MR_CUDA_BLOCK, 0, s>>>(*p, probs, padded, final_boxes, win, offset, state, d_fb, masks);
+    paste_all_kernel<<<grid, MR_CUDA_BLOCK, 0, s>>>(*p, probs, padded, final_boxes, win, offset, state, d_fb,
+                                                    d_masks);
+    copy_out_kernel<<<cuda_grid(region / 16), MR_CUDA_BLOCK, 0, s>>>(state, total, d_masks, masks);
     return cuda_launch_status("paste_on_device", err);
 }
 

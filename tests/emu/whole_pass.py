@@ -44,6 +44,7 @@ BUILD = os.environ.get("DETECT_BUILD", os.path.join(REPO, "build"))
 IN_GRAPH = ["cuDNN convolution", "cuBLAS GEMM", "roi_align_kernel", "candidate_kernel", "mask_kernel",
             "reduce_kernel", "mask_probs_kernel", "depth_to_space_kernel", "max_pool_kernel",
             "upsample_nearest_kernel", "cub::DeviceRadixSort", "plan_kernel", "pad_kernel", "paste_all_kernel",
+            "copy_out_kernel",
             "preprocess_kernel", "cudaMemcpyAsync", "event record"]
 # What a replayed image may still run outside it: the marks before and after the graph.
 OUTSIDE_ALLOWED = {"event record"}
