@@ -18,6 +18,17 @@ static inline unsigned int cuda_grid(size_t n)
     return blocks > 65535u * 8u ? 65535u * 8u : (unsigned int)blocks;
 }
 
+/* dst[0..n) = src[0..n), this thread's share of a grid-stride copy: 16-byte
+ * words, then the tail. Both pointers must be 16-byte aligned (allocation
+ * starts, or 256-aligned offsets in them); either may be pinned host memory. */
+static __device__ inline void grid_copy_bytes(const uint8_t *__restrict__ src, uint8_t *__restrict__ dst, size_t n)
+{
+    const size_t words = n / 16, stride = (size_t)gridDim.x * blockDim.x;
+    const size_t first = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    for (size_t i = first; i < words; i += stride) ((uint4 *)dst)[i] = ((const uint4 *)src)[i];
+    for (size_t i = 16 * words + first; i < n; i += stride) dst[i] = src[i];
+}
+
 /* The launch's own error (bad configuration), named by op. */
 static inline mr_status cuda_launch_status(const char *op, mr_error *err)
 {

@@ -146,16 +146,12 @@ static __global__ void paste_all_kernel(mr_mask_paste_params p, const float *pro
                  masks + offset[d], NULL);
 }
 
-/* The total pixels from the device region to the host block: 16-byte words
- * (both start 256-aligned), then the tail. */
+/* The total pixels from the device region to the host block (both start 256-aligned). */
 static __global__ void copy_out_kernel(const int *state, const size_t *total, const uint8_t *__restrict__ src,
                                        uint8_t *__restrict__ dst)
 {
     if (state[0] <= 0 || state[1]) return;
-    const size_t n = *total, words = n / 16;
-    const size_t stride = (size_t)gridDim.x * blockDim.x, first = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    for (size_t i = first; i < words; i += stride) ((uint4 *)dst)[i] = ((const uint4 *)src)[i];
-    for (size_t i = 16 * words + first; i < n; i += stride) dst[i] = src[i];
+    grid_copy_bytes(src, dst, *total);
 }
 
 static void mask_pad(cudaStream_t s, const mr_mask_paste_params *p, const float *probs, int D, float *padded)

@@ -22,11 +22,7 @@ static __global__ void upload_kernel(const mr_pre_job *job, const int *skip, con
                                      uint8_t *__restrict__ dst)
 {
     if (*skip) return;
-    const size_t n = (size_t)job->in_h * (size_t)job->in_w * 3, words = n / 16;
-    const size_t stride = (size_t)gridDim.x * blockDim.x, first = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    /* both buffers are allocations' starts: 16-byte words, then the tail */
-    for (size_t i = first; i < words; i += stride) ((uint4 *)dst)[i] = ((const uint4 *)src)[i];
-    for (size_t i = 16 * words + first; i < n; i += stride) dst[i] = src[i];
+    grid_copy_bytes(src, dst, (size_t)job->in_h * (size_t)job->in_w * 3); /* both: allocations' starts */
 }
 
 template <typename T>

@@ -27,10 +27,4 @@ MR_HD static inline void final_box(const mr_final_box_params *p, float *box)
     if (p->clip) box_clip(box, (float)p->img_h, (float)p->img_w, 0);
 }
 
-/* detectron2's nonempty(): what the clip leaves of a box must have area. */
-MR_HD static inline int final_box_kept(const mr_final_box_params *p, const float *box)
-{
-    return !p->clip || (box[2] > box[0] && box[3] > box[1]);
-}
-
 #endif
