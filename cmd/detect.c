@@ -21,6 +21,7 @@
 #include "detect.h"
 #include "merge.h"
 #include "options.h"
+#include "output_pool.h"
 #include "profile.h"
 #include "progress.h"
 
@@ -71,6 +72,7 @@ static int open_model(run_state *r, cli_error *err)
     if (st == DETECT_OK) st = detect_options_set_classes(opts, o->classes);
     if (st == DETECT_OK) st = detect_options_set_fold_batchnorm(opts, !o->no_fold);
     if (st == DETECT_OK && o->agnostic_nms) st = detect_options_set_agnostic_nms(opts, 1);
+    if (st == DETECT_OK) st = detect_options_set_in_flight(opts, o->in_flight);
     if (st != DETECT_OK) {
         detect_options_free(opts);
         return cli_fail(err, "--%s", detect_last_error());
@@ -83,6 +85,18 @@ static int open_model(run_state *r, cli_error *err)
         size_t len = strcspn(n, "\n");
         fprintf(stderr, "detect: notice: --%.*s\n", (int)len, n);
         n += len + (n[len] == '\n');
+    }
+    if (o->verbose) {
+        int contexts = detect_model_in_flight(r->model);
+        double all = 0;
+        fprintf(stderr, "detect: in flight: %d on %s", contexts, detect_model_device(r->model));
+        for (int k = 0; k < contexts && strcmp(detect_model_device(r->model), "cpu") != 0; k++) {
+            double mib = (double)detect_model_device_memory(r->model, k) / (1024.0 * 1024.0);
+            all += mib;
+            fprintf(stderr, "%s%.1f", k ? ", " : "; device memory per context: ", mib);
+        }
+        if (all > 0) fprintf(stderr, " MiB; in all %.1f MiB", all);
+        fputc('\n', stderr);
     }
     return 0;
 }
@@ -274,6 +288,161 @@ static int process(run_state *r, int index, int *detections, cli_error *err)
     return rc;
 }
 
+/* ---- Several images in flight (the model's contexts > 1) -------------------
+ * Each input goes through three steps, each taken in input order by the main
+ * thread: submitted (decoded, then handed to the run queue), collected (its
+ * result handed to the output pool, whose workers draw and write its
+ * --output files), finished (stdout, --json and --coco-results entries,
+ * profile, progress). Inputs that --skip-existing passes over, or that fail
+ * to decode, go through the same steps without running, so every document
+ * keeps the inputs' order. Results equal a one-at-a-time run's byte for
+ * byte (detect.h). Ctrl-C stops the submitting; what is in flight finishes
+ * and is written. */
+
+typedef enum { FLIGHT_SKIPPED, FLIGHT_FAILED, FLIGHT_RUNNING, FLIGHT_DONE } flight_state;
+
+typedef struct {
+    run_state *r;
+    int index;
+    flight_state state;
+    detect_image *img;
+    detect_result *res;
+    cli_error err;   /* FLIGHT_FAILED's message */
+    profile_run run; /* decode, the model's stages, output */
+} flight;
+
+/* The output pool's work: the --output files of a run image. */
+static int write_flight(void *job, cli_error *err)
+{
+    flight *f = job;
+    if (f->state != FLIGHT_DONE || !f->r->opt.output_dir) return 0;
+    double t0 = now();
+    int rc = write_image_outputs(f->r, &f->r->opt.inputs.items[f->index], f->img, f->res, err);
+    f->run.stage[PROF_OUTPUT] = now() - t0;
+    return rc;
+}
+
+static void submit_flight(run_state *r, detect_run_queue *q, flight *f)
+{
+    const input_item *in = &r->opt.inputs.items[f->index];
+    if (!r->decode_list[f->index]) {
+        f->state = FLIGHT_SKIPPED;
+        return;
+    }
+    double t0 = now();
+    int rc = r->queue ? cli_api(&f->err, detect_image_queue_take(r->queue, f->index, &f->img, &f->run.stage[PROF_DECODE]))
+                      : cli_api(&f->err, detect_image_load(in->path, detect_model_max_image_side(r->model), &f->img));
+    if (!r->queue) f->run.stage[PROF_DECODE] = now() - t0;
+    if (rc == 0) rc = cli_api(&f->err, detect_run_queue_submit(q, f->img, f));
+    f->state = rc == 0 ? FLIGHT_RUNNING : FLIGHT_FAILED;
+}
+
+static void collect_flight(run_state *r, detect_run_queue *q, flight *f)
+{
+    if (f->state != FLIGHT_RUNNING) return;
+    void *user = NULL;
+    detect_status st = detect_run_queue_collect(q, &f->res, &user);
+    if (st != DETECT_OK) { /* the library does not know the file */
+        cli_fail(&f->err, "%s: %s", r->opt.inputs.items[f->index].path, detect_last_error());
+        f->state = FLIGHT_FAILED;
+        return;
+    }
+    f->state = FLIGHT_DONE;
+    profile_set_model(&f->run, f->res);
+}
+
+/* The ordered end of one input; returns 0, or -1 with err for a failure. */
+static int finish_flight(run_state *r, flight *f, int write_rc, int *detections, cli_error *err)
+{
+    const input_item *in = &r->opt.inputs.items[f->index];
+    *detections = -1;
+    if (f->state == FLIGHT_SKIPPED) return process(r, f->index, detections, err); /* reads its outputs back */
+    if (f->state == FLIGHT_FAILED) {
+        *err = f->err;
+        return -1;
+    }
+    if (write_rc != 0) return -1; /* err set by the pool */
+    int rc = 0;
+    if (!r->opt.quiet) print_text(r, in->path, f->res);
+    int pos = input_position(r, f->index);
+    if (r->json) rc = cli_api(err, detect_document_add(r->json, r->model, in->path, pos, f->res));
+    if (rc == 0 && r->json) r->state[f->index] = SHARD_DONE;
+    if (rc == 0 && r->coco) rc = cli_api(err, detect_document_add(r->coco, r->model, in->path, pos, f->res));
+    if (rc != 0) return rc;
+    *detections = detect_result_count(f->res);
+    /* the image's own work (in flight, its wall time overlaps the others') */
+    f->run.total = 0;
+    for (int s = 0; s < PROF_STAGES; s++) f->run.total += f->run.stage[s];
+    f->run.finished = now() - r->start;
+    if (r->opt.profile || r->opt.profile_json) rc = profile_add(&r->prof, in->path, &f->run, err);
+    if (rc == 0 && r->opt.profile) profile_print_run(stderr, in->path, &f->run);
+    return rc;
+}
+
+/* Output writers: the cores beside the main thread and the decoders, 1 to 4. */
+static int output_threads(void)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores / 2 < 1 ? 1 : cores / 2 > 4 ? 4 : (int)(cores / 2);
+}
+
+/* Runs every input in flight; *done: inputs finished; returns the failures,
+ * or -1 with err when the pipeline cannot start. */
+static int run_in_flight(run_state *r, int *done, cli_error *err)
+{
+    int total = r->opt.inputs.count, failed = 0, threads = output_threads();
+    detect_run_queue *q = NULL;
+    output_pool *pool = NULL;
+    CLI_TRY(cli_api(err, detect_run_queue_start(&q, r->model, 0)));
+    int window = detect_run_queue_depth(q) + 2 * threads + 2; /* inputs between submitted and finished */
+    flight *flights = calloc((size_t)window, sizeof *flights);
+    if (!flights || output_pool_start(&pool, write_flight, threads, 2 * threads + 1, err) != 0) {
+        if (!flights) cli_fail(err, "out of memory");
+        free(flights);
+        detect_run_queue_stop(q);
+        return -1;
+    }
+    int submitted = 0, collected = 0, finished = 0;
+    for (;;) {
+        int end = stop_requested ? submitted : total;
+        if (finished >= end) break;
+        if (submitted < end && submitted - finished < window && detect_run_queue_pending(q) < detect_run_queue_depth(q)) {
+            flight *f = &flights[submitted % window];
+            memset(f, 0, sizeof *f);
+            f->r = r;
+            f->index = submitted++;
+            submit_flight(r, q, f);
+        } else if (collected < submitted && output_pool_pending(pool) < output_pool_depth(pool)) {
+            flight *f = &flights[collected++ % window];
+            collect_flight(r, q, f);
+            output_pool_add(pool, f);
+        } else {
+            int write_rc = 0, dets;
+            cli_error werr = {0};
+            flight *f = output_pool_take(pool, &write_rc, &werr);
+            const char *path = r->opt.inputs.items[f->index].path;
+            if (finish_flight(r, f, write_rc, &dets, &werr) != 0) {
+                progress_error(&r->prog, werr.msg);
+                failed++;
+                if (r->state[f->index] != SHARD_DONE) r->state[f->index] = SHARD_FAILED;
+                progress_step(&r->prog, path, 0, f->run.total, 0);
+            } else {
+                progress_step(&r->prog, path, dets, f->run.total, 1);
+            }
+            detect_result_free(f->res);
+            detect_image_free(f->img);
+            f->res = NULL;
+            f->img = NULL;
+            finished++;
+        }
+    }
+    output_pool_stop(pool);
+    detect_run_queue_stop(q);
+    free(flights);
+    *done = finished;
+    return failed;
+}
+
 /* --decode-threads' default: the cores the model leaves free, at most 4
  * (a 640x480 JPEG decodes in about 2 ms here, so 4 decoders keep ahead
  * of 200 COCO-size JPEGs a second with room to spare; a 1200x1600 PNG
@@ -444,6 +613,15 @@ int main(int argc, char **argv)
     progress_init(&r.prog, total, !r.opt.quiet && total > 1);
     r.prog.not_images = r.opt.inputs.not_images;
     int i = 0;
+    if (detect_model_in_flight(r.model) > 1 && r.opt.profile_runs <= 1) {
+        int got = run_in_flight(&r, &i, &err);
+        if (got < 0) {
+            fprintf(stderr, "detect: %s\n", err.msg);
+            teardown(&r);
+            return 2;
+        }
+        failed = got;
+    }
     for (; i < total && !stop_requested; i++) {
         double t0 = now();
         int dets;

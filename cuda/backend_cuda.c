@@ -66,7 +66,7 @@ static mr_status cuda_plan(void *vctx, const mr_backend_plan *p, mr_error *err)
     return MR_OK;
 }
 
-static mr_status cuda_use_device(cuda_ctx *c, const char *op, mr_error *err)
+mr_status cuda_use_device(cuda_ctx *c, const char *op, mr_error *err)
 {
     cudaError_t e = cudaSetDevice(c->device);
     return e == cudaSuccess ? MR_OK : cuda_fail(err, op, "cudaSetDevice", e);
@@ -192,6 +192,19 @@ static void cuda_destroy(void *vctx)
     free(c);
 }
 
+static mr_status cuda_device_memory(void *vctx, size_t *used, size_t *free_bytes, size_t *total, mr_error *err)
+{
+    cuda_ctx *c = vctx;
+    MR_TRY(cuda_use_device(c, "device memory", err));
+    size_t free_now = 0, all = 0;
+    cudaError_t e = cudaMemGetInfo(&free_now, &all);
+    if (e != cudaSuccess) return cuda_fail(err, "device memory", "cudaMemGetInfo", e);
+    *used = c->free_at_open > free_now ? c->free_at_open - free_now : 0;
+    *free_bytes = free_now;
+    *total = all;
+    return MR_OK;
+}
+
 static const mr_backend_i cuda_backend_i = {
     .name = "cuda",
     .destroy = cuda_destroy,
@@ -224,6 +237,7 @@ static const mr_backend_i cuda_backend_i = {
     .paste_on_device = cuda_paste_on_device,
     .paste_block = cuda_paste_block,
     .preprocess = cuda_preprocess,
+    .device_memory = cuda_device_memory,
 };
 
 static int cuda_device_count(char *why, size_t why_len)
@@ -318,6 +332,9 @@ static mr_status cuda_create(const mr_backend_params *p, mr_backend *out, mr_err
     c->counts_wanted = env_flag("MR_CUDA_DEVICE_COUNTS", 1) && !c->host_post;
     mr_status st = MR_OK;
     cudaError_t e = cudaSetDevice(c->device);
+    /* before this context allocates anything: what it takes is measured from here (cuda_device_memory) */
+    size_t total = 0;
+    if (e == cudaSuccess) e = cudaMemGetInfo(&c->free_at_open, &total);
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
     if (e != cudaSuccess) st = cuda_fail(err, "cuda backend", "device/stream setup", e);
     if (st == MR_OK) {

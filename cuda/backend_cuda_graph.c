@@ -139,7 +139,9 @@ mr_status cuda_replayable(void *vctx, const char *name, uint64_t key, mr_status 
                           void *arg, mr_error *err)
 {
     cuda_ctx *c = vctx;
-    if (!c->use_graphs || c->sync_each || !c->planned || c->graph_mode != CUDA_GRAPH_EAGER) return fn(arg, err);
+    if (c->graph_mode != CUDA_GRAPH_EAGER) return fn(arg, err); /* nested: the outer unit records it */
+    MR_TRY(cuda_use_device(c, name, err));
+    if (!c->use_graphs || c->sync_each || !c->planned) return fn(arg, err);
     if (!c->graphs) {
         c->graphs = calloc(1, sizeof *c->graphs);
         if (!c->graphs) return fn(arg, err); /* graphs are an optimisation: go without */

@@ -169,6 +169,7 @@ mr_status cuda_preprocess(void *ctx, const mr_input_config *cfg, const mr_image 
 {
     cuda_ctx *c = ctx;
     int replaying = 0;
+    if (c->graph_mode == CUDA_GRAPH_EAGER) MR_TRY(cuda_use_device(c, "preprocess", err));
     MR_TRY(cuda_graph_op(c, "preprocess", &replaying, err));
     MR_TRY(image_preprocess_check(img, geo, input, err));
     /* after the plan the buffers stay as planned (a larger image takes the host path below) */

@@ -62,6 +62,7 @@ typedef enum { CUDA_IMAGE_PRE, CUDA_IMAGE_RPN, CUDA_IMAGE_BOX, CUDA_IMAGE_PASTE,
 
 typedef struct {
     int device;
+    size_t free_at_open; /* the device's free memory when this context opened (cuda_device_memory) */
     int tf32;      /* TF32 tensor cores allowed in cuDNN and cuBLAS */
     int fp16;      /* --precision fp16: fp16 weights and feature maps (MR_PRECISION_FP16) */
     int fold;      /* !mr_backend_params.no_fold (backend_registry.h) */
@@ -193,6 +194,11 @@ mr_status cuda_host_reserve(cuda_ctx *c, size_t bytes, const char *op, mr_error 
  * message): MR_ERR_OOM "cuda:D: out of GPU memory allocating <what>:
  * N bytes (X MiB)" on failure. */
 mr_status cuda_alloc(cuda_ctx *c, void **buf, size_t bytes, const char *what, mr_error *err);
+/* Makes c's device the calling thread's current one: the CUDA runtime keeps
+ * the current device per host thread, and a forward pass may run on any
+ * thread (several contexts in flight, detect.h), so the passes' first ops
+ * (replayable, preprocess) call it. */
+mr_status cuda_use_device(cuda_ctx *c, const char *op, mr_error *err);
 
 /* ---- layer objects and weights (backend_cuda_weights.c), for backend_cuda_layers.c and _gemm.c ---- */
 

@@ -27,11 +27,13 @@
  *    `char **` are the caller's, freed with detect_free(); `const char *`
  *    results belong to the object they came from and live as long as it.
  *  - Threads. Functions on different objects may run on any threads at
- *    once. A model runs one image at a time: detect_run_* calls on one
- *    model from several threads are serialised by the model (each waits
- *    for the one before); for parallel images open one model per thread
- *    (each plans its own memory at open). Results and images are
- *    independent of their model once returned.
+ *    once. A model runs as many images at once as it has execution
+ *    contexts (detect_options_set_in_flight; 1 on the CPU by default):
+ *    detect_run_* calls on one model from several threads each take a free
+ *    context, and wait while all are busy. A detect_run_queue keeps them
+ *    busy from one thread. Results are the same bytes whichever context
+ *    ran them. Results and images are independent of their model once
+ *    returned.
  *  - Signals. detect_model_open and detect_run_* hold asynchronous signals
  *    (SIGINT, SIGTERM, SIGCHLD, timers, SIGPROF; not faults or SIGABRT) on
  *    the calling thread, and on the OpenMP workers they use, until they
@@ -140,6 +142,15 @@ DETECT_API detect_status detect_options_set_fold_batchnorm(detect_options *o, in
  * box of any class (box_head.agnostic_nms on, at box_head.agnostic_nms_thresh);
  * 0: off; the default is the config's. */
 DETECT_API detect_status detect_options_set_agnostic_nms(detect_options *o, int on);
+/* Images run at once: the model opens this many execution contexts (1 to
+ * 16), each with its own copy of the weights and activations and, on a GPU,
+ * its own stream and CUDA graphs, so one image's host work overlaps the
+ * others' GPU work. 0, the default: 1 on the CPU (whose threads already
+ * share each image; more contexts split them), and on a GPU as many as its
+ * free memory holds beside the first, keeping a tenth of it spare, at most
+ * 4. A GPU without memory for the count asked for runs fewer, with a
+ * detect_model_notice naming the memory that was asked for. */
+DETECT_API detect_status detect_options_set_in_flight(detect_options *o, int images);
 
 typedef struct detect_model detect_model;
 
@@ -165,6 +176,13 @@ DETECT_API int detect_model_num_classes(const detect_model *m);
 DETECT_API const char *detect_model_class_name(const detect_model *m, int class_id);
 /* The config's input.max_image_side: larger images are refused. */
 DETECT_API int detect_model_max_image_side(const detect_model *m);
+/* The images it runs at once: its execution contexts (detect_options_set_in_flight). */
+DETECT_API int detect_model_in_flight(const detect_model *m);
+/* The device memory execution context `context` (0 .. in_flight-1) took
+ * when it opened, in bytes: weights, activations, workspaces and what
+ * cuDNN and cuBLAS allocate for it, as the device's free memory fell; 0 on
+ * the CPU or outside the range. */
+DETECT_API size_t detect_model_device_memory(const detect_model *m, int context);
 
 /* ---- Images ------------------------------------------------------------ */
 
@@ -228,6 +246,51 @@ DETECT_API detect_status detect_run_encoded(detect_model *m, const void *data, s
 /* detect_image_load, then detect_run_image; errors name the file. */
 DETECT_API detect_status detect_run_file(detect_model *m, const char *path, detect_result **out);
 
+/* ---- Several images in flight -----------------------------------------------
+ * A run queue feeds the model's contexts from one thread: submit images,
+ * collect their results in the order they were submitted. Its workers (one
+ * per context) decode submitted files and run the images. Each result is
+ * the one detect_run_image (or detect_run_file) gives for that image.
+ *
+ *   detect_run_queue *q;
+ *   detect_run_queue_start(&q, m, 0);
+ *   for (int i = 0; i < n; i++) {
+ *       if (detect_run_queue_pending(q) == detect_run_queue_depth(q)) take_one(q);
+ *       detect_run_queue_submit_file(q, paths[i], (void *)paths[i]);
+ *   }
+ *   while (detect_run_queue_pending(q) > 0) take_one(q);  // detect_run_queue_collect
+ *   detect_run_queue_stop(q);
+ *
+ * One thread at a time may call a queue's functions. The model must
+ * outlive the queue. Signals: the workers hold every asynchronous signal,
+ * so Ctrl-C reaches the caller's threads; detect_run_queue_stop waits for
+ * the images being run (at most one per context), drops the others. */
+typedef struct detect_run_queue detect_run_queue;
+
+/* depth: the most images submitted and not yet collected, 1 to 1024 (0:
+ * twice the model's in-flight count). */
+DETECT_API detect_status detect_run_queue_start(detect_run_queue **out, detect_model *m, int depth);
+/* The queue's depth (after 0 was resolved), and the images submitted and
+ * not yet collected. */
+DETECT_API int detect_run_queue_depth(const detect_run_queue *q);
+DETECT_API int detect_run_queue_pending(const detect_run_queue *q);
+/* Submits img, which stays the caller's: it must not be changed or freed
+ * until its result has been collected (or the queue stopped). `user`
+ * comes back with the result. DETECT_ERR_RANGE, at once, when `depth`
+ * images are pending: collect one first. */
+DETECT_API detect_status detect_run_queue_submit(detect_run_queue *q, const detect_image *img, void *user);
+/* Submits a file (path is copied): a worker decodes it at the model's
+ * max_image_side, then runs it, as detect_run_file would; a file that
+ * cannot be read or decoded fails at its collect, naming the file. */
+DETECT_API detect_status detect_run_queue_submit_file(detect_run_queue *q, const char *path, void *user);
+/* Waits for the oldest pending image: returns its run's status (on
+ * failure detect_last_error() has its message, *out NULL), *out its result
+ * (the caller's), *user (may be NULL) what it was submitted with. The
+ * other images go on whatever one of them gave. DETECT_ERR_ARGUMENT when
+ * none is pending. */
+DETECT_API detect_status detect_run_queue_collect(detect_run_queue *q, detect_result **out, void **user);
+DETECT_API void detect_run_queue_stop(detect_run_queue *q);
+
 /* ---- int8 calibration ------------------------------------------------------
  * Measures the activation ranges that precision "int8" quantizes with. The
  * model must be open on the CPU in fp32 and outlive the calibration. Each
@@ -240,7 +303,8 @@ DETECT_API detect_status detect_run_file(detect_model *m, const char *path, dete
 typedef struct detect_calibration detect_calibration;
 
 /* percentile in (0, 100]: 100 takes each image's largest |input|. Fails
- * with DETECT_ERR_UNSUPPORTED on a GPU or a reduced-precision model. */
+ * with DETECT_ERR_UNSUPPORTED on a GPU, a reduced-precision model or one
+ * running more than one image in flight. */
 DETECT_API detect_status detect_calibration_create(detect_model *m, double percentile, detect_calibration **out);
 DETECT_API detect_status detect_calibration_add(detect_calibration *c, const detect_image *img);
 /* Writes the ranges (at least one image added) to path, or, with path

@@ -222,6 +222,16 @@ detect_status detect_options_set_agnostic_nms(detect_options *o, int on)
     return DETECT_OK;
 }
 
+detect_status detect_options_set_in_flight(detect_options *o, int images)
+{
+    NEED_OPTIONS(o);
+    if (images < 0 || images > API_MAX_IN_FLIGHT)
+        return api_failf(DETECT_ERR_CONFIG, "in flight %d: expected 0 (the device's default) to %d", images,
+                         API_MAX_IN_FLIGHT);
+    o->in_flight = images;
+    return DETECT_OK;
+}
+
 /* ---- Opening a model ----------------------------------------------------- */
 
 /* Appends one line to the model's notice. */
@@ -242,15 +252,26 @@ static int cpu_precision(const char *precision)
     return strcmp(precision, "bf16") == 0 || strcmp(precision, "int8") == 0;
 }
 
-static mr_status create_cpu(detect_model *m, const detect_options *o, mr_error *err)
+/* The OpenMP threads of each CPU context: the threads asked for (0: every
+ * core) shared out among the contexts, at least one each. Results do not
+ * depend on the count (docs/usage.md). */
+static int cpu_context_threads(const detect_options *o)
+{
+    int contexts = o->in_flight > 0 ? o->in_flight : 1;
+    if (contexts == 1) return o->threads;
+    int threads = o->threads > 0 ? o->threads : omp_get_num_procs();
+    return threads / contexts > 1 ? threads / contexts : 1;
+}
+
+static mr_status create_cpu(detect_model *m, const detect_options *o, mr_backend *be, mr_error *err)
 {
     int bf16 = strcmp(o->precision, "bf16") == 0, int8 = strcmp(o->precision, "int8") == 0;
     if (o->precision[0] && strcmp(o->precision, "fp32") != 0 && !cpu_precision(o->precision))
         add_notice(m, "precision %s applies to the GPU; the CPU computes in fp32", o->precision);
     snprintf(m->device, sizeof m->device, "cpu");
-    mr_backend_params p = {.threads = o->threads,
+    mr_backend_params p = {.threads = cpu_context_threads(o),
                            .precision = bf16 ? MR_PRECISION_BF16 : int8 ? MR_PRECISION_INT8 : MR_PRECISION_FP32};
-    return backend_open("cpu", &p, &m->be, err);
+    return backend_open("cpu", &p, be, err);
 }
 
 /* The GPU's precision from the option ("" is the device's best). */
@@ -265,14 +286,14 @@ static mr_precision gpu_precision(const char *precision)
 /* The CUDA backend on device `index`; MR_ERR_UNSUPPORTED with *why set
  * when this build or machine has no usable GPU, *present saying whether a
  * GPU was there at all (one that fails to open is worth a notice). */
-static mr_status create_cuda(detect_model *m, const detect_options *o, int index, char *why, size_t why_len,
-                             int *present, mr_error *err)
+static mr_status create_cuda(detect_model *m, const detect_options *o, int index, mr_backend *be, char *why,
+                             size_t why_len, int *present, mr_error *err)
 {
     *present = backend_available("cuda", why, why_len);
     if (!*present) return MR_ERR_UNSUPPORTED;
     mr_backend_params p = {.precision = gpu_precision(o->precision), .device = index, .no_fold = !o->fold};
     mr_error e = {0};
-    mr_status st = backend_open("cuda", &p, &m->be, &e);
+    mr_status st = backend_open("cuda", &p, be, &e);
     if (st == MR_ERR_BACKEND) {
         snprintf(why, why_len, "%s", e.msg);
         return MR_ERR_UNSUPPORTED;
@@ -289,26 +310,118 @@ static mr_status create_cuda(detect_model *m, const detect_options *o, int index
  * "auto", the default: the GPU when there is one; on a machine with no
  * CUDA driver or device, the CPU quietly (the model's device says so); a
  * GPU that is there but fails to open, the CPU with a notice saying why. */
-static mr_status create_backend(detect_model *m, const detect_options *o, mr_error *err)
+static mr_status create_backend(detect_model *m, const detect_options *o, mr_backend *be, mr_error *err)
 {
     int index = 0;
-    if (strcmp(o->device, "cpu") == 0) return create_cpu(m, o, err);
+    if (strcmp(o->device, "cpu") == 0) return create_cpu(m, o, be, err);
     int asked = parse_cuda_device(o->device, &index);
     if (cpu_precision(o->precision)) { /* auto means the CPU */
         if (asked)
             return mr_fail(err, MR_ERR_UNSUPPORTED, "device %s: precision %s is the CPU's; the GPU computes in "
                            "fp32, tf32 or fp16", o->device, o->precision);
-        return create_cpu(m, o, err);
+        return create_cpu(m, o, be, err);
     }
     char why[MR_ERROR_MSG_LEN] = "";
     int present = 0;
-    mr_status st = create_cuda(m, o, index, why, sizeof why, &present, err);
+    mr_status st = create_cuda(m, o, index, be, why, sizeof why, &present, err);
     if (st != MR_ERR_UNSUPPORTED) return st;
     if (asked)
         return mr_fail(err, MR_ERR_UNSUPPORTED, "device %s: %s (--device auto runs on the CPU instead)", o->device,
                        why);
     if (present) add_notice(m, "device %s: %s; running on the CPU", o->device, why);
-    return create_cpu(m, o, err);
+    return create_cpu(m, o, be, err);
+}
+
+/* Another context on the device the first one chose. */
+static mr_status create_same_backend(detect_model *m, const detect_options *o, mr_backend *be, mr_error *err)
+{
+    if (strcmp(m->device, "cpu") == 0) return create_cpu(m, o, be, err);
+    mr_backend_params p = {.precision = gpu_precision(o->precision), .device = atoi(m->device + 5),
+                           .no_fold = !o->fold};
+    return backend_open("cuda", &p, be, err);
+}
+
+static double mib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
+
+/* The device memory context k took since it opened (0 on the CPU); *free_bytes
+ * and *total the device's now. */
+static mr_status measure_context(api_context *c, size_t *free_bytes, size_t *total, mr_error *err)
+{
+    *free_bytes = *total = 0;
+    if (!c->be.i->device_memory) return MR_OK;
+    return c->be.i->device_memory(c->be.ctx, &c->device_bytes, free_bytes, total, err);
+}
+
+/* How many contexts a GPU runs by default: as many as its free memory
+ * holds beside the first, keeping a tenth of the device spare (for the
+ * graphs of sizes not seen yet, and for other programs), at most 4: each
+ * context's host thread feeds the GPU while the others' work runs, and
+ * bench/NOTES.md section 26 predicts that 4 saturate it. */
+static int default_gpu_contexts(size_t first, size_t free_bytes, size_t total)
+{
+    size_t spare = total / 10;
+    if (first == 0 || free_bytes <= spare) return 1;
+    size_t more = (free_bytes - spare) / first;
+    return more >= 3 ? 4 : 1 + (int)more;
+}
+
+/* Opens contexts 1.. after the first: the count asked for, or the device's
+ * default. A context the GPU has no memory for lowers the count, with a
+ * notice naming what was asked; any other failure fails the open. */
+static mr_status open_more_contexts(detect_model *m, const detect_options *o, const mr_int8_ranges *ranges,
+                                    mr_error *err)
+{
+    size_t free_bytes, total;
+    MR_TRY(measure_context(&m->ctx[0], &free_bytes, &total, err));
+    int cpu = strcmp(m->device, "cpu") == 0;
+    int want = o->in_flight > 0 ? o->in_flight : cpu ? 1 : default_gpu_contexts(m->ctx[0].device_bytes, free_bytes, total);
+    while (m->contexts < want) {
+        api_context *c = &m->ctx[m->contexts];
+        c->threads = cpu ? cpu_context_threads(o) : 0;
+        mr_error e = {0};
+        mr_status st = create_same_backend(m, o, &c->be, &e);
+        if (st == MR_OK) st = model_load(&c->model, &m->cfg, m->weights_path, c->be, ranges, &e);
+        if (st == MR_OK) st = measure_context(c, &free_bytes, &total, &e);
+        if (st != MR_OK) {
+            model_free(c->model);
+            if (c->be.i) c->be.i->destroy(c->be.ctx);
+            memset(c, 0, sizeof *c);
+        }
+        if (st == MR_ERR_OOM && m->contexts > 0) {
+            add_notice(m, "in flight %d: %s; running %d at once (%.1f MiB free of %.1f MiB)", want, e.msg,
+                       m->contexts, mib(free_bytes), mib(total));
+            return MR_OK;
+        }
+        if (st != MR_OK) return mr_fail(err, st, "in flight: context %d of %d: %s", m->contexts + 1, want, e.msg);
+        m->contexts++;
+    }
+    return MR_OK;
+}
+
+api_context *api_context_take(detect_model *m)
+{
+    pthread_mutex_lock(&m->lock);
+    api_context *c = NULL;
+    for (;;) {
+        for (int k = 0; k < m->contexts && !c; k++)
+            if (!m->ctx[k].busy) c = &m->ctx[k];
+        if (c) break;
+        pthread_cond_wait(&m->ctx_freed, &m->lock);
+    }
+    c->busy = 1;
+    pthread_mutex_unlock(&m->lock);
+    /* OpenMP's thread count is kept per calling thread: a run on another
+     * thread than the one that opened the model would use every core. */
+    if (c->threads > 0) omp_set_num_threads(c->threads);
+    return c;
+}
+
+void api_context_give_back(detect_model *m, api_context *c)
+{
+    pthread_mutex_lock(&m->lock);
+    c->busy = 0;
+    pthread_cond_signal(&m->ctx_freed);
+    pthread_mutex_unlock(&m->lock);
 }
 
 /* The options' overrides of the config, and the class filter. */
@@ -368,17 +481,21 @@ static detect_status model_open(detect_model **out, const char *config, const ch
     }
     detect_model *m = calloc(1, sizeof *m);
     if (!m) return api_failf(DETECT_ERR_OOM, "out of memory opening a model");
-    pthread_mutex_init(&m->run_lock, NULL);
+    pthread_mutex_init(&m->lock, NULL);
+    pthread_cond_init(&m->ctx_freed, NULL);
     mr_error err = {0};
     mr_status st = load_config(&m->cfg, config, &err);
     if (st == MR_OK) st = apply_options(m, opts, config[0] == '{' ? "the config text" : config, &err);
-    if (st == MR_OK) st = create_backend(m, opts, &err);
+    if (st == MR_OK) st = create_backend(m, opts, &m->ctx[0].be, &err);
+    m->ctx[0].threads = cpu_context_threads(opts);
     snprintf(m->precision, sizeof m->precision, "%s", opts->precision);
     snprintf(m->weights_path, sizeof m->weights_path, "%s", weights_path);
     mr_int8_ranges ranges = {0};
     int int8 = strcmp(opts->precision, "int8") == 0;
     if (st == MR_OK && int8) st = load_int8_ranges(&ranges, config, weights_path, &err);
-    if (st == MR_OK) st = model_load(&m->model, &m->cfg, weights_path, m->be, int8 ? &ranges : NULL, &err);
+    if (st == MR_OK) st = model_load(&m->ctx[0].model, &m->cfg, weights_path, m->ctx[0].be, int8 ? &ranges : NULL, &err);
+    if (st == MR_OK) m->contexts = 1;
+    if (st == MR_OK) st = open_more_contexts(m, opts, int8 ? &ranges : NULL, &err);
     int8_ranges_free(&ranges);
     if (st == MR_OK) api_hold_signals_in_workers(); /* after the backend set the thread count */
     if (st != MR_OK) {
@@ -402,10 +519,13 @@ detect_status detect_model_open(detect_model **out, const char *config, const ch
 void detect_model_free(detect_model *m)
 {
     if (!m) return;
-    model_free(m->model);
-    if (m->be.i) m->be.i->destroy(m->be.ctx);
+    for (int k = 0; k < API_MAX_IN_FLIGHT; k++) {
+        model_free(m->ctx[k].model);
+        if (m->ctx[k].be.i) m->ctx[k].be.i->destroy(m->ctx[k].be.ctx);
+    }
     free(m->keep_class);
-    pthread_mutex_destroy(&m->run_lock);
+    pthread_cond_destroy(&m->ctx_freed);
+    pthread_mutex_destroy(&m->lock);
     free(m);
 }
 
@@ -438,4 +558,14 @@ const char *detect_model_class_name(const detect_model *m, int class_id)
 int detect_model_max_image_side(const detect_model *m)
 {
     return m ? m->cfg.input.max_image_side : 0;
+}
+
+int detect_model_in_flight(const detect_model *m)
+{
+    return m ? m->contexts : 0;
+}
+
+size_t detect_model_device_memory(const detect_model *m, int context)
+{
+    return m && context >= 0 && context < m->contexts ? m->ctx[context].device_bytes : 0;
 }

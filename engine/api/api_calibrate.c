@@ -108,13 +108,16 @@ detect_status detect_calibration_create(detect_model *m, double percentile, dete
     if (!m) return api_failf(DETECT_ERR_ARGUMENT, "detect_calibration_create: model is NULL");
     if (!(percentile > 0.0 && percentile <= 100.0))
         return api_failf(DETECT_ERR_RANGE, "calibration percentile %g: expected a number in (0, 100]", percentile);
-    if (!m->be.i->observe_conv_inputs || strcmp(m->device, "cpu") != 0)
+    if (!m->ctx[0].be.i->observe_conv_inputs || strcmp(m->device, "cpu") != 0)
         return api_failf(DETECT_ERR_UNSUPPORTED, "calibration runs on the CPU; this model is open on %s", m->device);
     if (m->precision[0] && strcmp(m->precision, "fp32") != 0)
         return api_failf(DETECT_ERR_UNSUPPORTED, "calibration measures fp32 activations; this model is open in %s",
                          m->precision);
     if (m->calibrating)
         return api_failf(DETECT_ERR_ARGUMENT, "detect_calibration_create: the model is being calibrated already");
+    if (m->contexts > 1) /* the observer watches the first context only */
+        return api_failf(DETECT_ERR_UNSUPPORTED, "calibration runs one image at a time; this model runs %d in flight",
+                         m->contexts);
     detect_calibration *c = calloc(1, sizeof *c);
     if (!c) return api_failf(DETECT_ERR_OOM, "out of memory");
     c->model = m;
@@ -129,10 +132,10 @@ detect_status detect_calibration_add(detect_calibration *c, const detect_image *
     if (!c || !img) return api_failf(DETECT_ERR_ARGUMENT, "detect_calibration_add: %s is NULL", c ? "image" : "calibration");
     for (int i = 0; i < c->count; i++) c->layers[i].seen = 0;
     detect_model *m = c->model;
-    m->be.i->observe_conv_inputs(m->be.ctx, observe, c);
+    m->ctx[0].be.i->observe_conv_inputs(m->ctx[0].be.ctx, observe, c);
     detect_result *r = NULL;
     detect_status st = detect_run_image(m, img, &r);
-    m->be.i->observe_conv_inputs(m->be.ctx, NULL, NULL);
+    m->ctx[0].be.i->observe_conv_inputs(m->ctx[0].be.ctx, NULL, NULL);
     detect_result_free(r);
     if (st != DETECT_OK) return st;
     if (c->failed) return api_failf(DETECT_ERR_OOM, "out of memory in calibration");

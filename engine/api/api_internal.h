@@ -4,7 +4,8 @@
  *   api.c         errors, versions, options, opening a model, its facts
  *   api_image.c   decoding, pixels in, PNG out, the decode-ahead queue
  *   api_result.c  running the model, results, JSON/RLE, drawing, documents
- *   api_calibrate.c  int8 calibration: activation ranges beside the weights */
+ *   api_calibrate.c  int8 calibration: activation ranges beside the weights
+ *   api_queue.c   the run queue: several images in flight from one thread */
 #ifndef MR_API_INTERNAL_H
 #define MR_API_INTERNAL_H
 
@@ -28,20 +29,42 @@ struct detect_options {
     char *classes;       /* comma-separated names; NULL: all */
     int fold;            /* 0: batchnorm as a separate pass (GPU) */
     int agnostic_nms;    /* 1 on, 0 off, -1: the config's */
+    int in_flight;       /* 0: the device's default (1 on the CPU; on a GPU what its memory holds, at most 4) */
 };
+
+/* The most images one model runs at once (detect_options_set_in_flight). */
+#define API_MAX_IN_FLIGHT 16
+
+/* One execution context: a backend with the model's layers prepared and
+ * its activations planned in it. A run holds one context for the whole
+ * forward pass; contexts share nothing, so runs on different contexts go
+ * on at once (on a GPU each has its own stream, graphs and memory). */
+typedef struct {
+    mr_backend be;
+    mr_model *model;
+    int threads;        /* CPU: the OpenMP threads its runs use (0: the backend's own setting) */
+    int busy;           /* a run holds it (detect_model.lock) */
+    size_t device_bytes; /* device memory it took at open (0 on the CPU) */
+} api_context;
 
 struct detect_model {
     mr_config cfg;
-    mr_backend be;
-    mr_model *model;
+    api_context ctx[API_MAX_IN_FLIGHT];
+    int contexts;              /* ctx[0 .. contexts) are open */
+    pthread_mutex_t lock;      /* guards the contexts' busy flags */
+    pthread_cond_t ctx_freed;  /* a context became free */
     unsigned char *keep_class; /* per class id, 1 = reported; NULL: all */
-    pthread_mutex_t run_lock;  /* one image at a time: the model's buffers are planned once */
     char device[32];
     char precision[8];        /* as asked ("" the device's best) */
     char weights_path[1024];  /* where int8 ranges live beside */
-    int calibrating;          /* a detect_calibration observes it */
+    int calibrating;          /* a detect_calibration observes ctx[0] */
     char notice[2 * MR_ERROR_MSG_LEN];
 };
+
+/* Takes a free context for one run (waiting while all are busy), and gives
+ * it back (api.c). */
+api_context *api_context_take(detect_model *m);
+void api_context_give_back(detect_model *m, api_context *c);
 
 struct detect_image {
     mr_image img;

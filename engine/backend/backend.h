@@ -264,6 +264,16 @@ typedef struct {
      * computes it (image.h: bit for bit on both backends). */
     mr_status (*preprocess)(void *ctx, const mr_input_config *cfg, const mr_image *img,
                             const mr_input_geometry *geo, mr_tensor *input, mr_error *err);
+
+    /* Device memory (NULL where the backend has none of its own: the CPU):
+     * the device's free and total bytes now, and *used, what this context
+     * holds: the device's free bytes when it opened minus those now. That
+     * counts what the libraries allocate for it too (cuDNN, cuBLAS, graphs),
+     * and is exact when nothing else allocates on the device meanwhile, as
+     * when a model opens its contexts one after another (detect.h, in
+     * flight). Several contexts may run at once, each from its own thread:
+     * a backend keeps nothing per thread between calls. */
+    mr_status (*device_memory)(void *ctx, size_t *used, size_t *free_bytes, size_t *total, mr_error *err);
 } mr_backend_i;
 
 typedef struct {

@@ -24,7 +24,7 @@ extern "C" {
 #endif
 
 /* The version guards against a stale library beside a newer binary. */
-#define MR_CUDA_ENTRY_VERSION 3 /* 3: create takes mr_backend_params (backend_registry.h) */
+#define MR_CUDA_ENTRY_VERSION 4 /* 4: mr_backend_i ends with device_memory; 3: create takes mr_backend_params */
 typedef struct {
     int version;
     int (*device_count)(char *why, size_t why_len);

@@ -12,8 +12,15 @@
 Every number comes from the C library (include/detect.h), so a result equals
 `detect --json` on the same image bit for bit. The GIL is released while the
 model runs (ctypes releases it around every foreign call), so threads that
-share a model overlap their decoding and Python work; the model itself runs
-one image at a time. Errors raise DetectError with the library's message.
+share a model overlap their decoding and Python work, and run up to
+`in_flight` images at once (the model's execution contexts). run_many keeps
+them busy from one thread:
+
+    with detect.Model(config, weights, in_flight=4) as m:
+        for path, r in zip(paths, m.run_many(paths)):   # results in input order
+            ...
+
+Errors raise DetectError with the library's message.
 
 For many machines, detect.ray_pipeline runs the model in a pool of Ray
 actors (importing detect does not import Ray; that module does).
@@ -25,7 +32,7 @@ import ctypes
 import json
 import os
 import threading
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -147,19 +154,23 @@ class Model:
     precision: "fp32", "tf32", "fp16" (GPU), "bf16" (CPU with AVX512_BF16 or AMX),
     "int8" (CPU, with the ranges `detect calibrate` wrote beside the weights);
     threads: CPU threads (0: all);
+    in_flight: images run at once, each on its own execution context (0: the
+    device's default: 1 on the CPU, on a GPU what its memory holds, at most 4);
     score_threshold, max_detections, agnostic_nms: override the config's
     box_head settings; classes: keep only the named classes."""
 
     def __init__(self, config: Union[str, "os.PathLike[str]"], weights: Union[str, "os.PathLike[str]"], *,
                  device: str = "auto", precision: Optional[str] = None, threads: int = 0,
                  score_threshold: Optional[float] = None, max_detections: Optional[int] = None,
-                 classes: Optional[Sequence[str]] = None, agnostic_nms: Optional[bool] = None):
+                 classes: Optional[Sequence[str]] = None, agnostic_nms: Optional[bool] = None,
+                 in_flight: int = 0):
         lib = _lib.load()
         self._lib = lib
         self._handle: Optional[ctypes.c_void_p] = None
         # close() waits for the runs in flight, and no run starts after it.
         self._runs = threading.Condition()
         self._active = 0
+        self._queues: set = set()  # run_many's C run queues, stopped by close()
         opts = ctypes.c_void_p()
         _check(lib.detect_options_create(ctypes.byref(opts)))
         try:
@@ -175,6 +186,7 @@ class Model:
                 _check(lib.detect_options_set_classes(opts, ",".join(classes).encode()))
             if agnostic_nms is not None:
                 _check(lib.detect_options_set_agnostic_nms(opts, int(bool(agnostic_nms))))
+            _check(lib.detect_options_set_in_flight(opts, int(in_flight)))
             handle = ctypes.c_void_p()
             config_arg = config if isinstance(config, str) and config.lstrip().startswith("{") else os.fspath(config)
             _check(lib.detect_model_open(ctypes.byref(handle), os.fsencode(config_arg), os.fsencode(weights), opts))
@@ -188,6 +200,9 @@ class Model:
         self.class_names: List[str] = [
             lib.detect_model_class_name(handle, k).decode() for k in range(lib.detect_model_num_classes(handle))]
         self.max_image_side: int = lib.detect_model_max_image_side(handle)
+        self.in_flight: int = lib.detect_model_in_flight(handle)
+        # bytes of device memory each execution context took at open (0s on the CPU)
+        self.device_memory: List[int] = [lib.detect_model_device_memory(handle, k) for k in range(self.in_flight)]
 
     def _require(self) -> ctypes.c_void_p:
         if self._handle is None:
@@ -210,6 +225,139 @@ class Model:
                 self._active -= 1
                 self._runs.notify_all()
 
+    def _enter(self) -> ctypes.c_void_p:
+        with self._runs:
+            handle = self._require()
+            self._active += 1
+            return handle
+
+    def _leave(self) -> None:
+        with self._runs:
+            self._active -= 1
+            self._runs.notify_all()
+
+    def run_many(self, images: Iterable[ImageInput], depth: int = 0,
+                 errors: str = "raise") -> Iterator[Union[Result, DetectError]]:
+        """Results of `images` (each as detect() takes it) in their order,
+        with up to in_flight of them running at once through the library's
+        run queue (detect.h): paths are decoded on its worker threads too.
+        Each result equals detect()'s for that image. depth: images
+        submitted ahead of the one awaited (0: twice in_flight).
+        errors="raise": a failing image raises its DetectError there (the
+        generator ends); "return": its DetectError is yielded in its place
+        and the others go on. close() on the model stops the generator."""
+        if errors not in ("raise", "return"):
+            raise ValueError(f"errors: expected 'raise' or 'return', got {errors!r}")
+        lib = self._lib
+        queue = ctypes.c_void_p()
+        handle = self._enter()
+        try:
+            _check(lib.detect_run_queue_start(ctypes.byref(queue), handle, int(depth)))
+            with self._runs:
+                self._queues.add(queue.value)
+        finally:
+            self._leave()
+        depth = lib.detect_run_queue_depth(queue)
+        # per image submitted or refused, in order: its decoded image (freed at its collect), None for a path,
+        # or the DetectError that refused it (bytes that do not decode), yielded at its turn
+        held: List[Any] = []
+        source = iter(images)
+        exhausted = False
+        try:
+            while True:
+                error: Optional[DetectError] = None
+                result: Optional[ctypes.c_void_p] = None
+                self._enter()
+                try:
+                    if queue.value not in self._queues:
+                        raise DetectError("DETECT_ERR_ARGUMENT", "the model is closed")
+                    while not exhausted and len(held) < depth:
+                        try:
+                            image = next(source)
+                        except StopIteration:
+                            exhausted = True
+                            break
+                        try:
+                            held.append(self._submit(queue, image))
+                        except DetectError as e:
+                            held.append(e)
+                    if not held:
+                        return
+                    if isinstance(held[0], DetectError):
+                        error = held.pop(0)
+                        status = 0
+                    else:
+                        out = ctypes.c_void_p()
+                        status = lib.detect_run_queue_collect(queue, ctypes.byref(out), None)
+                        image_handle = held.pop(0)
+                        if image_handle is not None:
+                            lib.detect_image_free(image_handle)
+                    if error is not None:
+                        pass
+                    elif status != 0:
+                        error = DetectError(lib.detect_status_name(status).decode(),
+                                            lib.detect_last_error().decode("utf-8", "replace"))
+                    else:
+                        result = out
+                finally:
+                    self._leave()
+                if error is not None:
+                    if errors == "raise":
+                        raise error
+                    yield error
+                else:
+                    yield Result(self, result)
+        finally:
+            with self._runs:
+                live = queue.value in self._queues
+                self._queues.discard(queue.value)
+            if live:
+                lib.detect_run_queue_stop(queue)
+            for h in held:
+                if h is not None and not isinstance(h, DetectError):
+                    lib.detect_image_free(h)
+
+    def _submit(self, queue: ctypes.c_void_p, image: ImageInput) -> Optional[ctypes.c_void_p]:
+        """Submits one image to a run queue; the decoded image it must keep
+        until the collect (None for a path, which the queue decodes)."""
+        lib = self._lib
+        if isinstance(image, (str, os.PathLike)):
+            _check(lib.detect_run_queue_submit_file(queue, os.fsencode(image), None))
+            return None
+        img = ctypes.c_void_p()
+        if isinstance(image, (bytes, bytearray, memoryview)):
+            data = bytes(image)
+            _check(lib.detect_image_decode(data, len(data), b"image bytes", self.max_image_side, ctypes.byref(img)))
+        else:
+            arr, fmt = self._pixels(image)
+            _check(lib.detect_image_from_pixels(arr.ctypes.data_as(ctypes.c_void_p), arr.shape[1], arr.shape[0],
+                                                arr.strides[0], fmt, ctypes.byref(img)))
+        status = lib.detect_run_queue_submit(queue, img, None)
+        if status != 0:
+            lib.detect_image_free(img)
+            _check(status)
+        return img
+
+    @staticmethod
+    def _pixels(image: Any):
+        """An array the library reads (rows may be strided, pixels packed) and its pixel format."""
+        if not isinstance(image, np.ndarray):
+            raise DetectError("DETECT_ERR_ARGUMENT",
+                              f"image: expected a path, bytes or a numpy array, got {type(image).__name__}")
+        arr = image
+        if arr.dtype != np.uint8:
+            raise DetectError("DETECT_ERR_ARGUMENT", f"image: expected a uint8 array, got {arr.dtype}")
+        if arr.ndim == 2:
+            fmt = _lib.PIXELS_GRAY
+        elif arr.ndim == 3 and arr.shape[2] in (3, 4):
+            fmt = _lib.PIXELS_RGB if arr.shape[2] == 3 else _lib.PIXELS_RGBA
+        else:
+            raise DetectError("DETECT_ERR_SHAPE", f"image: expected HxWx3, HxWx4 or HxW, got shape {arr.shape}")
+        if arr.strides[1] != (1 if arr.ndim == 2 else arr.shape[2]) or (arr.ndim == 3 and arr.strides[2] != 1) \
+                or arr.strides[0] < 0:
+            arr = np.ascontiguousarray(arr)
+        return arr, fmt
+
     def _run(self, handle: ctypes.c_void_p, image: ImageInput) -> ctypes.c_void_p:
         lib = self._lib
         out = ctypes.c_void_p()
@@ -219,19 +367,7 @@ class Model:
             data = bytes(image)
             _check(lib.detect_run_encoded(handle, data, len(data), ctypes.byref(out)))
         elif isinstance(image, np.ndarray):
-            arr = image
-            if arr.dtype != np.uint8:
-                raise DetectError("DETECT_ERR_ARGUMENT", f"image: expected a uint8 array, got {arr.dtype}")
-            if arr.ndim == 2:
-                fmt = _lib.PIXELS_GRAY
-            elif arr.ndim == 3 and arr.shape[2] in (3, 4):
-                fmt = _lib.PIXELS_RGB if arr.shape[2] == 3 else _lib.PIXELS_RGBA
-            else:
-                raise DetectError("DETECT_ERR_SHAPE", f"image: expected HxWx3, HxWx4 or HxW, got shape {arr.shape}")
-            # Rows may be strided; pixels within a row must be packed.
-            if arr.strides[1] != (1 if arr.ndim == 2 else arr.shape[2]) or (arr.ndim == 3 and arr.strides[2] != 1) \
-                    or arr.strides[0] < 0:
-                arr = np.ascontiguousarray(arr)
+            arr, fmt = self._pixels(image)
             _check(lib.detect_run_pixels(handle, arr.ctypes.data_as(ctypes.c_void_p), arr.shape[1], arr.shape[0],
                                          arr.strides[0], fmt, ctypes.byref(out)))
         else:
@@ -248,6 +384,10 @@ class Model:
             self._handle = None
             while self._active:
                 self._runs.wait()
+            # run_many's queues hold the model: stop them (each waits for its images running) first
+            for q in self._queues:
+                self._lib.detect_run_queue_stop(ctypes.c_void_p(q))
+            self._queues.clear()
             self._finalizer()
 
     def __enter__(self) -> "Model":

@@ -59,6 +59,19 @@ _SIGNATURES = {
     "detect_result_mask_rle": (_I, [_P, _I, _PP]),
     "detect_result_stage_seconds": (ctypes.c_double, [_P, _I]),
     "detect_result_json": (_I, [_P, _P, _S, _PP]),
+    "detect_options_set_in_flight": (_I, [_P, _I]),
+    "detect_model_in_flight": (_I, [_P]),
+    "detect_model_device_memory": (ctypes.c_size_t, [_P, _I]),
+    "detect_image_decode": (_I, [ctypes.c_char_p, ctypes.c_size_t, _S, _I, _PP]),
+    "detect_image_from_pixels": (_I, [_P, _I, _I, ctypes.c_size_t, _I, _PP]),
+    "detect_image_free": (None, [_P]),
+    "detect_run_queue_start": (_I, [_PP, _P, _I]),
+    "detect_run_queue_depth": (_I, [_P]),
+    "detect_run_queue_pending": (_I, [_P]),
+    "detect_run_queue_submit": (_I, [_P, _P, _P]),
+    "detect_run_queue_submit_file": (_I, [_P, _S, _P]),
+    "detect_run_queue_collect": (_I, [_P, _PP, _PP]),
+    "detect_run_queue_stop": (None, [_P]),
 }
 
 _lock = threading.Lock()

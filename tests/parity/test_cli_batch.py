@@ -330,3 +330,80 @@ def test_progress_bar_on_a_terminal(folder, seeded_weights):
     assert "\r" in tty and "2/2" in tty and "img/s" in tty and "ETA" in tty, tty
     plain = subprocess.run(args, capture_output=True, text=True)
     assert "\r" not in plain.stderr and "[1/2]" in plain.stderr and "[2/2]" in plain.stderr
+
+
+def run_folder(tmp_path, name, seeded_weights, folder, *extra):
+    out = tmp_path / name
+    out.mkdir()
+    r = detect("--weights", seeded_weights, "--output", str(out / "vis"), "--json", str(out / "all.json"),
+               "--coco-results", str(out / "coco.json"), *extra, str(folder))
+    return r, out
+
+
+@pytest.mark.parametrize("in_flight", ["2", "3"])
+def test_in_flight_equals_one_at_a_time(tmp_path, folder, seeded_weights, in_flight):
+    """--in-flight N: N execution contexts, results collected in input order
+    and every output written by the output threads. The reference is the
+    one-at-a-time run (--in-flight 1, the serial loop): the same stdout, the
+    same documents and per-image files byte for byte, the same errors for the
+    bad files in the same order (a bad image in flight is named and the rest
+    complete), the same exit status."""
+    one, out1 = run_folder(tmp_path, "one", seeded_weights, folder, "--in-flight", "1", "-v")
+    many, outn = run_folder(tmp_path, "many", seeded_weights, folder, "--in-flight", in_flight, "-v")
+    assert one.returncode == many.returncode == 1, many.stderr
+    assert f"in flight: {in_flight} on cpu" in many.stderr and "in flight: 1 on cpu" in one.stderr
+    assert many.stdout == one.stdout and one.stdout.count(str(folder)) >= len(GOOD)
+    for doc in ["all.json", "coco.json"]:
+        assert (outn / doc).read_bytes() == (out1 / doc).read_bytes(), doc
+    files = sorted(os.listdir(out1 / "vis"))
+    assert files == sorted(os.listdir(outn / "vis")) and len(files) == 2 * len(GOOD)
+    for f in files:
+        assert (outn / "vis" / f).read_bytes() == (out1 / "vis" / f).read_bytes(), f
+    errors = [[l for l in r.stderr.splitlines() if str(folder) in l and not l.startswith("detect: [")]
+              for r in (one, many)]
+    assert errors[0] == errors[1] and len(errors[0]) == len(BAD), many.stderr
+
+
+def test_in_flight_skip_existing_keeps_documents_whole(tmp_path, folder, seeded_weights):
+    """--skip-existing in flight: the skipped images' entries are read back
+    in their places, so the documents equal a full run's."""
+    full, out = run_folder(tmp_path, "full", seeded_weights, folder, "--in-flight", "1")
+    (out / "vis" / "b_photo.json").unlink()  # b_photo runs again; the others are read back
+    again = detect("--weights", seeded_weights, "--output", str(out / "vis"), "--skip-existing", "--in-flight", "2",
+                   "--json", str(out / "again.json"), str(folder))
+    assert again.returncode == 1, again.stderr
+    assert again.stderr.count("skipped (outputs exist)") == len(GOOD) - 1, again.stderr
+    assert (out / "again.json").read_bytes() == (out / "all.json").read_bytes()
+
+
+def test_in_flight_out_of_range(folder, seeded_weights):
+    for n in ["0", "17", "x"]:
+        r = detect("--weights", seeded_weights, "--in-flight", n, str(folder / "a_photo.png"))
+        assert r.returncode == 2 and "--in-flight" in r.stderr, r.stderr
+
+
+def test_interrupt_in_flight_keeps_finished_outputs(tmp_path, folder, seeded_weights):
+    """Ctrl-C with 3 images in flight: the submitting stops, the images in
+    flight finish, every finished output is whole and in --json once."""
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(12):
+        (many / f"img{i:02d}.png").write_bytes((folder / "a_photo.png").read_bytes())
+    out = tmp_path / "out"
+    p = subprocess.Popen([DETECT, "--config", CONFIG_SMALL, "-q", "--weights", seeded_weights, "--output", str(out),
+                          "--json", str(tmp_path / "all.json"), "--in-flight", "3", str(many)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not (out.exists() and any(f.endswith(".json") for f in os.listdir(out))):
+        time.sleep(0.02)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err
+    assert "interrupted" in err
+    done = sorted(f[:-5] for f in os.listdir(out) if f.endswith(".json"))
+    assert 1 <= len(done) < 12, err
+    assert sorted(f[:-4] for f in os.listdir(out) if f.endswith(".png")) == done
+    doc = json.loads((tmp_path / "all.json").read_text())  # complete and valid
+    assert sorted(os.path.basename(e["file"])[:-4] for e in doc["images"]) == done
+    assert done == [f"img{i:02d}" for i in range(len(done))]  # a prefix: in input order
+    assert not [f for f in os.listdir(out) if ".tmp." in f]
