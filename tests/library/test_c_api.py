@@ -72,6 +72,31 @@ def test_embed_bad_image_is_named_and_others_complete(prefix, images, embed, tmp
     assert len(lines) == 1 and "broken.png" in lines[0] and "PNG" in lines[0], out.stderr
 
 
+def test_embed_run_queue_equals_cli_json(prefix, images, reference, embed):
+    """Bitwise: 3 images in flight through a run queue (3 execution
+    contexts), collected in order, against the CLI's one-at-a-time run."""
+    _, text = reference
+    out = subprocess.run([embed, CONFIG, WEIGHTS, "--queue", "3", "--device", "cpu", *images],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == text
+
+
+def test_embed_run_queue_bad_image_in_flight(prefix, images, embed, tmp_path):
+    """A file that does not decode, submitted among good ones: its collect
+    names it, the others' results come back in their places."""
+    bad = tmp_path / "broken.png"
+    bad.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 40)
+    good = subprocess.run([embed, CONFIG, WEIGHTS, "--device", "cpu", images[0], images[1], images[2]],
+                          capture_output=True, text=True)
+    out = subprocess.run([embed, CONFIG, WEIGHTS, "--queue", "2", "--device", "cpu", images[0], str(bad), images[1],
+                          images[2]], capture_output=True, text=True)
+    assert out.returncode == 1
+    assert out.stdout == good.stdout
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "broken.png" in lines[0] and "PNG" in lines[0], out.stderr
+
+
 def test_embed_bad_weights(prefix, embed, tmp_path):
     w = tmp_path / "w.safetensors"
     w.write_bytes(b"\x10\0\0\0\0\0\0\0{\"x\": 1}      ")

@@ -175,6 +175,38 @@ def test_bad_inputs_raise(model, tmp_path, images):
     assert len(model(images[0])) > 0
 
 
+def test_run_many_in_flight_equals_cli(images, reference, tmp_path):
+    """3 images in flight through the library's run queue (3 execution
+    contexts): paths decoded on its workers, arrays and bytes decoded here,
+    a file that does not decode among them (errors="return": its
+    DetectError in its place, the rest complete), against the CLI's
+    one-at-a-time run, in input order."""
+    from PIL import Image
+    ref, _ = reference
+    bad = tmp_path / "broken.png"
+    bad.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 40)
+    with detect.Model(CONFIG, WEIGHTS, device="cpu", in_flight=3) as m:
+        assert m.in_flight == 3 and m.device_memory == [0, 0, 0]
+        inputs = list(images[:4]) + [str(bad)] + list(images[4:])
+        got = list(m.run_many(inputs, errors="return"))
+        assert len(got) == len(inputs)
+        for p, r in zip(inputs, got):
+            if p == str(bad):
+                assert isinstance(r, detect.DetectError) and "broken.png" in str(r), r
+            else:
+                assert_equals_cli(r, ref[p])
+        arrays = [np.asarray(Image.open(p).convert("RGB")) for p in images[:3]]
+        blobs = [open(p, "rb").read() for p in images[3:6]]
+        for p, r in zip(images[:6], m.run_many(arrays + blobs, depth=2)):
+            assert_equals_cli(r, ref[p])
+        with pytest.raises(detect.DetectError, match="broken.png"):
+            list(m.run_many([images[0], str(bad), images[1]]))  # errors="raise", the default
+        pending = m.run_many(images)
+        next(pending)
+    with pytest.raises(detect.DetectError, match="closed"):  # close() stopped its queue
+        next(pending)
+
+
 def test_closed_model_raises_and_results_stay_valid(images):
     m = detect.Model(CONFIG, WEIGHTS, device="cpu")
     r = m(images[0])

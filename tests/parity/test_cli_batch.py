@@ -238,7 +238,7 @@ def test_profile_adds_up(tmp_path, folder, seeded_weights):
 def test_help_lists_every_option():
     h = subprocess.run([DETECT, "--help"], capture_output=True, text=True).stdout
     for opt in ["--config", "--weights", "--device", "--threads", "--score-thresh", "--max-dets", "--classes",
-                "--list", "--skip-existing", "--decode-threads", "--agnostic-nms", "--output", "--json", "--coco-results",
+                "--list", "--skip-existing", "--decode-threads", "--in-flight", "--agnostic-nms", "--output", "--json", "--coco-results",
                 "--quiet", "--verbose",
                 "--profile", "--profile-runs", "--profile-json", "--help", "--version"]:
         assert opt in h, opt
