@@ -634,6 +634,11 @@ int main(int argc, char **argv)
             progress_step(&r.prog, r.opt.inputs.items[i].path, dets, now() - t0, 1);
         }
     }
+    int sizes;
+    double warm;
+    if (r.opt.verbose && detect_model_sizes_seen(r.model, &sizes, &warm) == DETECT_OK)
+        fprintf(stderr, "detect: input sizes seen: %d (padded); warming up to them: %.3f s of host time\n", sizes,
+                warm);
     failed += finish(&r, now() - start);
     progress_finish(&r.prog);
     int n_skip = r.opt.inputs.not_images;

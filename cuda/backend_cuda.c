@@ -238,6 +238,7 @@ static const mr_backend_i cuda_backend_i = {
     .paste_block = cuda_paste_block,
     .preprocess = cuda_preprocess,
     .device_memory = cuda_device_memory,
+    .replay_stats = cuda_replay_stats,
 };
 
 static int cuda_device_count(char *why, size_t why_len)

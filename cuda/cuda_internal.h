@@ -261,6 +261,7 @@ mr_status cuda_image_params_upload(cuda_ctx *c, cuda_image_part part, const void
                                    const void **dev, const char *op, mr_error *err);
 /* Drops every graph (their pointers are about to change), or frees them all. */
 void cuda_graphs_drop(cuda_ctx *c);
+mr_status cuda_replay_stats(void *ctx, mr_replay_stats *out); /* backend.h replay_stats */
 void cuda_graphs_free(cuda_ctx *c);
 
 /* ---- planning (backend_cuda.c: cuda_plan, the table's entry) ---- */

@@ -416,9 +416,22 @@ api_context *api_context_take(detect_model *m)
     return c;
 }
 
-void api_context_give_back(detect_model *m, api_context *c)
+/* Notes the padded input size c's model just ran (the model's lock held). */
+static void note_size(detect_model *m, const api_context *c)
+{
+    int h, w;
+    model_input_size(c->model, &h, &w);
+    uint64_t key = (uint64_t)(uint32_t)h << 32 | (uint32_t)w;
+    int known = m->sizes_count >= API_MAX_SIZES_SEEN; /* past the table: counted as new, the rare case */
+    for (int i = 0; i < m->sizes_count && i < API_MAX_SIZES_SEEN && !known; i++) known = m->sizes_seen[i] == key;
+    if (m->sizes_count < API_MAX_SIZES_SEEN && !known) m->sizes_seen[m->sizes_count++] = key;
+    else if (m->sizes_count >= API_MAX_SIZES_SEEN) m->sizes_count++;
+}
+
+void api_context_give_back(detect_model *m, api_context *c, int ran)
 {
     pthread_mutex_lock(&m->lock);
+    if (ran) note_size(m, c);
     c->busy = 0;
     pthread_cond_signal(&m->ctx_freed);
     pthread_mutex_unlock(&m->lock);
@@ -563,6 +576,28 @@ int detect_model_max_image_side(const detect_model *m)
 int detect_model_in_flight(const detect_model *m)
 {
     return m ? m->contexts : 0;
+}
+
+detect_status detect_model_sizes_seen(detect_model *m, int *sizes, double *warm_seconds)
+{
+    if (!m || !sizes || !warm_seconds)
+        return api_failf(DETECT_ERR_ARGUMENT, "detect_model_sizes_seen: %s is NULL", m ? "an output" : "model");
+    pthread_mutex_lock(&m->lock);
+    *sizes = m->sizes_count;
+    *warm_seconds = 0;
+    /* each context's counters are its own thread's while it runs: read them
+     * idle (take every context, as a run would) */
+    pthread_mutex_unlock(&m->lock);
+    api_context *held[API_MAX_IN_FLIGHT];
+    int n = m->contexts;
+    for (int k = 0; k < n; k++) held[k] = api_context_take(m);
+    for (int k = 0; k < n; k++) {
+        mr_replay_stats s;
+        const mr_backend *be = &held[k]->be;
+        if (be->i->replay_stats && be->i->replay_stats(be->ctx, &s) == MR_OK) *warm_seconds += s.warm_seconds;
+    }
+    for (int k = 0; k < n; k++) api_context_give_back(m, held[k], 0);
+    return DETECT_OK;
 }
 
 size_t detect_model_device_memory(const detect_model *m, int context)

@@ -34,6 +34,7 @@ struct detect_options {
 
 /* The most images one model runs at once (detect_options_set_in_flight). */
 #define API_MAX_IN_FLIGHT 16
+#define API_MAX_SIZES_SEEN 4096
 
 /* One execution context: a backend with the model's layers prepared and
  * its activations planned in it. A run holds one context for the whole
@@ -58,13 +59,19 @@ struct detect_model {
     char precision[8];        /* as asked ("" the device's best) */
     char weights_path[1024];  /* where int8 ranges live beside */
     int calibrating;          /* a detect_calibration observes ctx[0] */
+    /* The padded input sizes met (h << 32 | w), for detect_model_sizes_seen;
+     * past API_MAX_SIZES_SEEN new ones are only counted as more. */
+    uint64_t sizes_seen[API_MAX_SIZES_SEEN];
+    int sizes_count;
     char notice[2 * MR_ERROR_MSG_LEN];
 };
 
 /* Takes a free context for one run (waiting while all are busy), and gives
  * it back (api.c). */
 api_context *api_context_take(detect_model *m);
-void api_context_give_back(detect_model *m, api_context *c);
+/* ran: c's model has just run an image, whose padded input size is noted
+ * among the sizes seen. */
+void api_context_give_back(detect_model *m, api_context *c, int ran);
 
 struct detect_image {
     mr_image img;

@@ -33,7 +33,7 @@ static detect_status run(detect_model *m, const mr_image *img, const char *file,
     mr_error err = {0};
     api_context *c = api_context_take(m);
     mr_status st = model_detect(c->model, img, &r->res, &r->times, &err);
-    api_context_give_back(m, c);
+    api_context_give_back(m, c, st == MR_OK);
     if (st != MR_OK) {
         detect_result_free(r);
         if (file) mr_error_prefix(&err, "%s", file);

@@ -105,6 +105,16 @@ typedef struct {
     int max_image_side;     /* the original image's largest side (input.max_image_side) */
 } mr_backend_plan;
 
+/* A backend's warming up to new shapes (replayable): the outermost units
+ * it met anew (a (name, key) pair: with counts on the device, one per
+ * padded input size), those recorded (a graph), those given up (op by op
+ * for good), and the host seconds spent in the passes before a unit
+ * replays (op by op, then the capture). */
+typedef struct {
+    int units_met, recorded, given_up;
+    double warm_seconds;
+} mr_replay_stats;
+
 typedef struct {
     const char *name;
 
@@ -274,6 +284,10 @@ typedef struct {
      * flight). Several contexts may run at once, each from its own thread:
      * a backend keeps nothing per thread between calls. */
     mr_status (*device_memory)(void *ctx, size_t *used, size_t *free_bytes, size_t *total, mr_error *err);
+
+    /* What replayable met so far (NULL: a backend that records nothing):
+     * see mr_replay_stats. */
+    mr_status (*replay_stats)(void *ctx, mr_replay_stats *out);
 } mr_backend_i;
 
 typedef struct {

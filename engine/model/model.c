@@ -267,6 +267,12 @@ void model_free(mr_model *m)
 
 const mr_config *model_config(const mr_model *m) { return &m->cfg; }
 
+void model_input_size(const mr_model *m, int *padded_h, int *padded_w)
+{
+    *padded_h = m->geo.padded_h;
+    *padded_w = m->geo.padded_w;
+}
+
 mr_status model_stage_input(mr_model *m, const mr_image *img, int in_h, int in_w, mr_error *err)
 {
     MR_TRY(image_geometry(&m->cfg.input, in_h, in_w, &m->geo, err));
