@@ -7,7 +7,8 @@
  * an indexing bug, a wrong argument or a broken fallback shows up here and
  * not in the few minutes a GPU machine is lent. What it is not: a GPU. The
  * threads of a block run one after another (as fibers where the kernel
- * calls __syncthreads), so races, warp timing and speed are not modelled;
+ * calls __syncthreads), so races within a kernel, warp timing and speed are
+ * not modelled (kernels of different host threads do run at once);
  * the real cuDNN/cuBLAS are replaced by plain loops (emu_cudnn.cc,
  * emu_cublas.cc). See tests/emu/README.md.
  *
@@ -35,9 +36,13 @@
 #define __host__
 #undef __forceinline__
 #define __forceinline__ inline
-/* Blocks run one at a time, so one static copy per kernel is per block. */
+/* A host thread runs one block at a time, so one copy per kernel and host
+ * thread is per block. thread_local, not plain static: host threads driving
+ * their own streams run the same kernel at once, and a shared copy would be
+ * two blocks' shared memory (the fibers of a block share their host
+ * thread's copy). */
 #undef __shared__
-#define __shared__ static
+#define __shared__ static thread_local
 #undef __grid_constant__
 #define __grid_constant__
 
@@ -52,9 +57,22 @@ void emu_syncthreads(void);
 /* The block's dynamic shared memory (the launch's third argument). */
 void *emu_dynamic_shared(void);
 
-/* Threads run one at a time: the read-modify-writes need no atomicity. */
-template <typename T> static inline T atomicAdd(T *p, T v) { T old = *p; *p = old + v; return old; }
-template <typename T> static inline T atomicOr(T *p, T v) { T old = *p; *p = old | v; return old; }
+/* Atomic across the device, as on a GPU: a block's threads run one at a
+ * time, but host threads driving their own streams run kernels at once.
+ * Relaxed, as CUDA's atomics are; floats by compare-and-swap. */
+template <typename T> static inline T atomicAdd(T *p, T v)
+{
+    if constexpr (std::is_integral<T>::value) {
+        return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+    } else {
+        T old, sum;
+        __atomic_load(p, &old, __ATOMIC_RELAXED);
+        do sum = old + v;
+        while (!__atomic_compare_exchange(p, &old, &sum, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+        return old;
+    }
+}
+template <typename T> static inline T atomicOr(T *p, T v) { return __atomic_fetch_or(p, v, __ATOMIC_RELAXED); }
 static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 static inline int __popc(unsigned int x) { return __builtin_popcount(x); }
 static inline float __fmul_rn(float a, float b) { return a * b; }

@@ -4,8 +4,10 @@
  * (rewrite_launches.py marks it) runs its block's threads as ucontext
  * fibers: each runs until it reaches the barrier or ends, then the next,
  * and the barrier opens once every thread still running has reached it.
- * Blocks run one after another, so a kernel's static __shared__ variables
- * are its block's shared memory. Before a launch is accepted: its
+ * Blocks run one after another on the launching host thread, so a kernel's
+ * __shared__ variables (thread_local statics, emu_device.h) are its block's
+ * shared memory; all the state of a run is the launching thread's, so host
+ * threads driving their own streams run kernels at once. Before a launch is accepted: its
  * configuration (threads a block, grid extents, dynamic shared memory
  * against the kernel's limit) and every pointer argument (it must point
  * into memory from cudaMalloc or cudaMallocHost). */

@@ -33,7 +33,15 @@
  * Errors follow CUDA's two kinds: a bad launch configuration is returned by
  * the next cudaGetLastError (and cleared); a fault (bad pointer) is sticky
  * and returned by every later call. Each is also printed once to stderr
- * with "emu:" in front, naming the kernel or the call. */
+ * with "emu:" in front, naming the kernel or the call.
+ *
+ * Host threads: several may drive the device at once, each on its own
+ * streams, as the engine's execution contexts do. Work runs on the thread
+ * that submits it (a graph's on the thread that launches it); what belongs
+ * to the device (the allocations and the memory budget, the statistics) is
+ * locked; the last error, the capture and a fault are the thread's own (a
+ * fault is sticky for the thread that made it: on a GPU it would end the
+ * whole context, every thread's). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,12 +149,13 @@ struct CUevent_st {
 
 void emu_report(const char *fmt, ...)
 {
+    /* one write, so that host threads reporting at once do not mix lines */
+    char line[1024];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "emu: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    fprintf(stderr, "emu: %s\n", line);
 }
 
 cudaError_t emu_fault(cudaError_t e)
@@ -171,26 +180,27 @@ static cudaError_t refuse_in_capture(const char *call)
 
 /* ---------- memory ---------- */
 
-/* The allocation holding [p, p + bytes), or NULL. */
-static const allocation *find_allocation(const void *p, size_t bytes, uintptr_t *base_out)
+/* Whether [p, p + bytes) lies in one allocation; a copy of its record in
+ * *out (a copy: another host thread may free it once the lock is let go). */
+static int find_allocation(const void *p, size_t bytes, allocation *out)
 {
     emu_state &s = state();
     std::lock_guard<std::mutex> g(s.lock);
     uintptr_t a = (uintptr_t)p;
     auto it = s.allocs.upper_bound(a);
-    if (it == s.allocs.begin()) return nullptr;
+    if (it == s.allocs.begin()) return 0;
     --it;
-    if (a + bytes > it->first + it->second.bytes || a < it->first) return nullptr;
-    if (base_out) *base_out = it->first;
-    return &it->second;
+    if (a + bytes > it->first + it->second.bytes || a < it->first) return 0;
+    if (out) *out = it->second;
+    return 1;
 }
 
-int emu_is_allocated(const void *p) { return find_allocation(p, 0, nullptr) != nullptr; }
+int emu_is_allocated(const void *p) { return find_allocation(p, 0, nullptr); }
 
 int emu_is_device_memory(const void *p, size_t bytes)
 {
-    const allocation *a = find_allocation(p, bytes, nullptr);
-    return a && !a->pinned;
+    allocation a;
+    return find_allocation(p, bytes, &a) && !a.pinned;
 }
 
 cudaError_t emu_check_device_range(const void *p, size_t bytes, const char *what)
@@ -403,8 +413,9 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
 {
     if (sticky_error != cudaSuccess) return sticky_error;
     if (bytes == 0) return cudaSuccess;
-    const allocation *d = find_allocation(dst, bytes, nullptr), *r = find_allocation(src, bytes, nullptr);
-    int dst_dev = d && !d->pinned, src_dev = r && !r->pinned;
+    allocation da, ra;
+    const int d = find_allocation(dst, bytes, &da), r = find_allocation(src, bytes, &ra);
+    const int dst_dev = d && !da.pinned, src_dev = r && !ra.pinned;
     int ok = kind == cudaMemcpyHostToDevice ? dst_dev && !src_dev
            : kind == cudaMemcpyDeviceToHost ? src_dev && !dst_dev
            : kind == cudaMemcpyDeviceToDevice ? src_dev && dst_dev

@@ -1,7 +1,8 @@
 /* The emulator's own checks (tests/emu/README.md), as CUDA code: that it
- * runs every thread of a grid once, that its barriers hold, and that it
- * refuses what a GPU refuses, each against an outcome written down from the
- * CUDA documentation, not from the emulator. Built and run by make cuda-emu
+ * runs every thread of a grid once, that its barriers hold, that host
+ * threads driving their own streams and graphs at once get what each gets
+ * alone, and that it refuses what a GPU refuses, each against an outcome
+ * written down from the CUDA documentation, not from the emulator. Built and run by make cuda-emu
  * (build-emu/test_emu); it is a .cu file so nvcc could build it too.
  *
  * A fault is sticky for the thread that made it, as for a CUDA context, so
@@ -15,9 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <atomic>
 #include <thread>
+#include <vector>
 
 #include <cub/device/device_radix_sort.cuh>
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 extern "C" {
@@ -52,6 +56,31 @@ static __global__ void dynamic_shared_kernel(int *out)
     dyn[threadIdx.x] = (int)threadIdx.x;
     __syncthreads();
     out[threadIdx.x] = dyn[blockDim.x - 1 - threadIdx.x];
+}
+
+/* Sums each block's 128 values by halving through shared memory, a barrier
+ * between the steps: its __shared__ array is the block's own, so two host
+ * threads running it at once must not see each other's. */
+static __global__ void block_sum_kernel(const int *in, int *out)
+{
+    __shared__ int s[128];
+    int t = threadIdx.x;
+    s[t] = in[blockIdx.x * 128 + t];
+    __syncthreads();
+    for (int half = 64; half > 0; half /= 2) {
+        if (t < half) s[t] += s[t + half];
+        __syncthreads();
+    }
+    if (t == 0) out[blockIdx.x] = s[0];
+}
+
+/* Every thread adds CONC_ADDS ones over 8 counters: an atomic is atomic
+ * across the device, also against kernels of other streams and host
+ * threads. */
+enum { CONC_ADDS = 1024 };
+static __global__ void count_kernel(int *counters)
+{
+    for (int i = 0; i < CONC_ADDS; i++) atomicAdd(&counters[(threadIdx.x + i) % 8], 1);
 }
 
 static int *dev_ints(size_t n)
@@ -188,6 +217,147 @@ static void test_capture(void **state)
     cudaFree(d);
 }
 
+/* Several host threads, each with its own stream, cuBLAS handle and graph,
+ * as the engine's execution contexts drive one device: what each computes
+ * must be what it computes alone. */
+enum { CONC_HOSTS = 4, CONC_BLOCKS = 16, CONC_ROUNDS = 6, CONC_N = CONC_BLOCKS * 128, CONC_GEMM = 16 };
+
+struct conc_run {
+    int id;       /* the host thread's number: its inputs differ from the others' */
+    int *counter; /* 8 device ints that every host thread's count_kernel adds to */
+    std::vector<int> sums, reversed, graph_sums, graph_reversed;
+    std::vector<float> product; /* the captured GEMM's result */
+    int errors;                 /* calls that failed (cmocka's asserts are for the main thread) */
+};
+
+/* CONC_ROUNDS launches of each kernel on the stream, then the same work and
+ * a GEMM captured as a graph and replayed CONC_ROUNDS times. */
+static void conc_work(conc_run *r)
+{
+    const int n = CONC_N, g = CONC_GEMM;
+    std::vector<int> h_in(n);
+    std::vector<float> h_a(g * g);
+    for (int i = 0; i < n; i++) h_in[i] = (i * 7 + r->id * 1000003) % 9973 - 4000;
+    for (int i = 0; i < g * g; i++) h_a[i] = (float)((i % 5 - 2) * (r->id + 1));
+    r->sums.assign(CONC_BLOCKS, 0), r->graph_sums.assign(CONC_BLOCKS, 0);
+    r->reversed.assign(n, 0), r->graph_reversed.assign(n, 0), r->product.assign(g * g, 0.0f);
+    r->errors = 0;
+    cudaStream_t s = NULL;
+    cublasHandle_t blas = NULL;
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    int *in = NULL, *sum = NULL, *rev = NULL, *sum2 = NULL, *rev2 = NULL;
+    float *a = NULL, *c = NULL;
+    const float one = 1.0f, zero = 0.0f;
+    int bad = 0;
+    bad |= cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess;
+    bad |= cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(blas, s) != CUBLAS_STATUS_SUCCESS;
+    bad |= cudaMalloc((void **)&in, sizeof(int) * n) != cudaSuccess;
+    bad |= cudaMalloc((void **)&sum, sizeof(int) * CONC_BLOCKS) != cudaSuccess;
+    bad |= cudaMalloc((void **)&sum2, sizeof(int) * CONC_BLOCKS) != cudaSuccess;
+    bad |= cudaMalloc((void **)&rev, sizeof(int) * n) != cudaSuccess;
+    bad |= cudaMalloc((void **)&rev2, sizeof(int) * n) != cudaSuccess;
+    bad |= cudaMalloc((void **)&a, sizeof(float) * g * g) != cudaSuccess;
+    bad |= cudaMalloc((void **)&c, sizeof(float) * g * g) != cudaSuccess;
+    if (bad) {
+        r->errors++;
+        return;
+    }
+    cudaMemcpyAsync(in, h_in.data(), sizeof(int) * n, cudaMemcpyHostToDevice, s);
+    cudaMemcpyAsync(a, h_a.data(), sizeof(float) * g * g, cudaMemcpyHostToDevice, s);
+    for (int k = 0; k < CONC_ROUNDS; k++) {
+        block_sum_kernel<<<CONC_BLOCKS, 128, 0, s>>>(in, sum);
+        reverse_kernel<<<n / 64, 64, 0, s>>>(in, rev);
+        count_kernel<<<CONC_BLOCKS, 128, 0, s>>>(r->counter);
+        r->errors += cudaGetLastError() != cudaSuccess;
+    }
+    r->errors += cudaMemcpyAsync(r->sums.data(), sum, sizeof(int) * CONC_BLOCKS, cudaMemcpyDeviceToHost, s) !=
+                 cudaSuccess;
+    r->errors += cudaMemcpyAsync(r->reversed.data(), rev, sizeof(int) * n, cudaMemcpyDeviceToHost, s) != cudaSuccess;
+    r->errors += cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess;
+    block_sum_kernel<<<CONC_BLOCKS, 128, 0, s>>>(in, sum2);
+    reverse_kernel<<<n / 64, 64, 0, s>>>(in, rev2);
+    r->errors += cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, g, g, g, &one, a, g, a, g, &zero, c, g) !=
+                 CUBLAS_STATUS_SUCCESS;
+    count_kernel<<<CONC_BLOCKS, 128, 0, s>>>(r->counter);
+    r->errors += cudaStreamEndCapture(s, &graph) != cudaSuccess;
+    r->errors += cudaGraphInstantiateWithFlags(&exec, graph, 0) != cudaSuccess;
+    for (int k = 0; k < CONC_ROUNDS && exec; k++) r->errors += cudaGraphLaunch(exec, s) != cudaSuccess;
+    r->errors += cudaMemcpyAsync(r->graph_sums.data(), sum2, sizeof(int) * CONC_BLOCKS, cudaMemcpyDeviceToHost,
+                                 s) != cudaSuccess;
+    r->errors += cudaMemcpyAsync(r->graph_reversed.data(), rev2, sizeof(int) * n, cudaMemcpyDeviceToHost, s) !=
+                 cudaSuccess;
+    r->errors += cudaMemcpyAsync(r->product.data(), c, sizeof(float) * g * g, cudaMemcpyDeviceToHost, s) !=
+                 cudaSuccess;
+    r->errors += cudaStreamSynchronize(s) != cudaSuccess;
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    cublasDestroy(blas);
+    cudaStreamDestroy(s);
+    cudaFree(in), cudaFree(sum), cudaFree(sum2), cudaFree(rev), cudaFree(rev2), cudaFree(a), cudaFree(c);
+}
+
+static void test_concurrent_hosts(void **state)
+{
+    (void)state;
+    int *counter = dev_ints(8);
+    conc_run serial[CONC_HOSTS], together[CONC_HOSTS];
+    for (int k = 0; k < CONC_HOSTS; k++) {
+        serial[k].id = together[k].id = k;
+        serial[k].counter = together[k].counter = counter;
+        conc_work(&serial[k]); /* one host thread at a time: the results to match */
+    }
+    /* the serial results are right: against the host's arithmetic, and the
+     * graph's against the stream's */
+    for (int k = 0; k < CONC_HOSTS; k++) {
+        const conc_run &r = serial[k];
+        assert_int_equal(r.errors, 0);
+        for (int b = 0; b < CONC_BLOCKS; b++) {
+            int want = 0;
+            for (int i = 0; i < 128; i++) want += (((b * 128 + i) * 7 + k * 1000003) % 9973) - 4000;
+            assert_int_equal(r.sums[b], want);
+        }
+        for (int i = 0; i < CONC_N; i++)
+            assert_int_equal(r.reversed[i], (((i ^ 63) * 7 + k * 1000003) % 9973) - 4000);
+        assert_true(r.graph_sums == r.sums && r.graph_reversed == r.reversed);
+        for (int i = 0; i < CONC_GEMM; i++)
+            for (int j = 0; j < CONC_GEMM; j++) {
+                float want = 0.0f; /* column-major: C[i][j] = sum over p of A[i][p] * A[p][j] */
+                for (int p = 0; p < CONC_GEMM; p++) {
+                    const int aip = (p * CONC_GEMM + i) % 5 - 2, apj = (j * CONC_GEMM + p) % 5 - 2;
+                    want += (float)(aip * (k + 1)) * (float)(apj * (k + 1));
+                }
+                assert_true(r.product[j * CONC_GEMM + i] == want);
+            }
+    }
+    std::atomic<int> ready(0);
+    std::vector<std::thread> hosts;
+    for (int k = 0; k < CONC_HOSTS; k++)
+        hosts.emplace_back([&, k] {
+            ready++;
+            while (ready.load() < CONC_HOSTS) std::this_thread::yield(); /* start together */
+            conc_work(&together[k]);
+        });
+    for (auto &t : hosts) t.join();
+    int mismatched = 0;
+    for (int k = 0; k < CONC_HOSTS; k++) {
+        const conc_run &a = serial[k], &b = together[k];
+        int m = a.sums != b.sums || a.reversed != b.reversed || a.graph_sums != b.graph_sums ||
+                a.graph_reversed != b.graph_reversed || a.product != b.product;
+        if (m) print_message("  host thread %d: results differ from its serial run\n", k);
+        mismatched += m;
+        assert_int_equal(b.errors, 0);
+    }
+    int counts[8], count = 0;
+    cudaMemcpyAsync(counts, counter, sizeof counts, cudaMemcpyDeviceToHost, 0);
+    for (int i = 0; i < 8; i++) count += counts[i];
+    print_message("  %d host threads at once: %d of them differ from their serial run; %d of %d atomic adds\n",
+                  CONC_HOSTS, mismatched, count, 2 * CONC_HOSTS * 2 * CONC_ROUNDS * CONC_BLOCKS * 128 * CONC_ADDS);
+    assert_int_equal(mismatched, 0);
+    assert_int_equal(count, 2 * CONC_HOSTS * 2 * CONC_ROUNDS * CONC_BLOCKS * 128 * CONC_ADDS);
+    cudaFree(counter);
+}
+
 /* CUB's order: keys by their bits after the float twiddle, so
  * -1 < -0.0 < +0.0 < 1 < +NaN; equal keys keep their input order. */
 static void test_cub_sort(void **state)
@@ -225,6 +395,7 @@ int main(void)
         cmocka_unit_test(test_every_thread_once), cmocka_unit_test(test_barrier),
         cmocka_unit_test(test_faults),            cmocka_unit_test(test_launch_configuration),
         cmocka_unit_test(test_capture),           cmocka_unit_test(test_cub_sort),
+        cmocka_unit_test(test_concurrent_hosts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
