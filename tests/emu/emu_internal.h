@@ -36,6 +36,11 @@ static inline int emu_device_sm(void)
 /* The emulated device's limits (an sm_90 part). */
 constexpr unsigned EMU_MAX_THREADS = 1024;
 constexpr int EMU_DEFAULT_SHARED = 48 * 1024, EMU_OPTIN_SHARED = 227 * 1024;
+/* The device memory an instantiated graph holds per node while it lives. A
+ * GPU keeps each node's parameters and its scheduling data there; 1 KiB is
+ * a round figure, not a measurement: enough that a graph's memory counts,
+ * and that a budget can run out at instantiation (tests/emu/README.md). */
+constexpr size_t EMU_GRAPH_NODE_BYTES = 1024;
 
 /* TF32 as tensor cores read an fp32 operand: 10 mantissa bits, rounded to
  * nearest (ties away from zero, as cuBLAS/cuDNN's conversion does). */

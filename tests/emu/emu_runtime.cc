@@ -6,6 +6,10 @@
  * cuDNN/cuBLAS operand is checked to lie inside one (a host pointer handed
  * to a kernel, or a copy past an allocation's end, is an error here as it
  * is a fault on a GPU). Exact sizes, so AddressSanitizer sees overruns.
+ * The device has a budget (MR_EMU_DEVICE_MEMORY, default 80 GiB) that live
+ * cudaMalloc bytes and instantiated graphs (EMU_GRAPH_NODE_BYTES a node)
+ * share: cudaMalloc or cudaGraphInstantiate beyond it fails with
+ * cudaErrorMemoryAllocation, not sticky, and cudaMemGetInfo reports it.
  *
  * Streams: work runs at once, in order (a stream is a queue that is always
  * drained). While a stream is captured (cudaStreamBeginCapture, thread-local
@@ -25,7 +29,8 @@
  * Statistics (MR_EMU_STATS=FILE, written at exit): graph launches,
  * captures that ended well and that failed (with each good capture's nodes
  * by name), graphs instantiated (a capture whose fn failed ends well but is
- * not instantiated), synchronisations, and the work run outside graphs by
+ * not instantiated) and refused for want of memory, synchronisations, the
+ * peak of live cudaMalloc bytes, and the work run outside graphs by
  * name. The
  * whole-pass test (run.sh) reads them: what ran in a graph, and that no
  * capture failed.
@@ -42,6 +47,8 @@
  * locked; the last error, the capture and a fault are the thread's own (a
  * fault is sticky for the thread that made it: on a GPU it would end the
  * whole context, every thread's). */
+#include <ctype.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,7 +78,9 @@ struct allocation {
 struct emu_state {
     std::mutex lock; /* detect's decode threads allocate pinned buffers */
     std::map<uintptr_t, allocation> allocs;
-    size_t device_bytes = 0;                       /* live cudaMalloc bytes */
+    size_t device_bytes = 0; /* live cudaMalloc bytes */
+    size_t device_peak = 0;  /* their most */
+    size_t graph_bytes = 0;  /* what live instantiated graphs hold */
 };
 
 emu_state &state()
@@ -89,6 +98,7 @@ thread_local int launching_graph = 0;                 /* inside cudaGraphLaunch:
 struct emu_stats {
     std::mutex lock;
     long graph_launches = 0, graph_nodes_run = 0, captures_ok = 0, captures_failed = 0, instantiated = 0, syncs = 0;
+    long instantiate_failed = 0; /* refused: the device's memory was short */
     std::map<std::string, long> eager;  /* work run outside a graph, by name */
     std::vector<std::string> captures; /* each good capture: its nodes by name */
     ~emu_stats()
@@ -98,7 +108,8 @@ struct emu_stats {
         FILE *f = fopen(path, "w");
         if (!f) return;
         fprintf(f, "graph_launches %ld\ngraph_nodes_run %ld\ncaptures_ok %ld\ncaptures_failed %ld\ninstantiated %ld\n"
-                "syncs %ld\n", graph_launches, graph_nodes_run, captures_ok, captures_failed, instantiated, syncs);
+                "instantiate_failed %ld\nsyncs %ld\ndevice_bytes_peak %zu\n", graph_launches, graph_nodes_run,
+                captures_ok, captures_failed, instantiated, instantiate_failed, syncs, state().device_peak);
         for (const auto &c : captures) fprintf(f, "capture %s\n", c.c_str());
         for (const auto &e : eager) fprintf(f, "eager %ld %s\n", e.second, e.first.c_str());
         fclose(f);
@@ -107,6 +118,7 @@ struct emu_stats {
 
 emu_stats &stats()
 {
+    state(); /* made first, so gone last: the statistics read its peak at exit */
     static emu_stats s;
     return s;
 }
@@ -140,6 +152,7 @@ struct CUgraph_st {
 
 struct CUgraphExec_st {
     std::vector<std::shared_ptr<emu_body>> nodes;
+    size_t device_bytes; /* taken from the device's memory while it lives */
 };
 
 struct CUevent_st {
@@ -210,25 +223,73 @@ cudaError_t emu_check_device_range(const void *p, size_t bytes, const char *what
     return emu_fault(cudaErrorIllegalAddress);
 }
 
-/* MR_EMU_MEMORY_LIMIT: the device's memory in bytes (default: unlimited),
- * to see what running out does. */
-static size_t device_memory_limit()
+/* A size in bytes: digits, then K, M, G or T for KiB .. TiB ("512M", "2G");
+ * 0 when it is not one. */
+static size_t parse_bytes(const char *text)
 {
-    const char *e = getenv("MR_EMU_MEMORY_LIMIT");
-    return e && *e ? (size_t)strtoull(e, nullptr, 10) : SIZE_MAX;
+    if (!isdigit((unsigned char)text[0])) return 0;
+    char *end = nullptr;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    int shift = 0;
+    switch (toupper((unsigned char)*end)) {
+    case 'K': shift = 10; break;
+    case 'M': shift = 20; break;
+    case 'G': shift = 30; break;
+    case 'T': shift = 40; break;
+    default: break;
+    }
+    if (shift) end++;
+    if (errno || *end || v > (SIZE_MAX >> shift)) return 0;
+    return (size_t)v << shift;
 }
 
-static cudaError_t record_allocation(void *p, size_t bytes, int pinned)
+/* MR_EMU_DEVICE_MEMORY: the device's memory, default 80 GiB (an H100's).
+ * MR_EMU_MEMORY_LIMIT is its old name, still read when it is not set. */
+static size_t device_memory_total()
+{
+    static const size_t total = [] {
+        const size_t def = (size_t)80 << 30;
+        const char *name = "MR_EMU_DEVICE_MEMORY", *e = getenv(name);
+        if (!e || !*e) name = "MR_EMU_MEMORY_LIMIT", e = getenv(name);
+        if (!e || !*e) return def;
+        size_t v = parse_bytes(e);
+        if (v) return v;
+        emu_report("%s=%s: not a size in bytes (digits, then K, M, G or T); the device has 80 GiB", name, e);
+        return def;
+    }();
+    return total;
+}
+
+/* Takes `bytes` of the device's memory for a cudaMalloc or (graph) an
+ * instantiated graph; 0 when they do not fit. */
+static int take_device_memory(size_t bytes, int graph)
 {
     emu_state &s = state();
     std::lock_guard<std::mutex> g(s.lock);
-    if (!pinned && bytes > device_memory_limit() - s.device_bytes) {
-        free(p);
-        return cudaErrorMemoryAllocation;
+    const size_t used = s.device_bytes + s.graph_bytes, total = device_memory_total();
+    if (used > total || bytes > total - used) return 0;
+    if (graph) {
+        s.graph_bytes += bytes;
+    } else {
+        s.device_bytes += bytes;
+        s.device_peak = std::max(s.device_peak, s.device_bytes);
     }
-    if (!pinned) s.device_bytes += bytes;
+    return 1;
+}
+
+static void give_device_memory(size_t bytes, int graph)
+{
+    emu_state &s = state();
+    std::lock_guard<std::mutex> g(s.lock);
+    (graph ? s.graph_bytes : s.device_bytes) -= bytes;
+}
+
+static void record_allocation(void *p, size_t bytes, int pinned)
+{
+    emu_state &s = state();
+    std::lock_guard<std::mutex> g(s.lock);
     s.allocs[(uintptr_t)p] = allocation{bytes, pinned};
-    return cudaSuccess;
 }
 
 static cudaError_t free_allocation(void *p, int pinned, const char *call)
@@ -358,19 +419,42 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
     return cudaSuccess;
 }
 
+/* Beyond the device's memory: cudaErrorMemoryAllocation, also the thread's
+ * last error (cudaGetLastError returns it once), as the runtime records
+ * every call's error; not sticky. */
 cudaError_t cudaMalloc(void **p, size_t bytes)
 {
     *p = nullptr;
     if (capturing_stream) return refuse_in_capture("cudaMalloc");
     if (sticky_error != cudaSuccess) return sticky_error;
+    if (!take_device_memory(bytes, 0)) {
+        emu_set_launch_error(cudaErrorMemoryAllocation);
+        return cudaErrorMemoryAllocation;
+    }
     *p = malloc(bytes ? bytes : 1);
-    if (!*p) return cudaErrorMemoryAllocation;
+    if (!*p) {
+        give_device_memory(bytes, 0);
+        emu_set_launch_error(cudaErrorMemoryAllocation);
+        return cudaErrorMemoryAllocation;
+    }
     /* not zeros: a GPU's fresh memory holds whatever was there; all ones
      * bytes read as NaN (floats, halves) and -1 (ints), which the tests see */
     memset(*p, 0xFF, bytes);
-    cudaError_t e = record_allocation(*p, bytes, 0);
-    if (e != cudaSuccess) *p = nullptr;
-    return e;
+    record_allocation(*p, bytes, 0);
+    return cudaSuccess;
+}
+
+/* free: what cudaMalloc and instantiated graphs leave of the budget. */
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
+{
+    if (!free_bytes || !total_bytes) return cudaErrorInvalidValue;
+    if (sticky_error != cudaSuccess) return sticky_error;
+    emu_state &s = state();
+    std::lock_guard<std::mutex> g(s.lock);
+    const size_t used = s.device_bytes + s.graph_bytes;
+    *total_bytes = device_memory_total();
+    *free_bytes = used < *total_bytes ? *total_bytes - used : 0;
+    return cudaSuccess;
 }
 
 cudaError_t cudaFree(void *p)
@@ -379,10 +463,13 @@ cudaError_t cudaFree(void *p)
     return free_allocation(p, 0, "cudaFree");
 }
 
+/* Pinned host memory: not the device's, so outside its budget. */
 cudaError_t cudaMallocHost(void **p, size_t bytes)
 {
     *p = malloc(bytes ? bytes : 1);
-    return *p ? record_allocation(*p, bytes, 1) : cudaErrorMemoryAllocation;
+    if (!*p) return cudaErrorMemoryAllocation;
+    record_allocation(*p, bytes, 1);
+    return cudaSuccess;
 }
 
 cudaError_t cudaFreeHost(void *p) { return free_allocation(p, 1, "cudaFreeHost"); }
@@ -514,18 +601,35 @@ cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph)
     return cudaSuccess;
 }
 
+/* An executable graph takes device memory while it lives, as on a GPU:
+ * EMU_GRAPH_NODE_BYTES a node. When that is not free it is refused with
+ * cudaErrorMemoryAllocation (also the thread's last error; not sticky) and
+ * *exec is left as it was. */
 cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags)
 {
     (void)flags;
-    if (!graph) return cudaErrorInvalidValue;
+    if (!graph || !exec) return cudaErrorInvalidValue;
+    if (sticky_error != cudaSuccess) return sticky_error;
+    const size_t bytes = graph->nodes.size() * EMU_GRAPH_NODE_BYTES;
+    const int fits = take_device_memory(bytes, 1);
     {
         emu_stats &st = stats();
         std::lock_guard<std::mutex> g(st.lock);
-        st.instantiated++;
+        (fits ? st.instantiated : st.instantiate_failed)++;
+    }
+    if (!fits) {
+        emu_set_launch_error(cudaErrorMemoryAllocation);
+        return cudaErrorMemoryAllocation;
     }
     *exec = new CUgraphExec_st();
     (*exec)->nodes = graph->nodes;
+    (*exec)->device_bytes = bytes;
     return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags)
+{
+    return cudaGraphInstantiateWithFlags(exec, graph, flags);
 }
 
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s)
@@ -554,6 +658,7 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph)
 
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
 {
+    if (exec) give_device_memory(exec->device_bytes, 1);
     delete exec;
     return cudaSuccess;
 }

@@ -22,7 +22,8 @@
 #      one capture that nothing in it broke (no sync, allocation or pageable
 #      copy), holding every op of the span; a replayed image runs only the
 #      preprocessing and the paste outside it; results byte for byte those
-#      of the op-by-op and counts-on-the-host runs;
+#      of the op-by-op and counts-on-the-host runs; with no device memory
+#      left for graphs (each instantiation refused), op by op, same results;
 #   6. tests/gpu/gpu_parity.py --ours cuda --torch-device cpu: the whole model
 #      on CUDA against our CPU backend stage by stage and torchvision's
 #      detections and masks in strict fp32 (also --no-fold, and a 4-image
@@ -83,7 +84,7 @@ step "CUDA graphs, shuffled" graphs_shuffle.log MR_EMU_ORDER=shuffle build/tests
 # Out of device memory at load (the emulated device holds 50 MB: the
 # shapes model's weights fit, its activations do not): one error line, exit 2.
 oom_check='out=build-emu/logs/oom.out rc=0
-MR_EMU_MEMORY_LIMIT=50000000 build/detect --device cuda -q --config configs/mask_rcnn_R-101-FPN_shapes.json \
+MR_EMU_DEVICE_MEMORY=50000000 build/detect --device cuda -q --config configs/mask_rcnn_R-101-FPN_shapes.json \
     --weights models/shapes_r101_narrow.safetensors examples/shapes/scene_1.png >"$out" 2>&1 || rc=$?
 cat "$out"; echo "exit $rc"
 [ $rc -eq 2 ] && [ "$(wc -l <"$out")" -eq 1 ] && grep -q "out of GPU memory" "$out"'

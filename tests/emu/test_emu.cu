@@ -217,6 +217,86 @@ static void test_capture(void **state)
     cudaFree(d);
 }
 
+/* The device's memory (main sets MR_EMU_DEVICE_MEMORY=64M): cudaMemGetInfo
+ * counts live cudaMalloc bytes; cudaMalloc beyond what is free fails with
+ * cudaErrorMemoryAllocation, returned once more by cudaGetLastError and not
+ * sticky, as on a GPU. */
+static void test_device_memory(void **state)
+{
+    (void)state;
+    const size_t mib = 1 << 20;
+    size_t free0 = 0, free1 = 0, total = 0;
+    assert_int_equal(cudaMemGetInfo(&free0, &total), cudaSuccess);
+    assert_true(total == 64 * mib);
+    assert_true(free0 <= total); /* the earlier tests' leftovers are in use */
+    void *a = NULL, *big = NULL;
+    assert_int_equal(cudaMalloc(&a, mib), cudaSuccess);
+    assert_int_equal(cudaMemGetInfo(&free1, &total), cudaSuccess);
+    assert_true(free1 == free0 - mib);
+    assert_int_equal(cudaMalloc(&big, free1 + 1), cudaErrorMemoryAllocation);
+    assert_null(big);
+    assert_int_equal(cudaGetLastError(), cudaErrorMemoryAllocation);
+    assert_int_equal(cudaGetLastError(), cudaSuccess); /* not sticky */
+    size_t now = 0;
+    assert_int_equal(cudaMemGetInfo(&now, &total), cudaSuccess);
+    assert_true(now == free1);
+    assert_int_equal(cudaMalloc(&big, free1), cudaSuccess); /* all that is free */
+    assert_int_equal(cudaMemGetInfo(&now, &total), cudaSuccess);
+    assert_true(now == 0);
+    assert_int_equal(cudaFree(big), cudaSuccess);
+    assert_int_equal(cudaFree(a), cudaSuccess);
+    assert_int_equal(cudaMemGetInfo(&now, &total), cudaSuccess);
+    assert_true(now == free0);
+}
+
+/* An instantiated graph holds 1 KiB of device memory a node while it lives
+ * (README.md); without it, cudaGraphInstantiate fails with
+ * cudaErrorMemoryAllocation, not sticky: the stream runs on, and the same
+ * graph instantiates once memory is freed. */
+static void test_graph_memory(void **state)
+{
+    (void)state;
+    const size_t node = 1024;
+    cudaStream_t s;
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t x = NULL;
+    int *d = dev_ints(64), h[64];
+    void *fill = NULL;
+    size_t free0 = 0, now = 0, total = 0;
+    assert_int_equal(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    assert_int_equal(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    for (int k = 0; k < 3; k++) mark_kernel<<<1, 64, 0, s>>>(d, 64);
+    assert_int_equal(cudaStreamEndCapture(s, &g), cudaSuccess);
+    assert_int_equal(cudaMemGetInfo(&free0, &total), cudaSuccess);
+    assert_int_equal(cudaGraphInstantiateWithFlags(&x, g, 0), cudaSuccess);
+    assert_int_equal(cudaMemGetInfo(&now, &total), cudaSuccess);
+    assert_true(now == free0 - 3 * node);
+    assert_int_equal(cudaGraphExecDestroy(x), cudaSuccess);
+    assert_int_equal(cudaMemGetInfo(&now, &total), cudaSuccess);
+    assert_true(now == free0);
+    /* leave one byte less than the graph needs */
+    assert_int_equal(cudaMalloc(&fill, free0 - 3 * node + 1), cudaSuccess);
+    x = NULL;
+    assert_int_equal(cudaGraphInstantiateWithFlags(&x, g, 0), cudaErrorMemoryAllocation);
+    assert_null(x);
+    assert_int_equal(cudaGraphInstantiate(&x, g, 0), cudaErrorMemoryAllocation);
+    assert_int_equal(cudaGetLastError(), cudaErrorMemoryAllocation);
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+    assert_int_equal(cudaMemGetInfo(&now, &total), cudaSuccess);
+    assert_true(now == 3 * node - 1);
+    mark_kernel<<<1, 64, 0, s>>>(d, 64); /* not sticky: work still runs */
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+    assert_int_equal(cudaFree(fill), cudaSuccess);
+    assert_int_equal(cudaGraphInstantiateWithFlags(&x, g, 0), cudaSuccess);
+    assert_int_equal(cudaGraphLaunch(x, s), cudaSuccess);
+    assert_int_equal(cudaMemcpyAsync(h, d, sizeof h, cudaMemcpyDeviceToHost, s), cudaSuccess);
+    for (int i = 0; i < 64; i++) assert_int_equal(h[i], 4);
+    cudaGraphExecDestroy(x);
+    cudaGraphDestroy(g);
+    cudaStreamDestroy(s);
+    cudaFree(d);
+}
+
 /* Several host threads, each with its own stream, cuBLAS handle and graph,
  * as the engine's execution contexts drive one device: what each computes
  * must be what it computes alone. */
@@ -391,10 +471,13 @@ static void test_cub_sort(void **state)
 
 int main(void)
 {
+    /* a small device, so the budget tests can fill it; read at the first call */
+    setenv("MR_EMU_DEVICE_MEMORY", "64M", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_thread_once), cmocka_unit_test(test_barrier),
         cmocka_unit_test(test_faults),            cmocka_unit_test(test_launch_configuration),
         cmocka_unit_test(test_capture),           cmocka_unit_test(test_cub_sort),
+        cmocka_unit_test(test_device_memory),     cmocka_unit_test(test_graph_memory),
         cmocka_unit_test(test_concurrent_hosts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

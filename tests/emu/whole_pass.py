@@ -27,6 +27,11 @@ the third is a replay. Checked:
     (MR_CUDA_DEVICE_COUNTS=0), and of a run whose result block holds 64
     bytes of masks (MR_CUDA_PASTE_BLOCK=64: every image overflows it and
     is pasted in chunks after the graph).
+And on a device whose memory the model's allocations fill but for 512
+bytes (MR_EMU_DEVICE_MEMORY; an instantiated graph holds 1 KiB a node,
+README.md), every graph's instantiation is refused with
+cudaErrorMemoryAllocation: the backend gives each up after its tries and
+runs the pass op by op, with the same results and no error.
 Exit 1 on any failure."""
 
 import argparse
@@ -186,6 +191,34 @@ def check_new_sizes(work):
     check(graph == op_by_op, "results identical to the op-by-op run")
 
 
+def check_graph_memory(work):
+    """No device memory left for graphs: every instantiation is refused, the
+    images run op by op, byte for byte as with graphs."""
+    print("graphs refused for want of device memory (shapes model):", flush=True)
+    config = os.path.join(REPO, "configs", "mask_rcnn_R-101-FPN_shapes.json")
+    weights = os.path.join(REPO, "models", "shapes_r101_narrow.safetensors")
+    copies = []
+    for k in range(4):
+        p = os.path.join(work, f"graph_memory_{k}.png")
+        with open(os.path.join(REPO, "examples", "shapes", "scene_2.png"), "rb") as src, open(p, "wb") as dst:
+            dst.write(src.read())
+        copies.append(p)
+    base = os.path.join(work, "graph_memory")
+    graph = detect(config, weights, copies, base + "_graph.json", {}, base + "_graph.stats")
+    if graph is None:
+        return
+    peak = read_stats(base + "_graph.stats")["device_bytes_peak"]
+    short = detect(config, weights, copies, base + "_short.json", {"MR_EMU_DEVICE_MEMORY": str(peak + 512)},
+                   base + "_short.stats")
+    if short is None:
+        return
+    st = read_stats(base + "_short.stats")
+    check(st["instantiate_failed"] > 0 and st["instantiated"] == 0 and st["graph_launches"] == 0,
+          f"{peak + 512} bytes of device memory: every instantiation refused ({st['instantiate_failed']} refused, "
+          f"{st['instantiated']} instantiated, {st['graph_launches']} launches)")
+    check(short == graph, "results identical to the run with graphs")
+
+
 def read_stats_of(result, path):
     return read_stats(path) if result is not None else None
 
@@ -211,6 +244,7 @@ def main():
     oracle.save_png(oracle.make_synthetic_image(320, 480, 0), image)
     check_model("r101_seeded", config_path, weights, image, a.work)
     check_new_sizes(a.work)
+    check_graph_memory(a.work)
 
     print(f"whole pass: {'all passed' if not failures else f'{len(failures)} FAILED'}")
     sys.exit(1 if failures else 0)
