@@ -73,6 +73,7 @@ static int open_model(run_state *r, cli_error *err)
     if (st == DETECT_OK) st = detect_options_set_fold_batchnorm(opts, !o->no_fold);
     if (st == DETECT_OK && o->agnostic_nms) st = detect_options_set_agnostic_nms(opts, 1);
     if (st == DETECT_OK) st = detect_options_set_in_flight(opts, o->in_flight);
+    if (st == DETECT_OK && o->canvas_h >= 0) st = detect_options_set_canvas(opts, o->canvas_h, o->canvas_w);
     if (st != DETECT_OK) {
         detect_options_free(opts);
         return cli_fail(err, "--%s", detect_last_error());

@@ -28,6 +28,9 @@ static void usage(FILE *f)
             "                       convs, with the ranges detect calibrate wrote beside the weights)\n"
             "  --no-fold            GPU: batchnorm as its own AffineChannel pass, not folded (comparison)\n"
             "  --threads N          CPU threads (default: all cores)\n"
+            "  --canvas HxW         pad every image that fits to one HxW canvas (multiples of the config's\n"
+            "                       size_divisibility; 0x0: none), as torchvision pads a batch: one CUDA graph\n"
+            "                       for every size (default: the config's input.canvas_h, canvas_w)\n"
             "  --in-flight N        images run at once, each on its own execution context (1..16; default:\n"
             "                       1 on the CPU, on a GPU as many as its memory holds, at most 4)\n"
             "  --score-thresh X     minimum score, 0..1 (default: the config's box_head.score_thresh)\n"
@@ -77,7 +80,7 @@ int options_parse(int argc, char **argv, options *o)
 {
     enum { O_CONFIG = 256, O_WEIGHTS, O_DEVICE, O_JSON, O_COCO, O_OUTPUT, O_THREADS, O_SCORE, O_MAXDETS, O_CLASSES,
            O_LIST, O_SKIP, O_PROFILE, O_PROFILE_RUNS, O_PROFILE_JSON, O_VERSION, O_PRECISION, O_NO_FOLD,
-           O_DECODE_THREADS, O_AGNOSTIC, O_SHARD, O_IN_FLIGHT };
+           O_DECODE_THREADS, O_AGNOSTIC, O_SHARD, O_IN_FLIGHT, O_CANVAS };
     static const struct option longs[] = {
         {"config", required_argument, 0, O_CONFIG}, {"weights", required_argument, 0, O_WEIGHTS},
         {"device", required_argument, 0, O_DEVICE}, {"json", required_argument, 0, O_JSON},
@@ -88,6 +91,7 @@ int options_parse(int argc, char **argv, options *o)
         {"list", required_argument, 0, O_LIST}, {"skip-existing", no_argument, 0, O_SKIP},
         {"decode-threads", required_argument, 0, O_DECODE_THREADS}, {"agnostic-nms", no_argument, 0, O_AGNOSTIC},
         {"shard", required_argument, 0, O_SHARD}, {"in-flight", required_argument, 0, O_IN_FLIGHT},
+        {"canvas", required_argument, 0, O_CANVAS},
         {"profile", no_argument, 0, O_PROFILE}, {"profile-runs", required_argument, 0, O_PROFILE_RUNS},
         {"profile-json", required_argument, 0, O_PROFILE_JSON}, {"quiet", no_argument, 0, 'q'},
         {"verbose", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, O_VERSION},
@@ -101,6 +105,7 @@ int options_parse(int argc, char **argv, options *o)
     o->max_dets = -1;
     o->profile_runs = 1;
     o->decode_threads = -1;
+    o->canvas_h = o->canvas_w = -1;
     const char *lists[64];
     int nlists = 0, c;
     cli_error err = {0};
@@ -145,6 +150,16 @@ int options_parse(int argc, char **argv, options *o)
             lists[nlists++] = optarg;
             break;
         case O_SKIP: o->skip_existing = 1; break;
+        case O_CANVAS: {
+            char *x = strchr(optarg, 'x'), tail;
+            if (!x || sscanf(optarg, "%d", &o->canvas_h) != 1 || sscanf(x + 1, "%d%c", &o->canvas_w, &tail) != 1 ||
+                o->canvas_h < 0 || o->canvas_w < 0) {
+                fprintf(stderr, "detect: --canvas: expected HxW (such as 1344x1344, or 0x0 for none), got \"%s\"\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        }
         case O_IN_FLIGHT: if (!parse_int("--in-flight", optarg, 1, 16, &o->in_flight)) return 2; break;
         case O_DECODE_THREADS:
             if (!parse_int("--decode-threads", optarg, 0, 64, &o->decode_threads)) return 2;

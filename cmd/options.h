@@ -18,6 +18,7 @@ typedef struct {
     int threads;             /* 0: all cores */
     int decode_threads;      /* images decoded ahead on this many threads; 0: in turn; -1: the default */
     int in_flight;           /* images run at once (execution contexts); 0: the device's default */
+    int canvas_h, canvas_w;  /* --canvas HxW; -1: the config's */
     int quiet, verbose, profile, profile_runs, skip_existing;
     shard_spec shard;        /* --shard K/N; count 0: all inputs */
     input_list inputs;

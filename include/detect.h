@@ -142,6 +142,13 @@ DETECT_API detect_status detect_options_set_fold_batchnorm(detect_options *o, in
  * box of any class (box_head.agnostic_nms on, at box_head.agnostic_nms_thresh);
  * 0: off; the default is the config's. */
 DETECT_API detect_status detect_options_set_agnostic_nms(detect_options *o, int on);
+/* Pads every image to one height x width canvas (multiples of the config's
+ * input.size_divisibility) instead of its own size rounded up, as
+ * torchvision pads a batch to its largest image: every image that fits
+ * then runs on one CUDA graph, and its results are those of that padding
+ * (an image that does not fit keeps its own). 0, 0: none; the default is
+ * the config's input.canvas_h, canvas_w (configs/README.md). */
+DETECT_API detect_status detect_options_set_canvas(detect_options *o, int height, int width);
 /* Images run at once: the model opens this many execution contexts (1 to
  * 16), each with its own copy of the weights and activations and, on a GPU,
  * its own stream and CUDA graphs, so one image's host work overlaps the

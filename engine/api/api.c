@@ -111,6 +111,7 @@ static void options_defaults(detect_options *o)
     o->score_thresh = -1;
     o->fold = 1;
     o->agnostic_nms = -1;
+    o->canvas_h = o->canvas_w = -1;
 }
 
 detect_status detect_options_create(detect_options **out)
@@ -222,11 +223,22 @@ detect_status detect_options_set_agnostic_nms(detect_options *o, int on)
     return DETECT_OK;
 }
 
+detect_status detect_options_set_canvas(detect_options *o, int height, int width)
+{
+    NEED_OPTIONS(o);
+    if (height < 0 || width < 0 || height > 65536 || width > 65536 || (height > 0) != (width > 0))
+        return api_failf(DETECT_ERR_CONFIG, "canvas %dx%d: expected both sides from 1 to 65536, or 0x0 for none",
+                         height, width);
+    o->canvas_h = height;
+    o->canvas_w = width;
+    return DETECT_OK;
+}
+
 detect_status detect_options_set_in_flight(detect_options *o, int images)
 {
     NEED_OPTIONS(o);
     if (images < 0 || images > API_MAX_IN_FLIGHT)
-        return api_failf(DETECT_ERR_CONFIG, "in flight %d: expected 0 (the device's default) to %d", images,
+        return api_failf(DETECT_ERR_CONFIG, "in-flight %d: expected 0 (the device's default) to %d", images,
                          API_MAX_IN_FLIGHT);
     o->in_flight = images;
     return DETECT_OK;
@@ -388,11 +400,11 @@ static mr_status open_more_contexts(detect_model *m, const detect_options *o, co
             memset(c, 0, sizeof *c);
         }
         if (st == MR_ERR_OOM && m->contexts > 0) {
-            add_notice(m, "in flight %d: %s; running %d at once (%.1f MiB free of %.1f MiB)", want, e.msg,
+            add_notice(m, "in-flight %d: %s; running %d at once (%.1f MiB free of %.1f MiB)", want, e.msg,
                        m->contexts, mib(free_bytes), mib(total));
             return MR_OK;
         }
-        if (st != MR_OK) return mr_fail(err, st, "in flight: context %d of %d: %s", m->contexts + 1, want, e.msg);
+        if (st != MR_OK) return mr_fail(err, st, "in-flight %d: context %d: %s", want, m->contexts + 1, e.msg);
         m->contexts++;
     }
     return MR_OK;
@@ -443,6 +455,10 @@ static mr_status apply_options(detect_model *m, const detect_options *o, const c
     if (o->score_thresh >= 0) m->cfg.box_head.score_thresh = (float)o->score_thresh;
     if (o->max_dets > 0) m->cfg.box_head.detections_per_image = o->max_dets;
     if (o->agnostic_nms >= 0) m->cfg.box_head.agnostic_nms = o->agnostic_nms;
+    if (o->canvas_h >= 0) {
+        m->cfg.input.canvas_h = o->canvas_h;
+        m->cfg.input.canvas_w = o->canvas_w;
+    }
     MR_TRY(config_validate(&m->cfg, "options", err));
     if (!o->classes) return MR_OK;
     m->keep_class = calloc((size_t)m->cfg.classes.num_classes, 1);

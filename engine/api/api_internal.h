@@ -30,6 +30,7 @@ struct detect_options {
     int fold;            /* 0: batchnorm as a separate pass (GPU) */
     int agnostic_nms;    /* 1 on, 0 off, -1: the config's */
     int in_flight;       /* 0: the device's default (1 on the CPU; on a GPU what its memory holds, at most 4) */
+    int canvas_h, canvas_w; /* -1: the config's input.canvas_h, canvas_w; 0: none */
 };
 
 /* The most images one model runs at once (detect_options_set_in_flight). */

@@ -392,6 +392,13 @@ static mr_status validate_rules(const mr_config *cfg, mr_error *err)
     if (in->min_size > in->max_size)
         return mr_fail(err, MR_ERR_CONFIG, "input.min_size: %d is larger than input.max_size %d", in->min_size,
                        in->max_size);
+    if ((in->canvas_h > 0) != (in->canvas_w > 0))
+        return mr_fail(err, MR_ERR_CONFIG, "input.canvas_h, canvas_w: %dx%d: set both, or neither (0)", in->canvas_h,
+                       in->canvas_w);
+    int div = in->size_divisibility > 1 ? in->size_divisibility : 1;
+    if (in->canvas_h % div || in->canvas_w % div)
+        return mr_fail(err, MR_ERR_CONFIG, "input.canvas_h, canvas_w: %dx%d: not multiples of input.size_divisibility "
+                       "%d", in->canvas_h, in->canvas_w, div);
     const mr_fpn_config *fpn = &cfg->fpn;
     if (fpn->min_level > fpn->max_level)
         return mr_fail(err, MR_ERR_CONFIG, "fpn.min_level: %d is above fpn.max_level %d", fpn->min_level,

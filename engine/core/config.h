@@ -83,6 +83,15 @@ typedef struct {
     mr_resize_method resize_method; /* "resize_method": "torch_bilinear" | "pil_bilinear" | "cv2_linear" */
     int size_divisibility;          /* "size_divisibility": pad H, W to this (32) */
     int max_image_side;             /* "max_image_side": reject larger inputs (20000) */
+    /* "canvas_h", "canvas_w": 0 (default): each image is padded to its own
+     * resized size rounded up to size_divisibility. Both set (multiples of
+     * size_divisibility): every image whose resized size fits is padded to
+     * this one canvas instead, as torchvision pads a batch to its largest
+     * image, so that every image runs on one CUDA graph (issue 36); an image
+     * that does not fit keeps its own padding. Where the model reads the
+     * padded size (Detectron's clip window), results change as that zoo's
+     * batched padding would change them. */
+    int canvas_h, canvas_w;
 } mr_input_config;
 
 typedef struct {

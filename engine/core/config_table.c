@@ -184,6 +184,8 @@ static const cfg_key input_keys[] = {
     K_ENUM(mr_input_config, resize_method, resize_method_names),
     K_INT(mr_input_config, size_divisibility, 1, 1024),
     K_INT(mr_input_config, max_image_side, 1, 65536),
+    K_INT(mr_input_config, canvas_h, 0, 65536),
+    K_INT(mr_input_config, canvas_w, 0, 65536),
 };
 
 static const cfg_key backbone_keys[] = {

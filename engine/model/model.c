@@ -103,6 +103,12 @@ static void plan_limits(mr_model *m)
     int div = c->input.size_divisibility > 0 ? c->input.size_divisibility : 1;
     m->max_h = (c->input.min_size + div - 1) / div * div;
     m->max_w = (c->input.max_size + div - 1) / div * div;
+    /* a canvas (config.h) larger than the largest padded image: the buffers
+     * hold it in either orientation, as they hold every input */
+    int canvas_short = c->input.canvas_h < c->input.canvas_w ? c->input.canvas_h : c->input.canvas_w;
+    int canvas_long = c->input.canvas_h < c->input.canvas_w ? c->input.canvas_w : c->input.canvas_h;
+    if (canvas_short > m->max_h) m->max_h = canvas_short;
+    if (canvas_long > m->max_w) m->max_w = canvas_long;
     m->max_rois = c->rpn.post_nms_top_n * (c->rpn.post_nms_per_level ? m->num_levels : 1);
     /* Detectron's tie rule may keep a few more than detections_per_image. */
     m->max_dets = c->box_head.detections_per_image * (c->box_head.keep_ties ? 2 : 1);

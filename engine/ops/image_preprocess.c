@@ -107,6 +107,10 @@ mr_status image_geometry(const mr_input_config *cfg, int h, int w, mr_input_geom
     int d = cfg->size_divisibility > 1 ? cfg->size_divisibility : 1;
     out->padded_h = (out->resized_h + d - 1) / d * d;
     out->padded_w = (out->resized_w + d - 1) / d * d;
+    if (cfg->canvas_h > 0 && out->padded_h <= cfg->canvas_h && out->padded_w <= cfg->canvas_w) {
+        out->padded_h = cfg->canvas_h; /* config.h: one canvas for every image that fits */
+        out->padded_w = cfg->canvas_w;
+    }
     out->scale_h = sh;
     out->scale_w = sw;
     out->method = cfg->resize_method;

@@ -58,7 +58,8 @@
  *   side equal to size is kept as is; else short -> size and long ->
  *   int(size*long/short) (truncated).
  * Then padded = resized rounded up to a multiple of size_divisibility
- * (values <= 1 mean no padding).
+ * (values <= 1 mean no padding), or the config's canvas when one is set
+ * and that fits in it (config.h).
  * Errors: a zero or negative side, a side over cfg->max_image_side (when
  * positive), or an image so elongated that a resized side would be 0
  * (MR_ERR_RANGE; torchvision raises there too); a min_size or max_size that

@@ -156,6 +156,8 @@ class Model:
     threads: CPU threads (0: all);
     in_flight: images run at once, each on its own execution context (0: the
     device's default: 1 on the CPU, on a GPU what its memory holds, at most 4);
+    canvas: (height, width) every image that fits is padded to, as torchvision
+    pads a batch (one CUDA graph for all; (0, 0): none; None: the config's);
     score_threshold, max_detections, agnostic_nms: override the config's
     box_head settings; classes: keep only the named classes."""
 
@@ -163,7 +165,7 @@ class Model:
                  device: str = "auto", precision: Optional[str] = None, threads: int = 0,
                  score_threshold: Optional[float] = None, max_detections: Optional[int] = None,
                  classes: Optional[Sequence[str]] = None, agnostic_nms: Optional[bool] = None,
-                 in_flight: int = 0):
+                 in_flight: int = 0, canvas: Optional[Sequence[int]] = None):
         lib = _lib.load()
         self._lib = lib
         self._handle: Optional[ctypes.c_void_p] = None
@@ -187,6 +189,9 @@ class Model:
             if agnostic_nms is not None:
                 _check(lib.detect_options_set_agnostic_nms(opts, int(bool(agnostic_nms))))
             _check(lib.detect_options_set_in_flight(opts, int(in_flight)))
+            if canvas is not None:
+                height, width = canvas
+                _check(lib.detect_options_set_canvas(opts, int(height), int(width)))
             handle = ctypes.c_void_p()
             config_arg = config if isinstance(config, str) and config.lstrip().startswith("{") else os.fspath(config)
             _check(lib.detect_model_open(ctypes.byref(handle), os.fsencode(config_arg), os.fsencode(weights), opts))

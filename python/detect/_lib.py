@@ -60,6 +60,7 @@ _SIGNATURES = {
     "detect_result_stage_seconds": (ctypes.c_double, [_P, _I]),
     "detect_result_json": (_I, [_P, _P, _S, _PP]),
     "detect_options_set_in_flight": (_I, [_P, _I]),
+    "detect_options_set_canvas": (_I, [_P, _I, _I]),
     "detect_model_in_flight": (_I, [_P]),
     "detect_model_device_memory": (ctypes.c_size_t, [_P, _I]),
     "detect_image_decode": (_I, [ctypes.c_char_p, ctypes.c_size_t, _S, _I, _PP]),
