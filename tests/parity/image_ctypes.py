@@ -18,13 +18,14 @@ class InputConfig(C.Structure):  # engine/core/config.h: mr_input_config
     _fields_ = [("channel_order", C.c_int), ("pixel_scale", C.c_float),
                 ("pixel_mean", C.c_float * 3), ("pixel_std", C.c_float * 3),
                 ("min_size", C.c_int), ("max_size", C.c_int), ("resize_rounding", C.c_int),
-                ("resize_method", C.c_int), ("size_divisibility", C.c_int), ("max_image_side", C.c_int)]
+                ("resize_method", C.c_int), ("size_divisibility", C.c_int), ("max_image_side", C.c_int),
+                ("canvas_h", C.c_int), ("canvas_w", C.c_int)]
 
 
 def input_config(mean, std, min_size, max_size, rounding="floor", method="torch_bilinear", bgr=False,
                  pixel_scale=1.0 / 255.0, size_divisibility=32, max_image_side=20000):
     return InputConfig(int(bgr), pixel_scale, (C.c_float * 3)(*mean), (C.c_float * 3)(*std), min_size,
-                       max_size, ROUNDING[rounding], METHOD[method], size_divisibility, max_image_side)
+                       max_size, ROUNDING[rounding], METHOD[method], size_divisibility, max_image_side, 0, 0)
 
 
 class Geometry(C.Structure):  # engine/core/image_types.h: mr_input_geometry
