@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""GPU latency of ours against torchvision eager on the same GPU (tests/gpu/bench.sh).
+"""GPU latency and throughput of ours against torchvision eager on the same GPU (tests/gpu/bench.sh).
 
   bench_gpu.py --work DIR [--device cuda|cpu] [--rounds R] [--runs N] [--batch K] [--jpegs J] [--min-size S]
-               [--no-compile]
+               [--no-compile] [--tp-images I] [--tp-budget S] [--tp-run-limit S] [--tp-work DIR] [--deadline T]
 
 1. Seeded torchvision Mask R-CNN R-101-FPN (tests/parity/oracle.py, seed 0),
    its weights exported for our engine; a synthetic 800x1216 image (the
@@ -23,22 +23,43 @@
    precision, and issue 35's targets.
    Then: --profile's overhead (wall per image over copies of the image,
    with and without it); the demo model's stages in each precision.
-3. Peak GPU memory. torchvision: torch.cuda.max_memory_allocated (tensors)
+3. Issue 36's throughput, right after the latency table (before the
+   overhead, the demo model and the sections below, which are older and
+   give way when time is short), its tables printed last of
+   all (also when a timeout stops the script) and written to
+   WORK/throughput.md, in markdown for bench/NOTES.md. Two folders of I
+   (default 400; the issue's figure is 2,000) JPEGs from
+   bench/make_photo_folder.py, under --tp-work: COCO-sized mixed sizes, and
+   every image 640x480. For tf32 and fp16 (the dry run: the CPU's fp32),
+   each folder, and --in-flight default, 1, 2, 4 (the default's count, read
+   from detect -v's in-flight line, is not run twice): images/s of
+   `detect --json FILE --output DIR` from the model loaded (detect -v's
+   model line) to the last output written; the load's seconds; GPU memory
+   per context and in all (the in-flight line) and nvidia-smi's peak;
+   "sizes seen" once detect reports it; and whether the --json document and
+   every per-image file equal the --in-flight 1 run's, byte for byte. A
+   detect without --in-flight gives "not available" for those rows. The
+   runs go in order of what matters most (the defaults, then one at a
+   time, then 2 and 4) while --tp-budget (150 s) lasts, each stopped after
+   --tp-run-limit (60 s). Targets, on the default count over the mixed
+   folder: fp16 >= 500 images/s, tf32 >= 350, mixed >= 0.9x same-size,
+   outputs byte-identical; each PASS or MISS.
+4. Peak GPU memory. torchvision: torch.cuda.max_memory_allocated (tensors)
    and max_memory_reserved (its caching allocator's pool), reset per variant.
    Ours reports no allocator figure, so for both the per-process used memory
    that nvidia-smi reports (context, cuDNN/cuBLAS handles and workspaces
    included) is sampled every 20 ms while the variant runs; the peak is shown.
-4. Throughput over the K images, file to pasted masks (decode included, the
+5. Throughput over the K images, file to pasted masks (decode included, the
    model load and one warm-up image excluded): ours tf32, fp32 and fp16 (one
    process each over the folder; images/s from --profile-json's `finished`
    times, so decoding ahead on --decode-threads counts as overlapped) and
    torchvision eager tf32 and fp32 (after 3 warm-ups, synchronised per image,
    decode in turn as a plain loop does).
-5. The issue's folder of J (default 500) JPEGs, COCO-sized (640x480 and
+6. The issue's folder of J (default 500) JPEGs, COCO-sized (640x480 and
    480x640, quality 90): ours tf32 with the default --decode-threads and with
    0 (decode in turn), ours fp16 decoding ahead, torchvision eager tf32;
    target >= 200 images/s.
-6. Last, the peers at their best on the same GPU: torchvision's whole
+7. Last, the peers at their best on the same GPU: torchvision's whole
    forward with cudnn.benchmark (CUDA events, no sync between stages) in
    fp32, tf32 and fp16, and torch.compile of its backbone and FPN (unless
    --no-compile; what fails is printed).
@@ -47,9 +68,12 @@
 machine without a GPU (bench.sh --dry-run): the numbers mean nothing then."""
 
 import argparse
+import hashlib
 import json
 import os
+import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -348,6 +372,276 @@ def make_jpegs(work, count, scale):
     return paths
 
 
+# Issue 36: images/s over a folder of JPEGs, file to --json (RLE) plus --output DIR, with N images in flight
+# (--in-flight N: N execution contexts, each on its own stream with its own CUDA graphs). The targets are
+# judged on the default in-flight count over the mixed folder, what a user gets on a real folder.
+TP_TARGETS = {"fp16": 500.0, "tf32": 350.0}
+TP_MIXED_RATIO = 0.9
+TP_IN_FLIGHT = ("default", 1, 2, 4)
+TP_SAME_SIZE = "640x480"  # COCO val2017's most common size
+# detect -v, once its contexts exist: "detect: in flight: N on cuda:0; device memory per context: A, B MiB;
+# in all T MiB" (on the CPU "detect: in flight: N on cpu", no memory part).
+IN_FLIGHT_RE = re.compile(r"^detect: in flight: (\d+) on (\S+?)(?:; device memory per context: ([0-9., ]+) MiB; "
+                          r"in all ([0-9.]+) MiB)?\s*$")
+# detect -v's model line, printed once the model is loaded and the inputs planned: the clock starts there.
+MODEL_LINE_RE = re.compile(r"^detect: .* \(\d+ classes\), weights ")
+# A hook: detect does not yet say how many input sizes it saw (and warmed); a line such as
+# "detect: 35 input sizes seen" or "sizes seen: 35" fills the column when it does.
+SIZES_SEEN_RE = re.compile(r"(\d+) (?:network |input |padded )?sizes seen|sizes seen:? (\d+)")
+
+
+def detect_has_option(flag):
+    """Whether build/detect's --help lists `flag` (a variant whose flag is missing prints "not available")."""
+    r = subprocess.run([os.path.join(BUILD, "detect"), "--help"], capture_output=True, text=True)
+    return flag in r.stdout
+
+
+def make_photo_folders(work, count):
+    """bench/make_photo_folder.py's two folders of `count` JPEGs, made side by side: COCO-sized mixed
+    sizes (seed 1) and every image TP_SAME_SIZE; a folder whose sizes.tsv lists `count` files is reused.
+    Returns {"mixed": path, "same": path}; raises RuntimeError with the script's message."""
+    script = os.path.join(REPO, "bench", "make_photo_folder.py")
+    folders = {"mixed": os.path.join(work, f"mixed_{count}"), "same": os.path.join(work, f"same_{count}")}
+    procs = {}
+    for kind, d in folders.items():
+        tsv = os.path.join(d, "sizes.tsv")
+        if os.path.exists(tsv) and sum(1 for _ in open(tsv)) == count + 1:
+            continue
+        args = [sys.executable, script, d, "--count", str(count)]
+        args += ["--same-size", TP_SAME_SIZE] if kind == "same" else []
+        procs[kind] = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for kind, p in procs.items():
+        out = p.communicate()[0]
+        if p.returncode != 0:
+            raise RuntimeError(f"make_photo_folder.py {folders[kind]} failed:\n{out[-2000:]}")
+    return folders
+
+
+def folder_sizes(folder, min_size, max_size):
+    """(image sizes, network input sizes at this config's resize, padded to /32) of a made folder."""
+    import make_photo_folder
+    with open(os.path.join(folder, "sizes.tsv")) as f:
+        sizes = {(int(h), int(w)) for _, w, h in (line.split("\t") for line in list(f)[1:])}
+    return len(sizes), len({make_photo_folder.network_size(h, w, min_size, max_size) for h, w in sizes})
+
+
+def tp_run(a, cfg, folder, prec, in_flight, mem, timeout):
+    """One detect over `folder` with --json and --output (and -v for the in-flight line). images/s runs
+    from detect -v's model line (the model loaded) to the last output written (the --json document's and
+    the per-image files' modification times), so neither the load nor the process's exit counts. The
+    per-image outputs are hashed, then removed. Returns a dict; "error" says why a run gave no rate."""
+    tag = f"{os.path.basename(folder)}_{prec}_{in_flight}"
+    doc, outd = os.path.join(a.tp_work, tag + ".json"), os.path.join(a.tp_work, tag)
+    shutil.rmtree(outd, ignore_errors=True)
+    cmd = [os.path.join(BUILD, "detect"), "--config", cfg, "--weights", os.path.join(a.work, "w.safetensors"),
+           "--device", a.device, "-q", "-v", "--json", doc, "--output", outd]
+    cmd += (["--precision", prec] if a.device == "cuda" else []) + \
+        ([] if in_flight == "default" else ["--in-flight", str(in_flight)]) + [folder]
+    lines = []
+
+    def read(stream):
+        for line in stream:
+            lines.append((time.time(), line.rstrip("\n")))
+
+    res = {"doc": doc, "error": None}
+    with mem:
+        t0 = time.time()
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace")
+        reader = threading.Thread(target=read, args=(p.stderr,), daemon=True)
+        reader.start()
+        try:
+            rc = p.wait(timeout=max(1.0, timeout))
+        except subprocess.TimeoutExpired:
+            rc = None
+        finally:  # also on SIGTERM's SystemExit: no detect outlives the bench
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        reader.join(5)
+    res["smi"] = mem.of()
+    last = next((line for _, line in reversed(lines) if line.strip() and not (
+        IN_FLIGHT_RE.match(line) or MODEL_LINE_RE.match(line) or SIZES_SEEN_RE.search(line))), "")
+    if rc is None:
+        res["error"] = f"timed out after {timeout:.0f} s"
+    elif rc != 0:
+        res["error"] = f"exit {rc}: {last[:120]}"
+    for t, line in lines:
+        m = IN_FLIGHT_RE.match(line)
+        if m:
+            res["n"], res["on"] = int(m.group(1)), m.group(2)
+            res["per_ctx"] = [float(v) for v in m.group(3).split(",")] if m.group(3) else None
+            res["total_mib"] = float(m.group(4)) if m.group(4) else None
+        m = SIZES_SEEN_RE.search(line)
+        if m and line.startswith("detect:"):
+            res["sizes_seen"] = int(m.group(1) or m.group(2))
+    ready = next((t for t, line in lines if MODEL_LINE_RE.match(line)), None)
+    res["load"] = (ready or t0) - t0
+    if res["error"] is None:
+        files = [os.path.join(outd, f) for f in sorted(os.listdir(outd))] if os.path.isdir(outd) else []
+        done = max(os.stat(f).st_mtime for f in files + [doc])
+        with open(doc) as f:
+            res["images"] = len(json.load(f)["images"])
+        res["rate"] = res["images"] / max(done - (ready or t0), 1e-9)
+        res["digests"] = {}
+        for path in files:
+            with open(path, "rb") as f:
+                res["digests"][os.path.basename(path)] = hashlib.md5(f.read()).hexdigest()
+    shutil.rmtree(outd, ignore_errors=True)
+    return res
+
+
+def throughput(a, cfg, gpu, mem, state):
+    """Issue 36's measurements, into `state` (printed last by throughput_table): both folders, every
+    precision, the default in-flight count and 1, 2, 4; in order of what matters most (the defaults,
+    then one at a time, then the rest), each started only while --tp-budget lasts."""
+    t_start = state["t_start"] = time.time()
+    end = t_start + a.tp_budget
+    if a.deadline:
+        end = min(end, a.deadline - 15)
+    os.makedirs(a.tp_work, exist_ok=True)
+    state.update(images=a.tp_images, precs=("tf32", "fp16") if gpu else ("fp32",), runs={})
+    try:
+        state["folders"] = make_photo_folders(a.tp_work, a.tp_images)
+    except (RuntimeError, OSError) as e:
+        state["error"] = str(e)
+        print(f"\nthroughput: {e}", flush=True)
+        return
+    max_size = a.min_size * 1333 // 800
+    state["sizes"] = {k: folder_sizes(d, a.min_size, max_size) for k, d in state["folders"].items()}
+    state["in_flight_flag"] = detect_has_option("--in-flight")
+    print(f"\nthroughput (issue 36): folders of {a.tp_images} JPEGs made in {time.time() - t_start:.1f} s; "
+          f"--in-flight {'available' if state['in_flight_flag'] else 'not available in this build'}", flush=True)
+    order = [(f, p, "default") for p in state["precs"] for f in ("mixed", "same")]
+    order += [(f, p, 1) for f in ("mixed", "same") for p in state["precs"]]
+    order += [(f, p, n) for n in (2, 4) for f in ("mixed", "same") for p in state["precs"]]
+    runs, took = state["runs"], {}
+    for folder, prec, n in order:
+        key = (folder, prec, n)
+        default = runs.get((folder, prec, "default"))
+        if n != "default" and not state["in_flight_flag"]:
+            runs[key] = {"error": "not available (detect has no --in-flight)"}
+            continue
+        if n != "default" and default and default.get("n") == n:
+            runs[key] = dict(default, same_as_default=True)
+            continue
+        # Not started when less is left than the quickest run over this folder took: it would be stopped.
+        left = end - time.time()
+        if left < min(took.get(folder, []), default=5):
+            runs[key] = {"error": "skipped: --tp-budget spent"}
+            continue
+        t = time.time()
+        runs[key] = tp_run(a, cfg, state["folders"][folder], prec, n, mem, min(left, a.tp_run_limit))
+        took.setdefault(folder, []).append(time.time() - t)
+        r = runs[key]
+        print(f"  {folder:<5} {prec} in flight {n}{' (' + str(r['n']) + ')' if r.get('n') else ''}: "
+              f"{r['error'] or format(r['rate'], '.1f') + ' images/s'} ({time.time() - t:.1f} s)", flush=True)
+    state["seconds"] = time.time() - t_start
+
+
+def same_outputs(r, ref):
+    """Whether run r wrote the same bytes as the one-at-a-time run ref: its --json document and every
+    per-image file of --output."""
+    with open(r["doc"], "rb") as f, open(ref["doc"], "rb") as g:
+        doc_same = f.read() == g.read()
+    files = set(r["digests"]) | set(ref["digests"])
+    differ = sum(r["digests"].get(k) != ref["digests"].get(k) for k in files)
+    if doc_same and not differ:
+        return True, "identical"
+    return False, (f"DIFFERS: --json {'differs' if not doc_same else 'equal'}, "
+                   f"{differ} of {len(files)} --output files differ")
+
+
+def throughput_table(state, name):
+    """The throughput section's tables, in markdown for bench/NOTES.md, as text."""
+    out = []
+    if "images" not in state:
+        return f"## Throughput (issue 36), {name}\n\nnot run: the bench stopped before the section\n"
+    gpu_run = any(p != "fp32" for p in state.get("precs", ()))
+    out.append(f"## Throughput (issue 36): {state['images']} JPEGs per folder, file to --json (RLE) + --output, {name}")
+    out.append("")
+    if state.get("error") or "folders" not in state:
+        out.append(f"not run: {state.get('error', 'the section did not start')}")
+        return "\n".join(out) + "\n"
+    (mi, mn), (si, sn) = state["sizes"]["mixed"], state["sizes"]["same"]
+    out.append(f"mixed: bench/make_photo_folder.py --count {state['images']} (COCO val2017's sizes: {mi} image sizes, "
+               f"{mn} network input sizes at this config's resize); same: --same-size {TP_SAME_SIZE} ({sn} network "
+               f"input size). The issue's figure is 2,000 images; {state['images']} here"
+               f"{' (a dry run on the CPU: the numbers mean nothing)' if not gpu_run else ''}. images/s: from the "
+               f"model loaded (detect -v's model line) to the last output written; load: seconds before that. "
+               f"MiB per context and in all: detect -v's in-flight line; nvidia-smi: the process's peak.")
+    out.append("")
+    out.append("| precision | in flight | folder | images/s | load s | MiB per context | MiB in all | "
+               "nvidia-smi peak MiB | sizes seen | outputs vs --in-flight 1 |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|")
+    runs = state["runs"]
+    compared, identical = 0, 0
+    for prec in state["precs"]:
+        for n in TP_IN_FLIGHT:
+            for folder in ("mixed", "same"):
+                r = runs.get((folder, prec, n))
+                if r is None:
+                    r = {"error": "not run (stopped before it)"}
+                label = str(n)
+                if n == "default":
+                    label = f"default ({r['n']})" if r.get("n") else \
+                        "default (1: no --in-flight yet)" if not state.get("in_flight_flag") else "default (?)"
+                if r.get("error"):
+                    out.append(f"| {prec} | {label} | {folder} | {r['error']} | | | | | | |")
+                    continue
+                if r.get("same_as_default"):
+                    out.append(f"| {prec} | {label} | {folder} | = default ({r['rate']:.1f}) | | | | | | |")
+                    continue
+                per = r.get("per_ctx")
+                per_s = "n/r" if per is None else f"{len(per)} x {per[0]:.1f}" if len(set(per)) == 1 and len(per) > 1 \
+                    else ", ".join(f"{v:.1f}" for v in per)
+                total = f"{r['total_mib']:.1f}" if r.get("total_mib") is not None else "n/r"
+                ref = runs.get((folder, prec, 1))
+                if n == 1 or (n == "default" and r.get("n") == 1):
+                    vs = "(the reference)"
+                elif n == "default" and not state.get("in_flight_flag"):
+                    vs = "n/a (one at a time already)"
+                elif not ref or ref.get("error"):
+                    vs = "n/a (no --in-flight 1 run)"
+                else:
+                    ok, vs = same_outputs(r, ref)
+                    compared, identical = compared + 1, identical + ok
+                out.append(f"| {prec} | {label} | {folder} | {r['rate']:.1f} | {r['load']:.1f} | {per_s} | {total} | "
+                           f"{mib(r.get('smi'))} | {r.get('sizes_seen', 'n/r')} | {vs} |")
+    out.append("")
+    out.append("n/r: detect did not report it. Targets (issue 36; the default in-flight count, the mixed folder):")
+    out.append("")
+    out.append("| target | measured | verdict |")
+    out.append("|---|---|---|")
+
+    def rate(folder, prec, n="default"):
+        r = runs.get((folder, prec, n)) or {}
+        return r.get("rate")
+
+    for prec, target in TP_TARGETS.items():
+        v = rate("mixed", prec)
+        if v is None:
+            out.append(f"| {prec} >= {target:.0f} images/s | n/a | n/a |")
+            continue
+        best = max((rate("mixed", prec, n) or 0, n) for n in (1, 2, 4))
+        best_s = f" (best: {best[0]:.1f} at --in-flight {best[1]})" if best[0] > v else ""
+        out.append(f"| {prec} >= {target:.0f} images/s | {v:.1f}{best_s} | {'PASS' if v >= target else 'MISS'} |")
+    for prec in TP_TARGETS:
+        m, s = rate("mixed", prec), rate("same", prec)
+        out.append(f"| {prec} mixed >= {TP_MIXED_RATIO}x same-size | " +
+                   (f"{m / s:.2f}x ({m:.1f} / {s:.1f}) | {'PASS' if m >= TP_MIXED_RATIO * s else 'MISS'} |"
+                    if m and s else "n/a | n/a |"))
+    out.append(f"| outputs byte-identical to --in-flight 1 | " +
+               (f"{identical} of {compared} runs identical | {'PASS' if identical == compared else 'MISS'} |"
+                if compared else "n/a (nothing to compare) | n/a |"))
+    if not gpu_run:
+        out.append("")
+        out.append("(dry run on the CPU: no fp16 or tf32, so the targets read n/a)")
+    out.append("")
+    spent = state.get("seconds", time.time() - state["t_start"])
+    out.append(f"throughput section: {spent:.0f} s{'' if 'seconds' in state else ' (stopped before its end)'}")
+    return "\n".join(out) + "\n"
+
+
 def mib(v):
     return f"{v:.0f}" if v is not None else "n/a"
 
@@ -363,8 +657,37 @@ def main():
     ap.add_argument("--min-size", type=int, default=800, help="the resize's short side (dry runs: smaller)")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--no-compile", dest="compile", action="store_false", help="skip torch.compile's peer")
+    ap.add_argument("--tp-images", type=int, default=400,
+                    help="JPEGs in each of issue 36's two throughput folders (0: none; the issue's figure is 2000)")
+    ap.add_argument("--tp-budget", type=float, default=150, help="seconds for the throughput section's runs")
+    ap.add_argument("--tp-run-limit", type=float, default=60, help="seconds at most for one throughput run")
+    ap.add_argument("--tp-work", default=os.path.join(tempfile.gettempdir(), "detect_throughput"),
+                    help="the throughput folders and outputs (kept out of --work, which may be sent back)")
+    ap.add_argument("--deadline", type=float, default=0,
+                    help="Unix time by which the throughput section must have ended (0: none)")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
+    # The throughput table prints last, also when bench.sh's timeout stops this script (SIGTERM) in a
+    # later section: the exit unwinds through the finally below.
+    signal.signal(signal.SIGTERM, lambda sig, frame: sys.exit(128 + sig))
+    state = {}
+    try:
+        return bench(a, state)
+    finally:
+        if a.tp_images > 0:
+            print("\n" + write_throughput(a, state), flush=True)
+
+
+def write_throughput(a, state):
+    """The throughput tables into WORK/throughput.md (device_run.sh prints that file last); returned."""
+    table = throughput_table(state, state.get("device", "?"))
+    with open(os.path.join(a.work, "throughput.md"), "w") as f:
+        f.write(table)
+    return table
+
+
+def bench(a, state):
+    """Every section in turn; issue 36's throughput measured into `state` (its table printed by main)."""
     torch.set_num_threads(a.threads)
     dev = torch.device(a.device)
     gpu = dev.type == "cuda"
@@ -387,6 +710,7 @@ def main():
         batch = bench_cpu.make_batch(bdir, scale=a.min_size / 800)[:a.batch]
     jpegs = make_jpegs(a.work, a.jpegs, a.min_size / 800) if a.jpegs > 0 else []
     name = torch.cuda.get_device_name(0) if gpu else "cpu (dry run)"
+    state["device"] = name
     print(f"weights and {1 + len(batch) + len(jpegs)} images: {time.time() - t:.1f} s (torch {torch.__version__}, {name})",
           flush=True)
 
@@ -438,6 +762,11 @@ def main():
     for k, (al, rs) in torch_alloc.items():
         print(f"{k}: max_memory_allocated {al:.0f} MiB, max_memory_reserved {rs:.0f} MiB")
 
+    # Issue 36 next: the sections below are older and come after it when time is short.
+    if a.tp_images > 0:
+        throughput(a, cfg, gpu, mem, state)
+        write_throughput(a, state)  # now too: a later section that hangs past the timeouts loses nothing
+
     profile_overhead(a, cfg, png, gpu)
     demo_model_table(a, gpu, mem)
 
@@ -485,7 +814,11 @@ def main():
                   f"({'met' if max(r, r16) >= 200 else 'NOT met'})")
     # last: torch.compile takes minutes, and a call that runs out of time keeps everything above
     peers_at_their_best(model, img, dev, a.runs, a.compile and gpu)
-    return 0
+    # A detect that failed in the throughput section fails the bench (a slow one, stopped, does not).
+    failed = [k for k, r in state.get("runs", {}).items() if (r.get("error") or "").startswith("exit")]
+    if failed:
+        print(f"\nthroughput: detect failed in {len(failed)} runs: {', '.join(map(str, failed))}", flush=True)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
