@@ -111,18 +111,21 @@ class DetectActor:
         n = len(batch["position"])
         status = np.zeros(n, dtype=np.int8)
         errors = [""] * n
+        todo = []
         for i in range(n):
-            path, name = str(batch["path"][i]), str(batch["name"][i])
-            out = os.path.join(self.out_dir, name + ".json")
-            if os.path.exists(out):
+            if os.path.exists(os.path.join(self.out_dir, str(batch["name"][i]) + ".json")):
                 status[i] = EXISTING
+            else:
+                todo.append(i)
+        # the model's in_flight images at once (model_kwargs), results in order
+        results = self.model.run_many([str(batch["path"][i]) for i in todo], errors="return")
+        for i, r in zip(todo, results):
+            path, name = str(batch["path"][i]), str(batch["name"][i])
+            if isinstance(r, detect.DetectError):
+                status[i], errors[i] = FAILED, str(r)
                 continue
-            try:
-                text = self.model(path).to_json_text(path)
-            except detect.DetectError as e:
-                status[i], errors[i] = FAILED, str(e)
-                continue
-            _write_atomic(out, _DOC_HEAD + text + _DOC_TAIL)
+            text = r.to_json_text(path)
+            _write_atomic(os.path.join(self.out_dir, name + ".json"), _DOC_HEAD + text + _DOC_TAIL)
             status[i] = DONE
             self.images += 1
             if self.die_after is not None and self.images >= self.die_after and not os.path.exists(self.die_marker):
@@ -133,13 +136,16 @@ class DetectActor:
 
 def run(paths: Sequence[str], config: str, weights: str, out_dir: str, *, json_path: Optional[str] = None,
         actors: int = 1, cpus_per_actor: float = 1, gpus_per_actor: float = 0, batch_size: int = 4,
-        device: Optional[str] = None, max_restarts: int = 3, max_task_retries: int = 3,
+        device: Optional[str] = None, in_flight: int = 0, max_restarts: int = 3, max_task_retries: int = 3,
         model_kwargs: Optional[Dict[str, Any]] = None, die_after: Optional[int] = None) -> Dict[str, Any]:
     """Runs every path through a pool of `actors` DetectActor (each with
     cpus_per_actor CPUs, used as its model's threads, and gpus_per_actor
     GPUs), writes out_dir/NAME.json per image and, with json_path, the
     merged document. device: "cpu" without GPUs, "cuda" with (the default
-    follows gpus_per_actor). A dead actor is restarted up to max_restarts
+    follows gpus_per_actor). in_flight: images each actor's model runs at
+    once (detect.Model's; 0: its device's default, 1 on the CPU; a batch
+    runs through model.run_many, so batch_size should be at least this). A
+    dead actor is restarted up to max_restarts
     times and its batch retried up to max_task_retries times.
 
     Returns {"images", "done" (run now), "existing" (taken from an earlier
@@ -153,6 +159,7 @@ def run(paths: Sequence[str], config: str, weights: str, out_dir: str, *, json_p
         ray.init()
     kwargs = dict(model_kwargs or {})
     kwargs.setdefault("device", device or ("cuda" if gpus_per_actor else "cpu"))
+    kwargs.setdefault("in_flight", in_flight)
     if not gpus_per_actor:
         kwargs.setdefault("threads", max(1, int(cpus_per_actor)))
     ds = ray.data.from_items([{"position": i, "path": p, "name": n} for i, (p, n) in enumerate(zip(paths, names))],

@@ -56,6 +56,17 @@ def test_ray_gives_the_single_run(cluster, paths, reference, tmp_path):
     check_outputs(out, paths, reference)
 
 
+def test_ray_actor_with_images_in_flight(cluster, paths, reference, tmp_path):
+    """One actor whose model runs 2 images at once (in_flight=2: its batch
+    through model.run_many, 2 execution contexts of one thread each): the
+    single run's bytes."""
+    out = tmp_path / "out"
+    s = ray_pipeline.run(paths, CONFIG, WEIGHTS, str(out), json_path=str(out / "all.json"), actors=1,
+                         cpus_per_actor=2, batch_size=4, in_flight=2)
+    assert (s["images"], s["done"], s["existing"], s["failed"]) == (40, 40, 0, [])
+    check_outputs(out, paths, reference)
+
+
 def test_ray_actor_dies_mid_run(cluster, paths, reference, tmp_path):
     out = tmp_path / "out"
     s = ray_pipeline.run(paths, CONFIG, WEIGHTS, str(out), json_path=str(out / "all.json"), actors=2,

@@ -387,6 +387,8 @@ IN_FLIGHT_RE = re.compile(r"^detect: in flight: (\d+) on (\S+?)(?:; device memor
 MODEL_LINE_RE = re.compile(r"^detect: .* \(\d+ classes\), weights ")
 # A hook: detect does not yet say how many input sizes it saw (and warmed); a line such as
 # "detect: 35 input sizes seen" or "sizes seen: 35" fills the column when it does.
+# "warming up to them: 3.2 s of host time": the host time the contexts spent on a size's first passes
+WARM_RE = re.compile(r"warming up to them: ([\d.]+) s")
 SIZES_SEEN_RE = re.compile(r"(\d+) (?:network |input |padded )?sizes seen|sizes seen:? (\d+)")
 
 
@@ -474,6 +476,9 @@ def tp_run(a, cfg, folder, prec, in_flight, mem, timeout):
         m = SIZES_SEEN_RE.search(line)
         if m and line.startswith("detect:"):
             res["sizes_seen"] = int(m.group(1) or m.group(2))
+            w = WARM_RE.search(line)
+            if w:
+                res["sizes_seen"] = f"{res['sizes_seen']} ({float(w.group(1)):.1f} s)"
     ready = next((t for t, line in lines if MODEL_LINE_RE.match(line)), None)
     res["load"] = (ready or t0) - t0
     if res["error"] is None:
@@ -571,7 +576,7 @@ def throughput_table(state, name):
                f"MiB per context and in all: detect -v's in-flight line; nvidia-smi: the process's peak.")
     out.append("")
     out.append("| precision | in flight | folder | images/s | load s | MiB per context | MiB in all | "
-               "nvidia-smi peak MiB | sizes seen | outputs vs --in-flight 1 |")
+               "nvidia-smi peak MiB | sizes seen (warm-up s) | outputs vs --in-flight 1 |")
     out.append("|---|---|---|---|---|---|---|---|---|---|")
     runs = state["runs"]
     compared, identical = 0, 0
