@@ -46,7 +46,9 @@
  * to the device (the allocations and the memory budget, the statistics) is
  * locked; the last error, the capture and a fault are the thread's own (a
  * fault is sticky for the thread that made it: on a GPU it would end the
- * whole context, every thread's). */
+ * whole context, every thread's). A synchronisation waits for nothing: a
+ * thread's work has ended when its call returns, and another thread's call
+ * in progress is not waited for, as cudaDeviceSynchronize would on a GPU. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdint.h>
