@@ -635,11 +635,17 @@ int main(int argc, char **argv)
             progress_step(&r.prog, r.opt.inputs.items[i].path, dets, now() - t0, 1);
         }
     }
-    int sizes;
+    int sizes, given_up;
     double warm;
-    if (r.opt.verbose && detect_model_sizes_seen(r.model, &sizes, &warm) == DETECT_OK)
-        fprintf(stderr, "detect: input sizes seen: %d (padded); warming up to them: %.3f s of host time\n", sizes,
-                warm);
+    if (detect_model_sizes_seen(r.model, &sizes, &warm, &given_up) == DETECT_OK) {
+        if (r.opt.verbose)
+            fprintf(stderr, "detect: input sizes seen: %d (padded); warming up to them: %.3f s of host time\n", sizes,
+                    warm);
+        if (given_up) /* the images are right, but slower: say why */
+            fprintf(stderr, "detect: notice: %d CUDA graph%s given up (3 captures or instantiations failed, most "
+                    "likely for want of GPU memory): those input sizes ran op by op\n", given_up,
+                    given_up > 1 ? "s" : "");
+    }
     failed += finish(&r, now() - start);
     progress_finish(&r.prog);
     int n_skip = r.opt.inputs.not_images;

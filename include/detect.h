@@ -186,12 +186,15 @@ DETECT_API int detect_model_max_image_side(const detect_model *m);
 /* The images it runs at once: its execution contexts (detect_options_set_in_flight). */
 DETECT_API int detect_model_in_flight(const detect_model *m);
 /* What the model met so far: *sizes, the distinct network input sizes
- * (padded) of the images it ran, and *warm_seconds, the host seconds its
- * GPU contexts spent warming up to them: each context runs a size's first
+ * (padded) of the images it ran; *warm_seconds, the host seconds its GPU
+ * contexts spent warming up to them: each context runs a size's first
  * image op by op and captures its CUDA graph at the second, and replays it
- * from then on (0 on the CPU, which has nothing to warm). Waits for the
- * images running. */
-DETECT_API detect_status detect_model_sizes_seen(detect_model *m, int *sizes, double *warm_seconds);
+ * from then on (0 on the CPU, which has nothing to warm); *given_up (may be
+ * NULL), the graphs its contexts gave up after 3 failed captures or
+ * instantiations (out of GPU memory, most likely): those sizes run op by
+ * op on that context, slower, with the same results. Waits for the images
+ * running. */
+DETECT_API detect_status detect_model_sizes_seen(detect_model *m, int *sizes, double *warm_seconds, int *given_up);
 /* The device memory execution context `context` (0 .. in_flight-1) took
  * when it opened, in bytes: weights, activations, workspaces and what
  * cuDNN and cuBLAS allocate for it, as the device's free memory fell; 0 on

@@ -594,13 +594,14 @@ int detect_model_in_flight(const detect_model *m)
     return m ? m->contexts : 0;
 }
 
-detect_status detect_model_sizes_seen(detect_model *m, int *sizes, double *warm_seconds)
+detect_status detect_model_sizes_seen(detect_model *m, int *sizes, double *warm_seconds, int *given_up)
 {
     if (!m || !sizes || !warm_seconds)
         return api_failf(DETECT_ERR_ARGUMENT, "detect_model_sizes_seen: %s is NULL", m ? "an output" : "model");
     pthread_mutex_lock(&m->lock);
     *sizes = m->sizes_count;
     *warm_seconds = 0;
+    if (given_up) *given_up = 0;
     /* each context's counters are its own thread's while it runs: read them
      * idle (take every context, as a run would) */
     pthread_mutex_unlock(&m->lock);
@@ -610,7 +611,9 @@ detect_status detect_model_sizes_seen(detect_model *m, int *sizes, double *warm_
     for (int k = 0; k < n; k++) {
         mr_replay_stats s;
         const mr_backend *be = &held[k]->be;
-        if (be->i->replay_stats && be->i->replay_stats(be->ctx, &s) == MR_OK) *warm_seconds += s.warm_seconds;
+        if (!be->i->replay_stats || be->i->replay_stats(be->ctx, &s) != MR_OK) continue;
+        *warm_seconds += s.warm_seconds;
+        if (given_up) *given_up += s.given_up;
     }
     for (int k = 0; k < n; k++) api_context_give_back(m, held[k], 0);
     return DETECT_OK;

@@ -142,6 +142,8 @@ def main():
         check((stat(nograph, "instantiate_failed") or 0) > 0 and stat(nograph, "graph_launches") == 0,
               "every instantiation refused, no graph launched", nograph.stats)
         check(outputs(outn) == ref, "the same bytes, op by op")
+        check("CUDA graphs given up" in nograph.stderr and "ran op by op" in nograph.stderr,
+              "a notice that the graphs were given up", nograph.stderr[-400:])
     print("4. --canvas 320x320: every size on one graph")
     canvas, _ = run(a.work, "canvas", folder, "--in-flight", "1", "--canvas", "320x320")
     check(canvas.returncode == 1 and "input sizes seen: 1 (padded)" in canvas.stderr, "one padded size",

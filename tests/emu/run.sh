@@ -24,6 +24,9 @@
 #      preprocessing and the paste outside it; results byte for byte those
 #      of the op-by-op and counts-on-the-host runs; with no device memory
 #      left for graphs (each instantiation refused), op by op, same results;
+#      in_flight.py: 3 execution contexts at once against one at a time, byte
+#      for byte, a bad image in flight, too little memory for the contexts
+#      (fewer, with a notice) or for any graph, a canvas's one graph, Ctrl-C;
 #   6. tests/gpu/gpu_parity.py --ours cuda --torch-device cpu: the whole model
 #      on CUDA against our CPU backend stage by stage and torchvision's
 #      detections and masks in strict fp32 (also --no-fold, and a 4-image
@@ -66,6 +69,12 @@ step() {
     echo "$(printf '%-48s' "$name") ${results[-1]} (${seconds[-1]} s)"
 }
 
+# The emulator runs each kernel on the calling thread, between oneDNN's
+# OpenMP GEMMs (its cuDNN and cuBLAS); OpenMP's workers spin-waiting after
+# each GEMM take the cores from it: 8 images of the shapes model took 28.2 s
+# with spinning and 12.5 s without (bench/NOTES.md section 26).
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+
 step "the emulator's own checks (test_emu.cu)" emu.log build-emu/test_emu
 ops=build/tests/test_backend_ops
 step "backend ops" ops.log $ops
@@ -106,6 +115,8 @@ step "a folder of mixed sizes, PNG and JPEG, vs the CPU" mixed.log $PY tests/emu
 step "the whole pass as one graph (whole_pass.py)" whole_pass.log $PY tests/emu/whole_pass.py \
     --work build-emu/whole_pass
 grep -E "^  (OK|FAIL)|outside its graph" "$LOGS/whole_pass.log" | sed 's/^/    /'
+step "several images in flight (in_flight.py)" in_flight.log $PY tests/emu/in_flight.py --work build-emu/in_flight
+grep -E "^  (OK|FAIL)" "$LOGS/in_flight.log" | sed 's/^/    /'
 step "end to end (gpu_parity.py, torchvision on CPU)" parity.log $PY tests/gpu/gpu_parity.py \
     --work build-emu/parity --ours cuda --torch-device cpu --threads "$(nproc)"
 grep -E "^  (OK|FAIL)|fp16 vs|shapes model|parity checks" "$LOGS/parity.log" | sed 's/^/    /'
