@@ -72,7 +72,10 @@ static int open_model(run_state *r, cli_error *err)
     if (st == DETECT_OK) st = detect_options_set_classes(opts, o->classes);
     if (st == DETECT_OK) st = detect_options_set_fold_batchnorm(opts, !o->no_fold);
     if (st == DETECT_OK && o->agnostic_nms) st = detect_options_set_agnostic_nms(opts, 1);
-    if (st == DETECT_OK) st = detect_options_set_in_flight(opts, o->in_flight);
+    /* One image, or --profile-runs (one image at a time by design): one
+     * context, unless asked; more would only cost their loading. */
+    int in_flight = o->in_flight ? o->in_flight : (o->inputs.count < 2 || o->profile_runs > 1) ? 1 : 0;
+    if (st == DETECT_OK) st = detect_options_set_in_flight(opts, in_flight);
     if (st == DETECT_OK && o->canvas_h >= 0) st = detect_options_set_canvas(opts, o->canvas_h, o->canvas_w);
     if (st != DETECT_OK) {
         detect_options_free(opts);
@@ -635,16 +638,16 @@ int main(int argc, char **argv)
             progress_step(&r.prog, r.opt.inputs.items[i].path, dets, now() - t0, 1);
         }
     }
-    int sizes, given_up;
+    int sizes, graphs_failed;
     double warm;
-    if (detect_model_sizes_seen(r.model, &sizes, &warm, &given_up) == DETECT_OK) {
+    if (detect_model_sizes_seen(r.model, &sizes, &warm, &graphs_failed) == DETECT_OK) {
         if (r.opt.verbose)
             fprintf(stderr, "detect: input sizes seen: %d (padded); warming up to them: %.3f s of host time\n", sizes,
                     warm);
-        if (given_up) /* the images are right, but slower: say why */
-            fprintf(stderr, "detect: notice: %d CUDA graph%s given up (3 captures or instantiations failed, most "
-                    "likely for want of GPU memory): those input sizes ran op by op\n", given_up,
-                    given_up > 1 ? "s" : "");
+        if (graphs_failed) /* the images are right, but slower: say why */
+            fprintf(stderr, "detect: notice: %d CUDA graph%s could not be made (captured or instantiated; most "
+                    "likely for want of GPU memory): those passes ran op by op, slower, with the same results\n",
+                    graphs_failed, graphs_failed > 1 ? "s" : "");
     }
     failed += finish(&r, now() - start);
     progress_finish(&r.prog);

@@ -66,12 +66,6 @@ static mr_status cuda_plan(void *vctx, const mr_backend_plan *p, mr_error *err)
     return MR_OK;
 }
 
-mr_status cuda_use_device(cuda_ctx *c, const char *op, mr_error *err)
-{
-    cudaError_t e = cudaSetDevice(c->device);
-    return e == cudaSuccess ? MR_OK : cuda_fail(err, op, "cudaSetDevice", e);
-}
-
 static mr_status cuda_buffer_alloc(void *vctx, size_t bytes, void **out, mr_error *err)
 {
     cuda_ctx *c = vctx;

@@ -38,6 +38,12 @@ mr_status cuda_after_launch(cuda_ctx *c, const char *op, mr_error *err)
 
 static double mib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
 
+mr_status cuda_use_device(cuda_ctx *c, const char *op, mr_error *err)
+{
+    cudaError_t e = cudaSetDevice(c->device);
+    return e == cudaSuccess ? MR_OK : cuda_fail(err, op, "cudaSetDevice", e);
+}
+
 mr_status cuda_alloc(cuda_ctx *c, void **buf, size_t bytes, const char *what, mr_error *err)
 {
     *buf = NULL;

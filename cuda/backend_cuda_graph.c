@@ -170,11 +170,12 @@ mr_status cuda_replayable(void *vctx, const char *name, uint64_t key, mr_status 
     struct cuda_graphs *g = c->graphs;
     const int outer = g->warming++ == 0;
     double t0 = host_seconds();
-    int met = s->runs == 0 && s->failed == 0, recorded = 0, given_up = 0;
+    int met = s->runs == 0 && s->failed == 0, recorded = 0, failed = 0, given_up = 0;
     mr_status st;
     if (s->runs++ == 0) {
         st = fn(arg, err);
     } else if (capture(c, s, fn, arg) != 0) {
+        failed = 1;
         given_up = s->failed >= CUDA_GRAPH_TRIES;
         st = fn(arg, err);
     } else {
@@ -185,6 +186,7 @@ mr_status cuda_replayable(void *vctx, const char *name, uint64_t key, mr_status 
     if (outer) {
         g->stats.units_met += met;
         g->stats.recorded += recorded;
+        g->stats.failed += failed;
         g->stats.given_up += given_up;
         g->stats.warm_seconds += host_seconds() - t0;
     }

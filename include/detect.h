@@ -189,12 +189,13 @@ DETECT_API int detect_model_in_flight(const detect_model *m);
  * (padded) of the images it ran; *warm_seconds, the host seconds its GPU
  * contexts spent warming up to them: each context runs a size's first
  * image op by op and captures its CUDA graph at the second, and replays it
- * from then on (0 on the CPU, which has nothing to warm); *given_up (may be
- * NULL), the graphs its contexts gave up after 3 failed captures or
- * instantiations (out of GPU memory, most likely): those sizes run op by
- * op on that context, slower, with the same results. Waits for the images
- * running. */
-DETECT_API detect_status detect_model_sizes_seen(detect_model *m, int *sizes, double *warm_seconds, int *given_up);
+ * from then on (0 on the CPU, which has nothing to warm); *graphs_failed
+ * (may be NULL), the captures or instantiations of CUDA graphs that failed
+ * (out of GPU memory, most likely): each such pass ran op by op, slower,
+ * with the same results, and after 3 a size stays op by op on that
+ * context. Waits for the images running. */
+DETECT_API detect_status detect_model_sizes_seen(detect_model *m, int *sizes, double *warm_seconds,
+                                                 int *graphs_failed);
 /* The device memory execution context `context` (0 .. in_flight-1) took
  * when it opened, in bytes: weights, activations, workspaces and what
  * cuDNN and cuBLAS allocate for it, as the device's free memory fell; 0 on

@@ -410,13 +410,41 @@ static mr_status open_more_contexts(detect_model *m, const detect_options *o, co
     return MR_OK;
 }
 
-api_context *api_context_take(detect_model *m)
+/* The padded input size of an in_h x in_w image, as one key (0: none). */
+static uint64_t size_key(const detect_model *m, int in_h, int in_w)
 {
+    if (in_h <= 0 || in_w <= 0) return 0;
+    int h, w;
+    model_input_size(m->ctx[0].model, in_h, in_w, &h, &w);
+    return (uint64_t)(uint32_t)h << 32 | (uint32_t)w;
+}
+
+static int ran_size(const api_context *c, uint64_t key)
+{
+    for (int i = 0; i < API_WARM_SIZES && key; i++)
+        if (c->warm[i] == key) return 1;
+    return 0;
+}
+
+/* Which free context: one that ran this size already (on a GPU its graph
+ * is warm there), else the first free one. Never waits for a busy warm
+ * one: a folder of one size then warms every context once, and runs on
+ * all of them. */
+api_context *api_context_take(detect_model *m, int in_h, int in_w)
+{
+    uint64_t key = m->contexts > 1 ? size_key(m, in_h, in_w) : 0;
     pthread_mutex_lock(&m->lock);
     api_context *c = NULL;
     for (;;) {
-        for (int k = 0; k < m->contexts && !c; k++)
-            if (!m->ctx[k].busy) c = &m->ctx[k];
+        for (int k = 0; k < m->contexts; k++) {
+            api_context *x = &m->ctx[k];
+            if (x->busy) continue;
+            if (!c) c = x;
+            if (ran_size(x, key)) {
+                c = x;
+                break;
+            }
+        }
         if (c) break;
         pthread_cond_wait(&m->ctx_freed, &m->lock);
     }
@@ -428,22 +456,23 @@ api_context *api_context_take(detect_model *m)
     return c;
 }
 
-/* Notes the padded input size c's model just ran (the model's lock held). */
-static void note_size(detect_model *m, const api_context *c)
+/* Notes the padded input size c's model just ran, among the model's sizes
+ * seen and c's warm ones (the model's lock held). */
+static void note_size(detect_model *m, api_context *c, uint64_t key)
 {
-    int h, w;
-    model_input_size(c->model, &h, &w);
-    uint64_t key = (uint64_t)(uint32_t)h << 32 | (uint32_t)w;
+    if (!key) return;
+    if (!ran_size(c, key)) c->warm[c->warm_next++ % API_WARM_SIZES] = key;
     int known = m->sizes_count >= API_MAX_SIZES_SEEN; /* past the table: counted as new, the rare case */
     for (int i = 0; i < m->sizes_count && i < API_MAX_SIZES_SEEN && !known; i++) known = m->sizes_seen[i] == key;
     if (m->sizes_count < API_MAX_SIZES_SEEN && !known) m->sizes_seen[m->sizes_count++] = key;
     else if (m->sizes_count >= API_MAX_SIZES_SEEN) m->sizes_count++;
 }
 
-void api_context_give_back(detect_model *m, api_context *c, int ran)
+void api_context_give_back(detect_model *m, api_context *c, int ran, int in_h, int in_w)
 {
+    uint64_t key = ran ? size_key(m, in_h, in_w) : 0;
     pthread_mutex_lock(&m->lock);
-    if (ran) note_size(m, c);
+    note_size(m, c, key);
     c->busy = 0;
     pthread_cond_signal(&m->ctx_freed);
     pthread_mutex_unlock(&m->lock);
@@ -594,28 +623,28 @@ int detect_model_in_flight(const detect_model *m)
     return m ? m->contexts : 0;
 }
 
-detect_status detect_model_sizes_seen(detect_model *m, int *sizes, double *warm_seconds, int *given_up)
+detect_status detect_model_sizes_seen(detect_model *m, int *sizes, double *warm_seconds, int *graphs_failed)
 {
     if (!m || !sizes || !warm_seconds)
         return api_failf(DETECT_ERR_ARGUMENT, "detect_model_sizes_seen: %s is NULL", m ? "an output" : "model");
     pthread_mutex_lock(&m->lock);
     *sizes = m->sizes_count;
     *warm_seconds = 0;
-    if (given_up) *given_up = 0;
+    if (graphs_failed) *graphs_failed = 0;
     /* each context's counters are its own thread's while it runs: read them
      * idle (take every context, as a run would) */
     pthread_mutex_unlock(&m->lock);
     api_context *held[API_MAX_IN_FLIGHT];
     int n = m->contexts;
-    for (int k = 0; k < n; k++) held[k] = api_context_take(m);
+    for (int k = 0; k < n; k++) held[k] = api_context_take(m, 0, 0);
     for (int k = 0; k < n; k++) {
         mr_replay_stats s;
         const mr_backend *be = &held[k]->be;
         if (!be->i->replay_stats || be->i->replay_stats(be->ctx, &s) != MR_OK) continue;
         *warm_seconds += s.warm_seconds;
-        if (given_up) *given_up += s.given_up;
+        if (graphs_failed) *graphs_failed += s.failed;
     }
-    for (int k = 0; k < n; k++) api_context_give_back(m, held[k], 0);
+    for (int k = 0; k < n; k++) api_context_give_back(m, held[k], 0, 0, 0);
     return DETECT_OK;
 }
 

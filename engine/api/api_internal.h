@@ -36,6 +36,7 @@ struct detect_options {
 /* The most images one model runs at once (detect_options_set_in_flight). */
 #define API_MAX_IN_FLIGHT 16
 #define API_MAX_SIZES_SEEN 4096
+#define API_WARM_SIZES 64
 
 /* One execution context: a backend with the model's layers prepared and
  * its activations planned in it. A run holds one context for the whole
@@ -46,6 +47,11 @@ typedef struct {
     mr_model *model;
     int threads;        /* CPU: the OpenMP threads its runs use (0: the backend's own setting) */
     int busy;           /* a run holds it (detect_model.lock) */
+    /* The padded input sizes it ran last (h << 32 | w; a ring): on a GPU a
+     * context replays a size's graph only after running it twice, so a
+     * run prefers a free context that ran its size (api_context_take). */
+    uint64_t warm[API_WARM_SIZES];
+    int warm_next;
     size_t device_bytes; /* device memory it took at open (0 on the CPU) */
 } api_context;
 
@@ -69,10 +75,11 @@ struct detect_model {
 
 /* Takes a free context for one run (waiting while all are busy), and gives
  * it back (api.c). */
-api_context *api_context_take(detect_model *m);
-/* ran: c's model has just run an image, whose padded input size is noted
- * among the sizes seen. */
-void api_context_give_back(detect_model *m, api_context *c, int ran);
+/* in_h x in_w: the image's size, for the affinity (0 x 0: none). */
+api_context *api_context_take(detect_model *m, int in_h, int in_w);
+/* ran: c's model has just run an image of in_h x in_w, whose padded input
+ * size is noted among the sizes seen and c's warm sizes. */
+void api_context_give_back(detect_model *m, api_context *c, int ran, int in_h, int in_w);
 
 struct detect_image {
     mr_image img;

@@ -31,9 +31,9 @@ static detect_status run(detect_model *m, const mr_image *img, const char *file,
     detect_result *r = calloc(1, sizeof *r);
     if (!r) return api_failf(DETECT_ERR_OOM, "out of memory");
     mr_error err = {0};
-    api_context *c = api_context_take(m);
+    api_context *c = api_context_take(m, img->h, img->w);
     mr_status st = model_detect(c->model, img, &r->res, &r->times, &err);
-    api_context_give_back(m, c, st == MR_OK);
+    api_context_give_back(m, c, st == MR_OK, img->h, img->w);
     if (st != MR_OK) {
         detect_result_free(r);
         if (file) mr_error_prefix(&err, "%s", file);

@@ -107,11 +107,12 @@ typedef struct {
 
 /* A backend's warming up to new shapes (replayable): the outermost units
  * it met anew (a (name, key) pair: with counts on the device, one per
- * padded input size), those recorded (a graph), those given up (op by op
- * for good), and the host seconds spent in the passes before a unit
- * replays (op by op, then the capture). */
+ * padded input size), those recorded (a graph), the recordings that failed
+ * (the pass then ran op by op), the units given up (op by op for good), and
+ * the host seconds spent in the passes before a unit replays (op by op,
+ * then the capture). */
 typedef struct {
-    int units_met, recorded, given_up;
+    int units_met, recorded, failed, given_up;
     double warm_seconds;
 } mr_replay_stats;
 

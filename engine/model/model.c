@@ -273,10 +273,13 @@ void model_free(mr_model *m)
 
 const mr_config *model_config(const mr_model *m) { return &m->cfg; }
 
-void model_input_size(const mr_model *m, int *padded_h, int *padded_w)
+void model_input_size(const mr_model *m, int in_h, int in_w, int *padded_h, int *padded_w)
 {
-    *padded_h = m->geo.padded_h;
-    *padded_w = m->geo.padded_w;
+    mr_input_geometry g;
+    mr_error ignored = {0};
+    int ok = image_geometry(&m->cfg.input, in_h, in_w, &g, &ignored) == MR_OK;
+    *padded_h = ok ? g.padded_h : 0;
+    *padded_w = ok ? g.padded_w : 0;
 }
 
 mr_status model_stage_input(mr_model *m, const mr_image *img, int in_h, int in_w, mr_error *err)

@@ -45,8 +45,9 @@ mr_status model_load(mr_model **out, const mr_config *cfg, const char *weights_p
                      const mr_int8_ranges *int8_ranges, mr_error *err);
 void model_free(mr_model *m);
 const mr_config *model_config(const mr_model *m);
-/* The padded network input size of the last image run (0 x 0 before any). */
-void model_input_size(const mr_model *m, int *padded_h, int *padded_w);
+/* The padded network input size an image of in_h x in_w runs at (0 x 0
+ * for an image the geometry refuses, which will fail its run). */
+void model_input_size(const mr_model *m, int in_h, int in_w, int *padded_h, int *padded_w);
 
 /* Runs everything; res is filled (free it with result_free, core/result.h). times may be NULL. */
 mr_status model_detect(mr_model *m, const mr_image *img, mr_result *res, mr_stage_times *times, mr_error *err);

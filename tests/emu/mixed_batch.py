@@ -35,15 +35,18 @@ SIZES = [(160, 200), (200, 160), (240, 320), (320, 240), (256, 256), (300, 400),
 SCORE_THRESH = 0.3
 
 
-def make_folder(work):
+def make_folder(work, sizes=SIZES, seed_offset=1, name="mixed"):
+    """work/name: held-out scenes resized to each of sizes, each size twice,
+    half of them JPEG (tests/emu/in_flight.py makes its folder here too)."""
     import shapes_data
-    ann = shapes_data.write_dataset(os.path.join(work, "scenes"), shapes_data.HELDOUT_SEED + 1, len(SIZES), 0)
+    ann = shapes_data.write_dataset(os.path.join(work, "scenes"), shapes_data.HELDOUT_SEED + seed_offset, len(sizes),
+                                    0)
     scenes = [os.path.join(work, "scenes", im["file_name"]) for im in json.load(open(ann))["images"]]
-    folder = os.path.join(work, "mixed")
+    folder = os.path.join(work, name)
     os.makedirs(folder, exist_ok=True)
     paths = []
     for rep in range(2):
-        for k, (h, w) in enumerate(SIZES):
+        for k, (h, w) in enumerate(sizes):
             img = Image.open(scenes[k]).convert("RGB").resize((w, h), Image.BILINEAR)
             ext = "jpg" if (k + rep) % 2 else "png"
             p = os.path.join(folder, f"{rep}_{k:02d}_{h}x{w}.{ext}")

@@ -83,8 +83,9 @@ def detect(config, weights, images, out, env_extra, stats=None):
     env = dict(os.environ, **env_extra)
     if stats:
         env["MR_EMU_STATS"] = stats
-    cmd = [os.path.join(BUILD, "detect"), "--device", "cuda", "--precision", "fp32", "-q", "--config", config,
-           "--weights", weights, "--json", out] + images
+    # one context: its graphs are what is checked (several in flight: in_flight.py)
+    cmd = [os.path.join(BUILD, "detect"), "--device", "cuda", "--precision", "fp32", "-q", "--in-flight", "1",
+           "--config", config, "--weights", weights, "--json", out] + images
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0 or "emu:" in r.stderr:
         check(False, f"{' '.join(cmd)} ({env_extra}): exit {r.returncode}: {r.stderr[-2000:]}")

@@ -141,7 +141,8 @@ def batch_detections(work, device, pngs, precision="fp32", config=CONFIG, weight
     from test_cli import detect_json_images
     out = os.path.join(work, f"{tag}_{device}_{precision}.json")
     cmd = [os.path.join(BUILD, "detect"), "--config", config, "--weights", weights or os.path.join(work, "w.safetensors"),
-           "--device", device, "-q", "--json", out] + (["--precision", precision] if device == "cuda" else []) + pngs
+           "--device", device, "-q", "--in-flight", "1", "--json", out] + \
+        (["--precision", precision] if device == "cuda" else []) + pngs
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed:\n{r.stderr}")

@@ -52,47 +52,29 @@ def test_exports_only_the_public_api(prefix):
         assert n.split("@")[0] + "(" in header, n  # every export is declared in the header
 
 
-def test_embed_equals_cli_json(prefix, images, reference, embed):
-    """Bitwise: the same text, from 3 request threads sharing one model."""
+@pytest.mark.parametrize("mode", [["--threads", "3"], ["--queue", "3"]], ids=["3-request-threads", "run-queue-3"])
+def test_embed_equals_cli_json(prefix, images, reference, embed, mode):
+    """Bitwise: the same text, from 3 request threads sharing one model, or
+    through a run queue with 3 images in flight (3 execution contexts),
+    collected in order."""
     _, text = reference
-    out = subprocess.run([embed, CONFIG, WEIGHTS, "--threads", "3", "--device", "cpu", *images],
-                         capture_output=True, text=True)
+    out = subprocess.run([embed, CONFIG, WEIGHTS, *mode, "--device", "cpu", *images], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout == text
 
 
-def test_embed_bad_image_is_named_and_others_complete(prefix, images, embed, tmp_path):
-    bad = tmp_path / "broken.png"
-    bad.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 40)
-    out = subprocess.run([embed, CONFIG, WEIGHTS, "--device", "cpu", images[0], str(bad), images[1]],
-                         capture_output=True, text=True)
-    assert out.returncode == 1
-    assert str(bad) not in out.stdout and images[0] in out.stdout and images[1] in out.stdout
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and "broken.png" in lines[0] and "PNG" in lines[0], out.stderr
-
-
-def test_embed_run_queue_equals_cli_json(prefix, images, reference, embed):
-    """Bitwise: 3 images in flight through a run queue (3 execution
-    contexts), collected in order, against the CLI's one-at-a-time run."""
-    _, text = reference
-    out = subprocess.run([embed, CONFIG, WEIGHTS, "--queue", "3", "--device", "cpu", *images],
-                         capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout == text
-
-
-def test_embed_run_queue_bad_image_in_flight(prefix, images, embed, tmp_path):
-    """A file that does not decode, submitted among good ones: its collect
-    names it, the others' results come back in their places."""
+@pytest.mark.parametrize("mode", [[], ["--queue", "2"]], ids=["one-thread", "run-queue-2"])
+def test_embed_bad_image_is_named_and_others_complete(prefix, images, embed, tmp_path, mode):
+    """A file that does not decode among good ones (in flight, with the run
+    queue): named once, the others' entries those of a run without it."""
     bad = tmp_path / "broken.png"
     bad.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 40)
     good = subprocess.run([embed, CONFIG, WEIGHTS, "--device", "cpu", images[0], images[1], images[2]],
                           capture_output=True, text=True)
-    out = subprocess.run([embed, CONFIG, WEIGHTS, "--queue", "2", "--device", "cpu", images[0], str(bad), images[1],
+    out = subprocess.run([embed, CONFIG, WEIGHTS, *mode, "--device", "cpu", images[0], str(bad), images[1],
                           images[2]], capture_output=True, text=True)
     assert out.returncode == 1
-    assert out.stdout == good.stdout
+    assert out.stdout == good.stdout and images[1] in out.stdout
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "broken.png" in lines[0] and "PNG" in lines[0], out.stderr
 
