@@ -71,8 +71,9 @@ step() {
 
 # The emulator runs each kernel on the calling thread, between oneDNN's
 # OpenMP GEMMs (its cuDNN and cuBLAS); OpenMP's workers spin-waiting after
-# each GEMM take the cores from it: 8 images of the shapes model took 28.2 s
-# with spinning and 12.5 s without (bench/NOTES.md section 26).
+# each GEMM take a core from it: mixed_batch.py took 18.5 s spinning and
+# 15.1 s passive on a quiet 2-core machine, and spinning cost 2x with other
+# jobs on the cores (bench/NOTES.md section 26).
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 
 step "the emulator's own checks (test_emu.cu)" emu.log build-emu/test_emu
