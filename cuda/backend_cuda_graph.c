@@ -38,9 +38,9 @@
  * retried; tests/emu's whole-pass test fails on one. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cuda_internal.h"
+#include "core/clock.h"
 
 /* Per context: four slots per padded size (the pass and its three stages).
  * bench/make_photo_folder.py's 2,000 COCO-sized photos have 51 padded
@@ -68,13 +68,6 @@ struct cuda_graphs {
     mr_replay_stats stats; /* cuda_replay_stats: of the outermost units only */
     int warming;           /* units inside a pass that is warming up (nested units run in it) */
 };
-
-static double host_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void slot_clear(graph_slot *s)
 {
@@ -169,7 +162,7 @@ mr_status cuda_replayable(void *vctx, const char *name, uint64_t key, mr_status 
     if (s->failed >= CUDA_GRAPH_TRIES) return fn(arg, err); /* op by op for good: not warming */
     struct cuda_graphs *g = c->graphs;
     const int outer = g->warming++ == 0;
-    double t0 = host_seconds();
+    double t0 = mr_seconds();
     int met = s->runs == 0 && s->failed == 0, recorded = 0, failed = 0, given_up = 0;
     mr_status st;
     if (s->runs++ == 0) {
@@ -188,7 +181,7 @@ mr_status cuda_replayable(void *vctx, const char *name, uint64_t key, mr_status 
         g->stats.recorded += recorded;
         g->stats.failed += failed;
         g->stats.given_up += given_up;
-        g->stats.warm_seconds += host_seconds() - t0;
+        g->stats.warm_seconds += mr_seconds() - t0;
     }
     return st;
 }

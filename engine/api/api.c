@@ -410,8 +410,7 @@ static mr_status open_more_contexts(detect_model *m, const detect_options *o, co
     return MR_OK;
 }
 
-/* The padded input size of an in_h x in_w image, as one key (0: none). */
-static uint64_t size_key(const detect_model *m, int in_h, int in_w)
+uint64_t api_size_key(const detect_model *m, int in_h, int in_w)
 {
     if (in_h <= 0 || in_w <= 0) return 0;
     int h, w;
@@ -430,9 +429,8 @@ static int ran_size(const api_context *c, uint64_t key)
  * is warm there), else the first free one. Never waits for a busy warm
  * one: a folder of one size then warms every context once, and runs on
  * all of them. */
-api_context *api_context_take(detect_model *m, int in_h, int in_w)
+api_context *api_context_take(detect_model *m, uint64_t key)
 {
-    uint64_t key = m->contexts > 1 ? size_key(m, in_h, in_w) : 0;
     pthread_mutex_lock(&m->lock);
     api_context *c = NULL;
     for (;;) {
@@ -462,17 +460,18 @@ static void note_size(detect_model *m, api_context *c, uint64_t key)
 {
     if (!key) return;
     if (!ran_size(c, key)) c->warm[c->warm_next++ % API_WARM_SIZES] = key;
-    int known = m->sizes_count >= API_MAX_SIZES_SEEN; /* past the table: counted as new, the rare case */
-    for (int i = 0; i < m->sizes_count && i < API_MAX_SIZES_SEEN && !known; i++) known = m->sizes_seen[i] == key;
-    if (m->sizes_count < API_MAX_SIZES_SEEN && !known) m->sizes_seen[m->sizes_count++] = key;
-    else if (m->sizes_count >= API_MAX_SIZES_SEEN) m->sizes_count++;
+    int stored = m->sizes_count < API_MAX_SIZES_SEEN ? m->sizes_count : API_MAX_SIZES_SEEN;
+    for (int i = 0; i < stored; i++)
+        if (m->sizes_seen[i] == key) return;
+    /* new; past the table's end only counted (a size met again there counts again, the rare case) */
+    if (m->sizes_count < API_MAX_SIZES_SEEN) m->sizes_seen[m->sizes_count] = key;
+    m->sizes_count++;
 }
 
-void api_context_give_back(detect_model *m, api_context *c, int ran, int in_h, int in_w)
+void api_context_give_back(detect_model *m, api_context *c, uint64_t ran_key)
 {
-    uint64_t key = ran ? size_key(m, in_h, in_w) : 0;
     pthread_mutex_lock(&m->lock);
-    note_size(m, c, key);
+    note_size(m, c, ran_key);
     c->busy = 0;
     pthread_cond_signal(&m->ctx_freed);
     pthread_mutex_unlock(&m->lock);
@@ -636,7 +635,7 @@ detect_status detect_model_sizes_seen(detect_model *m, int *sizes, double *warm_
     pthread_mutex_unlock(&m->lock);
     api_context *held[API_MAX_IN_FLIGHT];
     int n = m->contexts;
-    for (int k = 0; k < n; k++) held[k] = api_context_take(m, 0, 0);
+    for (int k = 0; k < n; k++) held[k] = api_context_take(m, 0);
     for (int k = 0; k < n; k++) {
         mr_replay_stats s;
         const mr_backend *be = &held[k]->be;
@@ -644,7 +643,7 @@ detect_status detect_model_sizes_seen(detect_model *m, int *sizes, double *warm_
         *warm_seconds += s.warm_seconds;
         if (graphs_failed) *graphs_failed += s.failed;
     }
-    for (int k = 0; k < n; k++) api_context_give_back(m, held[k], 0, 0, 0);
+    for (int k = 0; k < n; k++) api_context_give_back(m, held[k], 0);
     return DETECT_OK;
 }
 

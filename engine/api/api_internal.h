@@ -75,11 +75,14 @@ struct detect_model {
 
 /* Takes a free context for one run (waiting while all are busy), and gives
  * it back (api.c). */
-/* in_h x in_w: the image's size, for the affinity (0 x 0: none). */
-api_context *api_context_take(detect_model *m, int in_h, int in_w);
-/* ran: c's model has just run an image of in_h x in_w, whose padded input
- * size is noted among the sizes seen and c's warm sizes. */
-void api_context_give_back(detect_model *m, api_context *c, int ran, int in_h, int in_w);
+/* The padded network input size of an in_h x in_w image, as one key
+ * (h << 32 | w; 0 for an image the geometry refuses). */
+uint64_t api_size_key(const detect_model *m, int in_h, int in_w);
+/* key: the image's api_size_key, for the affinity (0: none). */
+api_context *api_context_take(detect_model *m, uint64_t key);
+/* ran_key: the key of the image c's model has just run, noted among the
+ * sizes seen and c's warm sizes; 0 when it ran none (or failed). */
+void api_context_give_back(detect_model *m, api_context *c, uint64_t ran_key);
 
 struct detect_image {
     mr_image img;

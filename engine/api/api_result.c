@@ -31,9 +31,10 @@ static detect_status run(detect_model *m, const mr_image *img, const char *file,
     detect_result *r = calloc(1, sizeof *r);
     if (!r) return api_failf(DETECT_ERR_OOM, "out of memory");
     mr_error err = {0};
-    api_context *c = api_context_take(m, img->h, img->w);
+    uint64_t key = api_size_key(m, img->h, img->w); /* once per run: the affinity, then the sizes seen */
+    api_context *c = api_context_take(m, key);
     mr_status st = model_detect(c->model, img, &r->res, &r->times, &err);
-    api_context_give_back(m, c, st == MR_OK, img->h, img->w);
+    api_context_give_back(m, c, st == MR_OK ? key : 0);
     if (st != MR_OK) {
         detect_result_free(r);
         if (file) mr_error_prefix(&err, "%s", file);

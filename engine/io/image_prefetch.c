@@ -9,9 +9,9 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "io/image_prefetch.h"
+#include "core/clock.h"
 
 typedef enum { SLOT_EMPTY, SLOT_DECODING, SLOT_DONE } slot_state;
 
@@ -36,13 +36,6 @@ struct image_prefetch {
     int started; /* workers running */
 };
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void *worker_main(void *arg)
 {
     image_prefetch *pf = arg;
@@ -58,11 +51,11 @@ static void *worker_main(void *arg)
         s->state = SLOT_DECODING;
         pthread_mutex_unlock(&pf->lock);
 
-        double t0 = now();
+        double t0 = mr_seconds();
         mr_image img = {0};
         mr_error err = {0};
         mr_status st = pf->paths[i] ? image_load(pf->paths[i], pf->max_side, &img, &err) : MR_OK;
-        double seconds = now() - t0;
+        double seconds = mr_seconds() - t0;
 
         pthread_mutex_lock(&pf->lock);
         s->status = st;

@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "model/model_internal.h"
+#include "core/clock.h"
 
 /* The activation plan: every tensor with its size and the stages during
  * which it is alive; tensors whose lives do not overlap share memory in one
@@ -345,13 +345,6 @@ mr_tensor *model_tensor(mr_model *m, const char *name)
     return NULL;
 }
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Stage times: marks between the stages (backend.h, stage_mark), or,
  * for a backend without them, a sync and the host clock at each. */
 enum { MARK_START, MARK_INPUT, MARK_BACKBONE, MARK_FPN, MARK_RPN, MARK_BOX, MARK_MASK, MARK_PASTE, MARKS };
@@ -367,7 +360,7 @@ static mr_status mark(stage_clock *clk, int k, mr_error *err)
     mr_model *m = clk->m;
     if (m->be.i->stage_mark) return m->be.i->stage_mark(m->be.ctx, k, err);
     MR_TRY(m->be.i->sync(m->be.ctx, err));
-    clk->host[k] = now_seconds();
+    clk->host[k] = mr_seconds();
     return MR_OK;
 }
 
