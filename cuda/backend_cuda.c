@@ -322,6 +322,7 @@ static mr_status cuda_create(const mr_backend_params *p, mr_backend *out, mr_err
     c->fold = !p->no_fold;
     c->sync_each = env_flag("MR_CUDA_SYNC", 0);
     c->fuse_z = env_flag("MR_CUDA_FUSED_Z", 0);
+    c->conv_find = env_flag("MR_CUDA_CONV_FIND", 0);
     c->host_post = env_flag("MR_CUDA_HOST_POST", 0);
     c->use_graphs = env_flag("MR_CUDA_GRAPHS", 1);
     c->counts_wanted = env_flag("MR_CUDA_DEVICE_COUNTS", 1) && !c->host_post;

@@ -2,8 +2,10 @@
  *
  * Convolutions run on cuDNN in NHWC (filters OHWI, cuDNN's NHWC filter
  * layout), algorithm chosen once per input shape by cuDNN's heuristic
- * (cudnnGetConvolutionForwardAlgorithm_v7) and cached in the layer (strict
- * fp32: FMA math, no FFT or Winograd algorithms). The workspace is planned
+ * (cudnnGetConvolutionForwardAlgorithm_v7), or with MR_CUDA_CONV_FIND=1 by
+ * measurement (cudnnFindConvolutionForwardAlgorithmEx, algo_measured), and
+ * cached in the layer (strict fp32: FMA math, no FFT or Winograd
+ * algorithms). The workspace is planned
  * at load: each conv's init asks cuDNN for the workspace of the algorithm
  * it would choose at the layer's largest input (mr_conv_params max_n/h/w,
  * both orientations) and the plan allocates the largest over all layers;
@@ -225,6 +227,38 @@ static mr_status choose_algo(cuda_ctx *c, mr_layer *l, cuda_conv_entry *e, mr_er
                    l->conv.groups);
 }
 
+/* MR_CUDA_CONV_FIND=1 (bench/NOTES.md section 27): the algorithm measured
+ * on this call's own input and weights by cudnnFindConvolutionForwardAlgorithmEx
+ * instead of the heuristic's first choice. Only eagerly (Find synchronises,
+ * so a capture would fail) and after plan: the output goes to the planned
+ * d_tmp, which no op holds across calls, so a residual in y is untouched,
+ * and the candidates are those the planned workspace holds. Returns 1 with
+ * e's algorithm set, 0 where it did not run or found nothing usable (the
+ * heuristic then chooses). Measured choices can differ between runs and
+ * contexts (timing noise), so it is not the default. */
+static int algo_measured(cuda_ctx *c, mr_layer *l, cuda_conv_entry *e, const mr_tensor *x, const mr_tensor *y)
+{
+    size_t out_bytes = mr_tensor_numel(y) * mr_elem_size(y->dtype);
+    if (!c->conv_find || c->graph_mode != CUDA_GRAPH_EAGER || !c->planned || c->tmp_size < out_bytes) return 0;
+    if (e->fused && !l->conv.relu) return 0; /* IDENTITY: IMPLICIT_PRECOMP_GEMM only (choose_algo) */
+    int strict = !c->tf32 && !c->fp16;
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int found = 0;
+    if (cudnnSetConvolutionMathType(l->conv_desc, base_math(c)) != CUDNN_STATUS_SUCCESS ||
+        cudnnFindConvolutionForwardAlgorithmEx(c->cudnn, e->x_desc, x->data, l->w_desc, l->d_w, l->conv_desc,
+                                               e->y_desc, c->d_tmp, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf,
+                                               c->d_ws, c->ws_size) != CUDNN_STATUS_SUCCESS) {
+        cudaGetLastError(); /* a refused measurement is not the run's error */
+        return 0;
+    }
+    for (int i = 0; i < found; i++) { /* fastest first */
+        if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+        if (strict && algo_inexact(perf[i].algo)) continue;
+        if (algo_usable(c, l, e, perf[i].algo, strict ? CUDNN_FMA_MATH : perf[i].mathType)) return 1;
+    }
+    return 0;
+}
+
 /* Finds (or builds) the cached state for this input shape. */
 static mr_status conv_entry_get(cuda_ctx *c, mr_layer *l, const mr_tensor *x, const mr_tensor *y, int accumulate,
                                 cuda_conv_entry **out, mr_error *err)
@@ -250,7 +284,7 @@ static mr_status conv_entry_get(cuda_ctx *c, mr_layer *l, const mr_tensor *x, co
     DNN_TRY(cudnnSetTensor4dDescriptor(e->y_desc, CUDNN_TENSOR_NHWC, dnn_type(c), y->n, y->c, y->h, y->w),
             "output descriptor");
     e->fused = c->fold && !l->d_scale && (!accumulate || c->fuse_z);
-    MR_TRY(choose_algo(c, l, e, err));
+    if (!algo_measured(c, l, e, x, y)) MR_TRY(choose_algo(c, l, e, err));
     e->used = 1;
     *out = e;
     return MR_OK;
@@ -283,10 +317,11 @@ static mr_status conv_plan_shapes(cuda_ctx *c, mr_layer *l, mr_error *err)
         int oh = (h + 2 * p->pad - p->dilation * (p->kh - 1) - 1) / p->stride + 1;
         int ow = (w + 2 * p->pad - p->dilation * (p->kw - 1) - 1) / p->stride + 1;
         if (oh < 1 || ow < 1) continue;
-        if (l->d_scale) {
-            size_t out = sizeof(float) * (size_t)p->max_n * (size_t)oh * (size_t)ow * (size_t)p->cout;
-            if (out > c->need_tmp) c->need_tmp = out;
-        }
+        size_t out_elems = (size_t)p->max_n * (size_t)oh * (size_t)ow * (size_t)p->cout;
+        if (l->d_scale && sizeof(float) * out_elems > c->need_tmp) c->need_tmp = sizeof(float) * out_elems;
+        /* MR_CUDA_CONV_FIND's measurements write their output there (algo_measured) */
+        if (c->conv_find && mr_elem_size(cuda_feature_type(c)) * out_elems > c->need_tmp)
+            c->need_tmp = mr_elem_size(cuda_feature_type(c)) * out_elems;
         mr_status st = MR_OK;
         for (int fused = c->fold && !l->d_scale; fused >= 0 && st == MR_OK; fused--) {
             cuda_conv_entry e;

@@ -69,6 +69,7 @@ typedef struct {
     int sync_each; /* MR_CUDA_SYNC=1: synchronise and check after every launch */
     int host_post; /* MR_CUDA_HOST_POST=1: rpn_proposals and box_detections wholly on the host (debugging) */
     int fuse_z;    /* MR_CUDA_FUSED_Z=1: residual as cuDNN's z, aliasing y (see backend_cuda_layers.c) */
+    int conv_find; /* MR_CUDA_CONV_FIND=1: algorithms measured by cudnnFind at a shape's first eager call */
     int use_graphs; /* replayable stages as CUDA graphs (backend_cuda_graph.c); MR_CUDA_GRAPHS=0: off */
     /* Counts on the device (backend.h, counts_on_device): on unless
      * MR_CUDA_DEVICE_COUNTS=0 or MR_CUDA_HOST_POST=1 (whose host path

@@ -363,6 +363,57 @@ cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t h, const cudn
     return CUDNN_STATUS_SUCCESS;
 }
 
+/* cuDNN's Find runs every candidate on the caller's operands and returns
+ * them fastest first, then waits for the device (so it is refused inside a
+ * capture, where the wait invalidates it). The emulated algorithms all
+ * compute alike and their times mean nothing, so this runs the convolution
+ * once into y (its stats name: "cuDNN find") and ranks the candidates in
+ * an order other than the heuristic's (GEMM first), so that a test sees a
+ * measured choice taken; one whose workspace does not fit ws_size reports
+ * a failed status after those that ran, as cuDNN's does. */
+cudnnStatus_t cudnnFindConvolutionForwardAlgorithmEx(cudnnHandle_t h, const cudnnTensorDescriptor_t x, const void *xp,
+                                                     const cudnnFilterDescriptor_t w, const void *wp,
+                                                     const cudnnConvolutionDescriptor_t c,
+                                                     const cudnnTensorDescriptor_t y, void *yp, const int requested,
+                                                     int *returned, cudnnConvolutionFwdAlgoPerf_t *perf, void *ws,
+                                                     size_t ws_size)
+{
+    *returned = 0;
+    cudnnStatus_t s = check_geometry(x, w, c, y);
+    if (s != CUDNN_STATUS_SUCCESS) return s;
+    conv_work *wk = new conv_work();
+    wk->x = *x, wk->y = *y, wk->z = *y, wk->w = *w, wk->c = *c;
+    wk->xp = xp, wk->wp = wp, wk->yp = yp, wk->zp = yp, wk->bias = nullptr;
+    wk->alpha1 = 1.0f, wk->alpha2 = 0.0f;
+    wk->relu = 0, wk->has_bias = 0;
+    s = check_operands(*wk, 0, ws, ws_size);
+    if (s != CUDNN_STATUS_SUCCESS) {
+        delete wk;
+        return s;
+    }
+    if (emu_submit(h->stream, "cuDNN find", std::shared_ptr<emu_body>(wk)) != cudaSuccess ||
+        cudaStreamSynchronize(h->stream) != cudaSuccess)
+        return CUDNN_STATUS_EXECUTION_FAILED;
+    int winograd = w->h == 3 && w->w == 3 && c->stride_h == 1 && c->stride_w == 1 && c->dil_h == 1 && c->groups == 1;
+    cudnnConvolutionFwdAlgo_t order[4] = {CUDNN_CONVOLUTION_FWD_ALGO_GEMM, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+                                          CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
+                                          CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED};
+    for (int fits = 1; fits >= 0; fits--)
+        for (int i = 0; i < (winograd ? 4 : 3) && *returned < requested; i++) {
+            size_t need = workspace_of(x, w, y, order[i]);
+            if ((need <= ws_size) != fits) continue;
+            cudnnConvolutionFwdAlgoPerf_t &p = perf[(*returned)++];
+            memset(&p, 0, sizeof p);
+            p.algo = order[i];
+            p.status = fits ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_NOT_SUPPORTED;
+            p.time = fits ? (float)(*returned) : -1.0f;
+            p.memory = need;
+            p.determinism = CUDNN_DETERMINISTIC;
+            p.mathType = c->math;
+        }
+    return CUDNN_STATUS_SUCCESS;
+}
+
 cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t h, const cudnnTensorDescriptor_t x,
                                                       const cudnnFilterDescriptor_t w,
                                                       const cudnnConvolutionDescriptor_t c,

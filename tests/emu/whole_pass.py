@@ -26,7 +26,10 @@ the third is a replay. Checked:
     op-by-op run (MR_CUDA_GRAPHS=0), of the counts-on-the-host run
     (MR_CUDA_DEVICE_COUNTS=0), and of a run whose result block holds 64
     bytes of masks (MR_CUDA_PASTE_BLOCK=64: every image overflows it and
-    is pasted in chunks after the graph).
+    is pasted in chunks after the graph);
+  - with MR_CUDA_CONV_FIND=1 the convolutions are measured (cuDNN's Find)
+    at the first image only, the capture still holds, and the results are
+    unchanged (the emulator's algorithms all compute alike).
 And on a device whose memory the model's allocations fill but for 512
 bytes (MR_EMU_DEVICE_MEMORY; an instantiated graph holds 1 KiB a node,
 README.md), every graph's instantiation is refused with
@@ -119,7 +122,9 @@ def check_model(label, config, weights, image, work):
     op_by_op = detect(config, weights, copies, base + "_ops.json", {"MR_CUDA_GRAPHS": "0"})
     host_counts = detect(config, weights, copies, base + "_host.json", {"MR_CUDA_DEVICE_COUNTS": "0"})
     overflow = detect(config, weights, copies, base + "_overflow.json", {"MR_CUDA_PASTE_BLOCK": "64"})
-    if None in (two, three, graph, op_by_op, host_counts, overflow):
+    found = detect(config, weights, copies, base + "_find.json", {"MR_CUDA_CONV_FIND": "1"}, base + "_find.stats")
+    find = read_stats_of(found, base + "_find.stats")
+    if None in (two, three, graph, op_by_op, host_counts, overflow, found):
         return
     check(three["captures_failed"] == 0, f"no capture failed ({three['captures_failed']})")
     check(three["captures_ok"] == 1 and three["graph_launches"] == 2,
@@ -141,6 +146,18 @@ def check_model(label, config, weights, image, work):
     check(graph == op_by_op, f"results identical to the op-by-op run ({dets} detections, {len(graph)} bytes of JSON)")
     check(graph == host_counts, "results identical to the counts-on-the-host run")
     check(graph == overflow, "results identical when the windows overflow the result block (pasted in chunks)")
+    # MR_CUDA_CONV_FIND=1 (bench/NOTES.md section 27): algorithms measured at the first, op-by-op image; the
+    # capture and the replay measure nothing (Find waits for the device, which would break the capture).
+    # The emulator's algorithms compute alike, so the results must not change.
+    # Measured only outside a graph (the first image's convolutions, less those with no choice: a fused
+    # call without ReLU has IMPLICIT_PRECOMP_GEMM only); a measurement inside the capture would fail it.
+    finds, eager_convs = find["eager"].get("cuDNN find", 0), find["eager"].get("cuDNN convolution", 0)
+    check(0 < finds <= eager_convs,
+          f"MR_CUDA_CONV_FIND=1: {finds} convolutions measured, of the {eager_convs} run op by op")
+    check(find["captures_failed"] == 0 and find["captures_ok"] == 1 and find["graph_launches"] == 2,
+          f"MR_CUDA_CONV_FIND=1: one capture, none failed, two launches ({find['captures_ok']}, "
+          f"{find['captures_failed']}, {find['graph_launches']})")
+    check(found == graph, "MR_CUDA_CONV_FIND=1: results identical")
 
 
 def run_sizes(work, tag, sides):
