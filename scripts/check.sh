@@ -63,6 +63,14 @@ for i in "${!names[@]}"; do
   case "${results[$i]}" in ok | skipped*) ;; *) failed=1 ;; esac
 done
 printf '%-9s %-18s %5s min\n' total "" "$(awk -v s=$((SECONDS - start)) 'BEGIN { printf "%.1f", s / 60 }')"
+# The minutes depend on the processor (oneDNN's kernels, ours picked at run time): say which.
+isa=AVX2
+grep -qw avx512f /proc/cpuinfo 2>/dev/null && isa=AVX-512
+grep -qw avx512_vnni /proc/cpuinfo 2>/dev/null && isa="$isa, VNNI"
+grep -qw avx512_bf16 /proc/cpuinfo 2>/dev/null && isa="$isa, BF16"
+grep -qw amx_tile /proc/cpuinfo 2>/dev/null && isa="$isa, AMX"
+echo "machine: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -1), $(nproc) cores, $isa" \
+  "${ONEDNN_MAX_CPU_ISA:+(oneDNN capped at $ONEDNN_MAX_CPU_ISA)}"
 if [ -f build/fuzz/summary.txt ]; then
   echo
   echo "fuzzing (reproducible: fixed seed and executions):"
