@@ -59,10 +59,20 @@
    480x640, quality 90): ours tf32 with the default --decode-threads and with
    0 (decode in turn), ours fp16 decoding ahead, torchvision eager tf32;
    target >= 200 images/s.
-7. Last, the peers at their best on the same GPU: torchvision's whole
-   forward with cudnn.benchmark (CUDA events, no sync between stages) in
-   fp32, tf32 and fp16, and torch.compile of its backbone and FPN (unless
-   --no-compile; what fails is printed).
+7. Last, the peers at their best on the same GPU, each row printed as it is
+   measured, with its detections and torch's peak allocated MiB (beyond
+   the weights and input):
+   torchvision's whole forward with cudnn.benchmark (CUDA events, no sync
+   between stages) in fp32, tf32 and fp16; detectron2 eager in the same
+   three (its model zoo's mask_rcnn_R_101_FPN_3x.yaml, carried as source in
+   tests/gpu/deps/detectron2 by tests/gpu/fetch_detectron2.sh, no compiled
+   detectron2._C; the seeded weights above in its names, the stem conv
+   reversed for BGR and scaled for 0..255 input as tests/parity/oracle_d2.py
+   does; 3 warm-ups, then N runs of model([{"image", "height", "width"}]):
+   its normalization, padding to 32, box scaling and mask paste at the image
+   size; a row says so where it is not carried); and torch.compile of
+   torchvision's backbone and FPN (unless --no-compile; what fails is
+   printed).
 
 --device cpu with a small --min-size runs every part of this script on a
 machine without a GPU (bench.sh --dry-run): the numbers mean nothing then."""
@@ -80,6 +90,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -92,12 +103,14 @@ STAGES = ["preprocess", "backbone", "fpn", "rpn", "box_head", "mask_head", "mask
 # the whole pass one CUDA graph per image size: bench/NOTES.md section 25); "staged", the design before
 # it (MR_CUDA_DEVICE_COUNTS=0: counts copied back, one graph per feature-map stage, the heads op by op);
 # "nograph" (MR_CUDA_GRAPHS=0: every op issued one by one); "fusedz" (MR_CUDA_FUSED_Z=1: the residual as
-# cuDNN's z input, one pass instead of conv + bias/ReLU pass; opt-in until a device run checks it end to end).
+# cuDNN's z input, one pass instead of conv + bias/ReLU pass; opt-in until a device run checks it end to end);
+# "find" (MR_CUDA_CONV_FIND=1: each convolution's algorithm measured by cuDNN's Find at the first image of a
+# size instead of the heuristic's; bench/NOTES.md section 27 predicts its gain).
 OUR_VARIANTS = [("fp32", True, "graph"), ("fp32", False, "graph"), ("tf32", True, "graph"), ("tf32", False, "graph"),
-                ("fp16", True, "graph"), ("tf32", True, "fusedz"), ("fp16", True, "fusedz"), ("tf32", True, "staged"),
-                ("fp16", True, "staged"), ("tf32", True, "nograph")]
+                ("fp16", True, "graph"), ("tf32", True, "fusedz"), ("fp16", True, "fusedz"), ("tf32", True, "find"),
+                ("fp16", True, "find"), ("tf32", True, "staged"), ("fp16", True, "staged"), ("tf32", True, "nograph")]
 MODE_ENV = {"graph": None, "staged": {"MR_CUDA_DEVICE_COUNTS": "0"}, "nograph": {"MR_CUDA_GRAPHS": "0"},
-            "fusedz": {"MR_CUDA_FUSED_Z": "1"}}
+            "fusedz": {"MR_CUDA_FUSED_Z": "1"}, "find": {"MR_CUDA_CONV_FIND": "1"}}
 # Issue 35's targets, model time at 800x1216 (ms).
 TARGETS = {"tf32": 3.5, "fp16": 2.5, "fp32": 26.0}
 
@@ -278,55 +291,150 @@ def demo_model_table(a, gpu, mem):
 
 def peers_at_their_best(model, img, dev, runs, compile_too):
     """torchvision on the same GPU at its best: the whole forward (no sync
-    between stages) timed with CUDA events, cudnn.benchmark on; then
-    torch.compile of the backbone and FPN (the whole model does not
-    compile without graph breaks in its data-dependent heads), where it
-    compiles; what fails is printed."""
+    between stages) timed with CUDA events, cudnn.benchmark on; detectron2
+    eager (detectron2_model); then torch.compile of torchvision's backbone
+    and FPN (the whole model does not compile without graph breaks in its
+    data-dependent heads), where it compiles. Each row is printed as it is
+    measured (a timeout in torch.compile keeps the rows before it); what
+    fails is printed as its row."""
     x = oracle.image_tensor(img).to(dev)
     gpu = dev.type == "cuda"
     torch.backends.cudnn.benchmark = True
+    precs = ("fp32", "tf32", "fp16") if gpu else ("fp32",)
 
-    def timed(m, fp16):
-        out = []
+    def timed(forward, fp16, warm=5):
+        """(median ms, detections in the last output, MiB: torch's peak allocated during the runs
+        beyond what was allocated before them, i.e. without the weights of either model; None on the CPU)."""
+        out, base = [], 0
+        if gpu:
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
         with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16, enabled=fp16 and gpu):
-            for it in range(5 + runs):
+            for it in range(warm + runs):
                 if not gpu:  # the dry run: the host clock
                     t0 = time.perf_counter()
-                    m([x])
-                    if it >= 5:
+                    n = forward()
+                    if it >= warm:
                         out.append((time.perf_counter() - t0) * 1000)
                     continue
                 s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 s.record()
-                m([x])
+                n = forward()
                 e.record()
                 torch.cuda.synchronize()
-                if it >= 5:
+                if it >= warm:
                     out.append(s.elapsed_time(e))
-        return statistics.median(out)
+        return statistics.median(out), n, (torch.cuda.max_memory_allocated() - base) / 2**20 if gpu else None
 
-    print(f"\npeers at their best on the same {'GPU' if gpu else 'CPU (dry run)'}, whole forward incl. paste, "
-          f"{'CUDA events' if gpu else 'host clock'}, median of {runs} (ms)")
-    rows = []
-    for prec in ("fp32", "tf32", "fp16") if gpu else ("fp32",):
+    def row(name, ms=None, n=None, peak=None):
+        """One row; only its name where nothing was measured (not carried, failed)."""
+        print(f"  {name:<80}{ms:>8.2f}{n:>6}{mib(peak):>9}" if ms is not None else f"  {name}", flush=True)
+
+    def tv():
+        return len(model([x])[0]["scores"])
+
+    print(f"\npeers at their best on the same {'GPU' if gpu else 'CPU (dry run)'}, {img.shape[0]}x{img.shape[1]} "
+          f"image, whole forward incl. paste, {'CUDA events' if gpu else 'host clock'}, median of {runs} (ms); "
+          f"det: detections; MiB: torch's peak allocated beyond the weights and input")
+    print(f"  {'':<80}{'ms':>8}{'det':>6}{'MiB':>9}")
+    for prec in precs:
         set_tf32(prec == "tf32")
-        rows.append((f"torchvision eager, cudnn.benchmark, {prec}", timed(model, prec == "fp16")))
+        row(f"torchvision eager, cudnn.benchmark, {prec}", *timed(tv, prec == "fp16"))
+    detectron2_rows(model, img, dev, precs, timed, row)
     if compile_too:
         backbone = model.backbone
         try:
             t = time.time()
             model.backbone = torch.compile(backbone)
             set_tf32(True)
-            rows.append((f"torch.compile(backbone+fpn), tf32 (compiled in {time.time() - t:.0f} s + first runs)",
-                         timed(model, False)))
-            rows.append(("torch.compile(backbone+fpn), fp16", timed(model, True)))
+            ms, n, peak = timed(tv, False)
+            row(f"torch.compile(backbone+fpn), tf32 (compiled in {time.time() - t:.0f} s + first runs)", ms, n, peak)
+            row("torch.compile(backbone+fpn), fp16", *timed(tv, True))
         except Exception as e:  # what fails is part of the result
-            rows.append((f"torch.compile failed: {type(e).__name__}: {str(e)[:200]}", float("nan")))
+            row(f"torch.compile failed: {type(e).__name__}: {str(e)[:200]}")
         finally:
             model.backbone = backbone
     torch.backends.cudnn.benchmark = False
-    for name, ms in rows:
-        print(f"  {name:<70}{ms:>8.2f}")
+
+
+# detectron2 carried as source (tests/gpu/fetch_detectron2.sh): its package, the two model zoo
+# configs and the pure-Python packages its import needs.
+D2_DIR = os.path.join(HERE, "deps", "detectron2")
+D2_CONFIG = "COCO-InstanceSegmentation/mask_rcnn_R_101_FPN_3x.yaml"
+
+
+def detectron2_model(model, dev):
+    """detectron2's own R-101-FPN Mask R-CNN (its model zoo config, eager,
+    no detectron2._C: ROIAlign and NMS are torchvision's) with the seeded
+    weights of `model` (oracle.py, seed 0) in detectron2's names
+    (zoo_checkpoints.d2_tensors: background class last, no background rows
+    in bbox_pred and the mask predictor); the stem conv's input channels
+    reversed for detectron2's BGR input and divided by
+    oracle_d2.STEM_INPUT_SCALE for its 0..255 range, as
+    tests/parity/test_detectron2_e2e.py does (unscaled, the scores saturate
+    near 1.0 and 14 detections remain on the synthetic image, not 100). detectron2 keeps its own conventions (stride in the 1x1
+    conv, ROIAlignV2, its anchors and paste), so its detections are not
+    torchvision's, only as many."""
+    for p in (D2_DIR, os.path.join(D2_DIR, "site")):
+        if p not in sys.path:
+            sys.path.append(p)  # after the installed packages: the machine's own come first
+    import numpy as np
+    import oracle_d2
+    import zoo_checkpoints
+    from detectron2.config import get_cfg
+    from detectron2.modeling import build_model
+    cfg = get_cfg()
+    cfg.merge_from_file(os.path.join(D2_DIR, "configs", D2_CONFIG))
+    cfg.MODEL.DEVICE = dev.type
+    d2 = build_model(cfg).eval()
+    canon, _ = oracle.convert.convert_state_dict(oracle.state_dict_numpy(model), "torchvision", "f32")
+    stem = canon["backbone.stem.conv.weight"]
+    canon["backbone.stem.conv.weight"] = np.ascontiguousarray(stem[:, ::-1] / oracle_d2.STEM_INPUT_SCALE)
+    sd, _ = zoo_checkpoints.d2_tensors(canon)
+    d2.load_state_dict({k: torch.from_numpy(v) for k, v in sd.items()}, strict=True)
+    return d2.to(dev)
+
+
+def detectron2_rows(model, img, dev, precs, timed, row):
+    """detectron2 eager beside torchvision in peers_at_their_best: the whole
+    model([{"image": CHW BGR float 0..255 on the device, "height", "width"}])
+    call, i.e. its preprocessing (mean subtraction, padding to 32), the
+    network and its postprocessing (boxes scaled, masks pasted at the image
+    size, >= 0.5); no resize (the image is at the test size already). 3
+    warm-ups, then the same runs as the other peers. A row says why where
+    detectron2 is not carried or fails."""
+    if not os.path.isdir(os.path.join(D2_DIR, "detectron2")):
+        row("detectron2 eager: not carried (run tests/gpu/fetch_detectron2.sh, carry tests/gpu/deps)")
+        return
+    try:
+        t = time.time()
+        d2 = detectron2_model(model, dev)
+    except Exception as e:  # what fails is part of the result
+        row(f"detectron2 failed to build: {type(e).__name__}: {str(e)[:200]}")
+        return
+    built = time.time() - t
+    h, w = img.shape[:2]
+    x = torch.from_numpy(img[:, :, ::-1].copy()).permute(2, 0, 1).float().to(dev)
+
+    def forward():
+        return len(d2([{"image": x, "height": h, "width": w}])[0]["instances"])
+
+    for prec in precs:
+        set_tf32(prec == "tf32")
+        try:
+            with warnings.catch_warnings():  # its anchors' torch.meshgrid without indexing=, once, amid the table
+                warnings.filterwarnings("ignore", message="torch.meshgrid")
+                res = timed(forward, prec == "fp16", warm=3)
+            row(f"detectron2 eager, cudnn.benchmark, {prec} (incl. its normalize, pad to 32, paste)", *res)
+        except Exception as e:  # what fails is part of the result
+            row(f"detectron2 {prec} failed: {type(e).__name__}: {str(e)[:200]}")
+    with open(os.path.join(D2_DIR, "SOURCE.txt")) as f:
+        source = f.readline().strip()
+    print(f"  ({source}; built, oracle.py's seed-0 weights loaded in its names, in {built:.0f} s)")
+    del d2
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
 
 
 def torch_files(model, paths, dev):

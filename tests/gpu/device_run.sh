@@ -10,8 +10,9 @@
 # their best), each logged in full under $OUT; then prints check.sh's
 # verdicts, bench.sh's tables, and issue 36's throughput tables last
 # (markdown for bench/NOTES.md, also in $OUT/bench/throughput.md). Carry
-# tests/gpu/deps (tests/gpu/fetch_deps.sh) where the machine lacks the
-# build's libraries.
+# tests/gpu/deps: the build's libraries where the machine lacks them
+# (tests/gpu/fetch_deps.sh: .deb files), and detectron2 for the peers
+# (tests/gpu/fetch_detectron2.sh: tests/gpu/deps/detectron2, about 6 MB).
 #
 #   device run:  bash tests/gpu/device_run.sh     (timeout_s 600)
 #   env:         OUT (default /tmp/device_run), CHECK_LIMIT (seconds for
