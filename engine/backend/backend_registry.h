@@ -40,7 +40,7 @@ typedef struct {
     mr_precision precision;
     int threads;   /* cpu: OpenMP threads; 0: the library's default (every core) */
     int cpu_block; /* cpu: the channel block between convolutions, 8 (nChw8c) or 16 (nChw16c); 0: chosen
-                      (MR_CPU_BLOCK if set, else 16 on a CPU with AVX-512, else 8). Results agree across
+                      (MR_CPU_BLOCK if set, else 16 where oneDNN runs AVX-512, else 8). Results agree across
                       blocks to the convolution tolerance; the tests run both */
     int device;    /* cuda: the device ordinal */
     int no_fold;   /* cuda: conv without bias, then one AffineChannel kernel per conv (--no-fold), instead of

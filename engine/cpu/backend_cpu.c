@@ -229,11 +229,23 @@ static const mr_backend_i cpu_backend_i = {
     .observe_conv_inputs = cpu_observe_conv_inputs,
 };
 
+/* Whether oneDNN runs AVX-512 kernels: its effective instruction set, its
+ * cap (ONEDNN_MAX_CPU_ISA) included. The channel block and our own
+ * AVX-512 kernels follow it, not the processor: capped at AVX2, oneDNN has
+ * no kernels for 16-channel blocks and takes its reference code, about
+ * 100x slower (bench/NOTES.md section 28); and the cap then stands in for a
+ * CPU without AVX-512 throughout. */
+static int cpu_onednn_avx512(void)
+{
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    return (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core && __builtin_cpu_supports("avx512f");
+}
+
 int cpu_block_choose(void)
 {
     const char *env = getenv("MR_CPU_BLOCK");
     if (env && (!strcmp(env, "8") || !strcmp(env, "16"))) return atoi(env);
-    return __builtin_cpu_supports("avx512f") ? 16 : 8;
+    return cpu_onednn_avx512() ? 16 : 8;
 }
 
 /* oneDNN's effective instruction set (its DNNL_MAX_CPU_ISA cap included,
@@ -295,7 +307,7 @@ mr_status backend_cpu_open(const mr_backend_params *p, mr_backend *out, mr_error
     c->threads = threads > 0 ? threads : omp_get_max_threads();
     c->block = block ? block : cpu_block_choose();
     const char *avx512 = getenv("MR_CPU_AVX512");
-    c->avx512 = __builtin_cpu_supports("avx512f") && !(avx512 && !strcmp(avx512, "0"));
+    c->avx512 = cpu_onednn_avx512() && !(avx512 && !strcmp(avx512, "0"));
     if (dnnl_engine_create(&c->engine, dnnl_cpu, 0) != dnnl_success ||
         dnnl_stream_create(&c->stream, c->engine, dnnl_stream_default_flags) != dnnl_success) {
         cpu_destroy(c);

@@ -27,13 +27,15 @@ typedef struct {
     dnnl_stream_t stream;
     int threads;
     /* Channels per block of the layout between convolutions: 16 (nChw16c)
-     * where the CPU has AVX-512, whose oneDNN kernels read 16-channel
-     * blocks and fall back to their AVX2 ones on nChw8c; else 8. Set once
+     * where oneDNN runs AVX-512 kernels (the CPU has it and oneDNN is not
+     * capped below it), which read 16-channel blocks and fall back to their
+     * AVX2 ones on nChw8c; else 8. Set once
      * at creation (cpu_block_choose); MR_CPU_BLOCK=8 or 16 overrides. */
     int block;
     /* Whether our own Winograd code (its GEMM kernel, and its transforms in
-     * the 16-channel block) uses AVX-512: where the CPU has it, unless
-     * MR_CPU_AVX512=0 (tests and A/B runs of the AVX2 path). */
+     * the 16-channel block) uses AVX-512: where oneDNN runs AVX-512 (as
+     * for the block), unless MR_CPU_AVX512=0 (tests and A/B runs of the
+     * AVX2 path). */
     int avx512;
     /* --precision bf16 (where oneDNN's ISA has AVX512_BF16 or AMX): every
      * conv whose layer does not ask for fp32 (mr_conv_params.keep_fp32)
@@ -129,8 +131,8 @@ struct mr_layer {
     int cache_count;
 };
 
-/* The block for this CPU: MR_CPU_BLOCK (8 or 16) if set, else 16 with
- * AVX-512, else 8. */
+/* The block for this CPU: MR_CPU_BLOCK (8 or 16) if set, else 16 where
+ * oneDNN runs AVX-512 kernels, else 8. */
 int cpu_block_choose(void);
 
 /* oneDNN's tag for the blocked layout of `block` channels. */

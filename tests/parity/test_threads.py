@@ -52,3 +52,18 @@ def test_same_bytes_at_any_thread_count(tmp_path, seeded_weights, model, isa):
     for threads in (2, 3):
         other = run_json(config, weights, images, threads, tmp_path, isa_env)
         assert other == one, f"--threads {threads} differs from --threads 1 ({model}, {isa})"
+
+
+def test_onednn_cap_alone_stands_for_an_avx2_cpu(tmp_path):
+    """ONEDNN_MAX_CPU_ISA=AVX2 alone makes the choices an AVX2 machine makes:
+    the 8-channel block and our AVX2 kernels follow oneDNN's instruction set,
+    so the bytes equal those with all three switches set. Before, the block
+    followed the processor (16 with AVX-512), and oneDNN capped at AVX2 ran
+    16-channel blocks in its reference code, ~100x slower (bench/NOTES.md
+    section 28), with other bytes."""
+    images = [os.path.join(REPO, "examples", "shapes")]
+    (tmp_path / "cap").mkdir()
+    (tmp_path / "all").mkdir()
+    capped = run_json(SHAPES_CONFIG, SHAPES_WEIGHTS, images, 2, tmp_path / "cap", {"ONEDNN_MAX_CPU_ISA": "AVX2"})
+    assert b'"score"' in capped, "no detections: nothing would be compared"
+    assert capped == run_json(SHAPES_CONFIG, SHAPES_WEIGHTS, images, 2, tmp_path / "all", AVX2_ONLY)
