@@ -230,17 +230,21 @@ static mr_status choose_algo(cuda_ctx *c, mr_layer *l, cuda_conv_entry *e, mr_er
 /* MR_CUDA_CONV_FIND=1 (bench/NOTES.md section 27): the algorithm measured
  * on this call's own input and weights by cudnnFindConvolutionForwardAlgorithmEx
  * instead of the heuristic's first choice. Only eagerly (Find synchronises,
- * so a capture would fail) and after plan: the output goes to the planned
- * d_tmp, which no op holds across calls, so a residual in y is untouched,
- * and the candidates are those the planned workspace holds. Returns 1 with
- * e's algorithm set, 0 where it did not run or found nothing usable (the
- * heuristic then chooses). Measured choices can differ between runs and
- * contexts (timing noise), so it is not the default. */
+ * so a capture would fail). The output goes to d_tmp (planned for it at
+ * load; grown before plan, as in the op tests), which no op holds across
+ * calls, so a residual in y is untouched; the candidates are those the
+ * workspace holds. Returns 1 with e's algorithm set, 0 where it did not run
+ * or found nothing usable (the heuristic then chooses). Measured choices
+ * can differ between runs and contexts (timing noise), so it is not the
+ * default. */
 static int algo_measured(cuda_ctx *c, mr_layer *l, cuda_conv_entry *e, const mr_tensor *x, const mr_tensor *y)
 {
-    size_t out_bytes = mr_tensor_numel(y) * mr_elem_size(y->dtype);
-    if (!c->conv_find || c->graph_mode != CUDA_GRAPH_EAGER || !c->planned || c->tmp_size < out_bytes) return 0;
+    if (!c->conv_find || c->graph_mode != CUDA_GRAPH_EAGER) return 0;
     if (e->fused && !l->conv.relu) return 0; /* IDENTITY: IMPLICIT_PRECOMP_GEMM only (choose_algo) */
+    mr_error ignored = {0};
+    if (cuda_reserve(c, (void **)&c->d_tmp, &c->tmp_size, mr_tensor_numel(y) * mr_elem_size(y->dtype), l->name,
+                     &ignored) != MR_OK)
+        return 0;
     int strict = !c->tf32 && !c->fp16;
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int found = 0;

@@ -5,12 +5,13 @@
 # the timings, after the emulator's own checks (test_emu.cu):
 #   1. tests/unit/test_backend_ops: every op on the CPU, on CUDA and on CUDA
 #      --no-fold against the same references; again with each of the
-#      backend's switches (MR_CUDA_SYNC, MR_CUDA_FUSED_Z, MR_CUDA_HOST_POST),
+#      backend's switches (MR_CUDA_SYNC, MR_CUDA_FUSED_Z, MR_CUDA_CONV_FIND,
+#      MR_CUDA_HOST_POST),
 #      with cuDNN refusing every fused call (the two-pass fallback), on an
 #      sm_75 device (no TF32), and with the emulated threads and blocks run
 #      in reverse and shuffled order (a result that changes is a race);
 #   2. test_cuda_fp16 and test_cuda_graphs, also shuffled and with the
-#      fallback;
+#      fallback (fp16 also with MR_CUDA_CONV_FIND);
 #   3. out of device memory at load: one error line, exit 2; a GPU older than
 #      the build's kernels (sm_70): an error by name, the CPU with a notice
 #      under --device auto;
@@ -81,12 +82,14 @@ ops=build/tests/test_backend_ops
 step "backend ops" ops.log $ops
 step "backend ops, MR_CUDA_SYNC=1" ops_sync.log MR_CUDA_SYNC=1 $ops
 step "backend ops, MR_CUDA_FUSED_Z=1" ops_z.log MR_CUDA_FUSED_Z=1 $ops
+step "backend ops, MR_CUDA_CONV_FIND=1" ops_find.log MR_CUDA_CONV_FIND=1 $ops
 step "backend ops, MR_CUDA_HOST_POST=1" ops_host.log MR_CUDA_HOST_POST=1 $ops
 step "backend ops, cuDNN refuses fused calls" ops_refuse.log MR_EMU_CUDNN_REFUSE_FUSED=1 $ops
 step "backend ops, an sm_75 device" ops_sm75.log MR_EMU_SM=75 $ops
 step "backend ops, threads in reverse order" ops_reverse.log MR_EMU_ORDER=reverse $ops
 step "backend ops, threads shuffled" ops_shuffle.log MR_EMU_ORDER=shuffle $ops
 step "fp16 ops (MR_CUDA_SYNC=1)" fp16.log MR_CUDA_SYNC=1 build/tests/test_cuda_fp16
+step "fp16 ops, MR_CUDA_CONV_FIND=1" fp16_find.log MR_CUDA_SYNC=1 MR_CUDA_CONV_FIND=1 build/tests/test_cuda_fp16
 step "fp16 ops, shuffled, cuDNN refuses fused" fp16_alt.log MR_EMU_ORDER=shuffle MR_EMU_CUDNN_REFUSE_FUSED=1 \
     build/tests/test_cuda_fp16
 step "CUDA graphs" graphs.log build/tests/test_cuda_graphs

@@ -9,8 +9,10 @@
 #      references (normalised error per op, fixed printed seed, boxes outside
 #      the image, empty inputs); fails if the CUDA cases were skipped; then
 #      once more with MR_CUDA_FUSED_Z=1 (residual as cuDNN's z input, in place)
-#      to tell whether that fusion can become the default, and with
-#      MR_CUDA_SYNC=1 (every launch checked at once);
+#      to tell whether that fusion can become the default, with
+#      MR_CUDA_SYNC=1 (every launch checked at once), and (with the fp16 ops)
+#      with MR_CUDA_CONV_FIND=1 (algorithms measured by cuDNN's Find: whether
+#      every algorithm it may pick is within tolerance; informational);
 #   2b. build-gpu/tests/test_cuda_fp16: --precision fp16 op by op on
 #      fp16-rounded inputs against double-precision references (fails if
 #      skipped); and
@@ -34,7 +36,8 @@
 #   env:         PYTHON (default python3, must have torch with CUDA),
 #                BENCH_RUNS (default 20), WORK (default /tmp/gpucheck)
 # Debugging switches of the backend (cuda/cuda_internal.h): MR_CUDA_SYNC=1,
-# MR_CUDA_FUSED_Z=1 (residual as cuDNN's z), MR_CUDA_HOST_POST=1 (RPN
+# MR_CUDA_FUSED_Z=1 (residual as cuDNN's z), MR_CUDA_CONV_FIND=1 (measured
+# algorithms), MR_CUDA_HOST_POST=1 (RPN
 # selection and box post-processing wholly on the host).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -106,6 +109,15 @@ if MR_CUDA_FUSED_Z=1 build-gpu/tests/test_backend_ops >"$WORK.ops_z.log" 2>&1; t
 else
     grep -E "FAIL" "$WORK.ops_z.log" | head -20
     echo "MR_CUDA_FUSED_Z=1: failures above: keep the two-pass residual (the default)"
+fi
+
+step "backend ops with MR_CUDA_CONV_FIND=1 (informational: algorithms measured by cuDNN's Find, NOTES 27)"
+if MR_CUDA_CONV_FIND=1 build-gpu/tests/test_backend_ops >"$WORK.ops_find.log" 2>&1 &&
+    MR_CUDA_CONV_FIND=1 build-gpu/tests/test_cuda_fp16 >>"$WORK.ops_find.log" 2>&1; then
+    echo "MR_CUDA_CONV_FIND=1: all cases pass (fp32, TF32 and fp16 ops on the measured algorithms)"
+else
+    grep -E "FAIL" "$WORK.ops_find.log" | head -20
+    echo "MR_CUDA_CONV_FIND=1: failures above: a measured algorithm is out of tolerance; keep the heuristic"
 fi
 
 step "end-to-end parity and latency (tests/gpu/gpu_parity.py)"
