@@ -5,7 +5,7 @@
  * stored rows, the type combinations cublasGemmEx supports here (A and B
  * both fp16 or both fp32, C fp16 or fp32, compute 32F or 32F_FAST_TF32),
  * and every operand inside one cudaMalloc allocation. Arithmetic: fp32
- * accumulation (oneDNN's sgemm); fp32 operands rounded to TF32 when the handle's math mode
+ * accumulation (oneDNN's sgemm in fixed tiles, emu_sgemm); fp32 operands rounded to TF32 when the handle's math mode
  * (CUBLAS_TF32_TENSOR_OP_MATH) or the compute type asks for it. */
 #include <cublas_v2.h>
 #include <oneapi/dnnl/dnnl.h>
@@ -53,7 +53,7 @@ struct gemm_work : emu_body {
                 b[(size_t)p * n + j] = tf32 ? emu_tf32(v) : v;
             }
         std::vector<float> c((size_t)m * n);
-        dnnl_sgemm('N', 'N', m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n);
+        emu_sgemm('N', 'N', m, n, k, a.data(), k, b.data(), n, c.data(), n);
         for (int i = 0; i < m; i++)
             for (int j = 0; j < n; j++) {
                 size_t ci = (size_t)j * ldc + i;
@@ -92,6 +92,34 @@ cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb
 }
 
 } // namespace
+
+void emu_sgemm(char transa, char transb, long M, long N, long K, const float *A, long lda, const float *B, long ldb,
+               float *C, long ldc)
+{
+    const long tile = 256, row_tiles = (M + tile - 1) / tile, col_tiles = (N + tile - 1) / tile;
+    /* inside the parallel loop oneDNN runs each call on its calling thread */
+#pragma omp parallel for schedule(static)
+    for (long t = 0; t < row_tiles * col_tiles; t++) {
+        long r0 = t / col_tiles * tile, c0 = t % col_tiles * tile;
+        long nr = M - r0 < tile ? M - r0 : tile, nc = N - c0 < tile ? N - c0 : tile;
+        const float *a = transa == 'N' ? A + r0 * lda : A + r0;
+        const float *b = transb == 'N' ? B + c0 : B + c0 * ldb;
+        /* Every tile is copied into a whole 256 x 256 problem (zero-padded
+         * where partial) in one layout: oneDNN's AVX2 sgemm sums an output
+         * differently in a smaller problem or another layout (seen as other
+         * bytes for a tile's rows when only the row count changed), so each
+         * output is computed by the same call at the same place of a tile,
+         * whatever M, N and the transpositions are. The copies are 1/128 of
+         * the tile's arithmetic. */
+        std::vector<float> ap((size_t)tile * K, 0.0f), bp((size_t)K * tile, 0.0f), cp((size_t)tile * tile);
+        for (long i = 0; i < nr; i++)
+            for (long p = 0; p < K; p++) ap[(size_t)i * K + p] = transa == 'N' ? a[i * lda + p] : a[p * lda + i];
+        for (long p = 0; p < K; p++)
+            for (long j = 0; j < nc; j++) bp[(size_t)p * tile + j] = transb == 'N' ? b[p * ldb + j] : b[j * ldb + p];
+        dnnl_sgemm('N', 'N', tile, tile, K, 1.0f, ap.data(), K, bp.data(), tile, 0.0f, cp.data(), tile);
+        for (long i = 0; i < nr; i++) memcpy(C + (r0 + i) * ldc + c0, &cp[(size_t)i * tile], sizeof(float) * nc);
+    }
+}
 
 extern "C" {
 

@@ -11,7 +11,7 @@
  * IMPLICIT_PRECOMP_GEMM, a bias of y's type. MR_EMU_CUDNN_REFUSE_FUSED=1
  * makes every fused call NOT_SUPPORTED, to exercise the two-pass fallback.
  *
- * Arithmetic: im2col and oneDNN's sgemm (fp32 accumulation); fp32 operands are rounded to TF32 first
+ * Arithmetic: im2col and oneDNN's sgemm in fixed tiles (emu_sgemm; fp32 accumulation); fp32 operands are rounded to TF32 first
  * when the math type allows tensor cores (DEFAULT or TENSOR_OP on sm_80+,
  * as cuDNN does), halves are read exactly and the result rounded once. */
 #include <cudnn.h>
@@ -171,8 +171,7 @@ struct conv_work : emu_body {
                                    sizeof(float) * cpg);
                         }
                 }
-                dnnl_sgemm('N', 'T', np, kpg, RSC, 1.0f, col.data(), RSC, &wf[(size_t)g * kpg * RSC], RSC, 0.0f,
-                           acc.data(), kpg);
+                emu_sgemm('N', 'T', np, kpg, RSC, col.data(), RSC, &wf[(size_t)g * kpg * RSC], RSC, acc.data(), kpg);
                 for (long long q = 0; q < np; q++) {
                     const long long pix = p0 + q;
                     const int n = (int)(pix / ((long long)y.h * y.w)), oh = (int)(pix / y.w % y.h);

@@ -24,6 +24,17 @@ void emu_set_launch_error(cudaError_t e);
 /* Runs `work` now, or records it while `stream` is captured. */
 cudaError_t emu_submit(cudaStream_t stream, const char *name, std::shared_ptr<emu_body> work);
 
+/* Row-major C[M,N] = op(A)[M,K] op(B)[K,N] with dnnl_sgemm's arguments
+ * (alpha 1, beta 0), as fixed tiles of 256 x 256 outputs, each copied into
+ * one whole single-threaded sgemm, run in parallel (emu_cublas.cc): an
+ * output's bytes depend neither on the thread count nor on M and N. oneDNN's threaded
+ * sgemm splits the sum over K between threads for some shapes on AVX2
+ * (bench/NOTES.md sections 17 and 29), which made two runs that differ only
+ * in a GEMM's row count (counts on the host or the device) or in the
+ * threads per context (images in flight) differ in the last bits. */
+void emu_sgemm(char transa, char transb, long M, long N, long K, const float *A, long lda, const float *B, long ldb,
+               float *C, long ldc);
+
 /* The emulated device's compute capability, as 10 * major + minor. */
 static inline int emu_device_sm(void)
 {
