@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -141,23 +142,34 @@ def main():
     if EMULATED:
         check(stat(canvas, "captures_ok") == 1 and stat(canvas, "captures_failed") == 0, "one capture", canvas.stats)
     print("5. Ctrl-C with 3 in flight")
-    many = os.path.join(a.work, "many")
-    os.makedirs(many, exist_ok=True)
     src = open(sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".png"))[1], "rb").read()
-    for i in range(16):
-        open(os.path.join(many, f"img{i:02d}.png"), "wb").write(src)
-    out = os.path.join(a.work, "interrupted")
-    p = subprocess.Popen([os.path.join(BUILD, "detect"), "--config", CONFIG, "--weights", WEIGHTS, "--device", "cuda",
-                          "-q", "--in-flight", "3", "--output", out, "--json", os.path.join(a.work, "int.json"), many],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 300
-    while time.time() < deadline and not (os.path.isdir(out) and any(f.endswith(".json") for f in os.listdir(out))):
-        time.sleep(0.05)
-    p.send_signal(signal.SIGINT)
-    _, err = p.communicate(timeout=300)
+    # SIGINT once the first image's files are there. Once (ONEDNN_MAX_CPU_ISA=AVX2, 2 busy cores) the
+    # whole folder of 16 had finished before the signal was sent (exit 0, no interrupt): a race of
+    # this test, not of detect's handling, so a folder that finishes first is run again, 4x larger.
+    for copies in (16, 64):
+        many = os.path.join(a.work, f"many{copies}")
+        os.makedirs(many, exist_ok=True)
+        for i in range(copies):
+            open(os.path.join(many, f"img{i:02d}.png"), "wb").write(src)
+        out = os.path.join(a.work, f"interrupted{copies}")
+        shutil.rmtree(out, ignore_errors=True)
+        p = subprocess.Popen([os.path.join(BUILD, "detect"), "--config", CONFIG, "--weights", WEIGHTS, "--device",
+                              "cuda", "-q", "--in-flight", "3", "--output", out, "--json",
+                              os.path.join(a.work, "int.json"), many],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 300
+        while time.time() < deadline and not (os.path.isdir(out) and any(f.endswith(".json") for f in os.listdir(out))):
+            time.sleep(0.05)
+        finished_first = p.poll() is not None
+        if not finished_first:
+            p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=300)
+        if not finished_first:
+            break
+        print(f"  the {copies} images finished before the signal could be sent: again with more")
     done = sorted(f[:-5] for f in os.listdir(out) if f.endswith(".json"))
     check(p.returncode == 130 and "interrupted" in err, "exit 130", f"{p.returncode}: {err[-200:]}")
-    check(1 <= len(done) < 16 and done == [f"img{i:02d}" for i in range(len(done))],
+    check(1 <= len(done) < copies and done == [f"img{i:02d}" for i in range(len(done))],
           "a prefix of the inputs finished, not all", f"{done}")
     check(sorted(f[:-4] for f in os.listdir(out) if f.endswith(".png")) == done, "each with its drawing")
     doc = json.load(open(os.path.join(a.work, "int.json")))
