@@ -193,13 +193,27 @@ static int algo_inexact(cudnnConvolutionFwdAlgo_t a)
            a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD || a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
 }
 
+/* The first of cuDNN's ranked list (the heuristic's or Find's) that this
+ * context may use and whose workspace fits: strict fp32 skips FFT and
+ * Winograd and holds each to FMA math; else the entry's own math. */
+static int first_usable(cuda_ctx *c, mr_layer *l, cuda_conv_entry *e, const cudnnConvolutionFwdAlgoPerf_t *perf,
+                        int found)
+{
+    int strict = !c->tf32 && !c->fp16;
+    for (int i = 0; i < found; i++) {
+        if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+        if (strict && algo_inexact(perf[i].algo)) continue;
+        if (algo_usable(c, l, e, perf[i].algo, strict ? CUDNN_FMA_MATH : perf[i].mathType)) return 1;
+    }
+    return 0;
+}
+
 /* Picks the algorithm for this entry (e->fused may be cleared). Strict fp32
  * keeps every algorithm on CUDNN_FMA_MATH and off FFT/Winograd; TF32 and
  * fp16 take the heuristic's choice and math. */
 static mr_status choose_algo(cuda_ctx *c, mr_layer *l, cuda_conv_entry *e, mr_error *err)
 {
     cudnnMathType_t base = base_math(c);
-    int strict = !c->tf32 && !c->fp16;
     if (e->fused && !l->conv.relu) {
         /* IDENTITY activation: only IMPLICIT_PRECOMP_GEMM implements it */
         if (algo_usable(c, l, e, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, base)) return MR_OK;
@@ -211,11 +225,7 @@ static mr_status choose_algo(cuda_ctx *c, mr_layer *l, cuda_conv_entry *e, mr_er
     DNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(c->cudnn, e->x_desc, l->w_desc, l->conv_desc, e->y_desc,
                                                    CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf),
             "algorithm heuristic");
-    for (int i = 0; i < found; i++) {
-        if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
-        if (strict && algo_inexact(perf[i].algo)) continue;
-        if (algo_usable(c, l, e, perf[i].algo, strict ? CUDNN_FMA_MATH : perf[i].mathType)) return MR_OK;
-    }
+    if (first_usable(c, l, e, perf, found)) return MR_OK;
     /* IMPLICIT_GEMM supports every configuration and needs no workspace. */
     if (algo_usable(c, l, e, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, base)) return MR_OK;
     /* a valid conv this cuDNN cannot run (e.g. a grouped or dilated NHWC
@@ -245,7 +255,6 @@ static int algo_measured(cuda_ctx *c, mr_layer *l, cuda_conv_entry *e, const mr_
     if (cuda_reserve(c, (void **)&c->d_tmp, &c->tmp_size, mr_tensor_numel(y) * mr_elem_size(y->dtype), l->name,
                      &ignored) != MR_OK)
         return 0;
-    int strict = !c->tf32 && !c->fp16;
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int found = 0;
     if (cudnnSetConvolutionMathType(l->conv_desc, base_math(c)) != CUDNN_STATUS_SUCCESS ||
@@ -255,12 +264,7 @@ static int algo_measured(cuda_ctx *c, mr_layer *l, cuda_conv_entry *e, const mr_
         cudaGetLastError(); /* a refused measurement is not the run's error */
         return 0;
     }
-    for (int i = 0; i < found; i++) { /* fastest first */
-        if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
-        if (strict && algo_inexact(perf[i].algo)) continue;
-        if (algo_usable(c, l, e, perf[i].algo, strict ? CUDNN_FMA_MATH : perf[i].mathType)) return 1;
-    }
-    return 0;
+    return first_usable(c, l, e, perf, found); /* fastest first */
 }
 
 /* Finds (or builds) the cached state for this input shape. */
