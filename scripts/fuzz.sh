@@ -7,6 +7,7 @@
 #                                    FUZZ_SEED (default 1) and a fixed number of executions per
 #                                    target (RUNS below, about a minute each here), so the same
 #                                    code gets the same verdict on any machine, however loaded
+#   FUZZ_JOBS=N scripts/fuzz.sh ...  N targets at once (default: the core count)
 #   scripts/fuzz.sh explore [SECONDS]  fresh mutation seeds (printed in the log), SECONDS per
 #                                    target (default 60): finds new inputs (make fuzz-explore)
 #   scripts/fuzz.sh replay           every seed and regression input once, no mutation
@@ -100,12 +101,13 @@ done
 
 # ---- run ---------------------------------------------------------------------
 
-declare -A EXECS TIMES CRASHES
-status=0
-for t in $TARGETS; do
-  log="$OUT/logs/$t.log"
-  work="$OUT/work/$t"
-  rm -rf "$work"
+# fuzz_one TARGET: runs one target; its executions, seconds and crashes go to $OUT/logs/TARGET.result.
+# The targets are independent processes with their own seeds and folders, so they run side by side
+# (FUZZ_JOBS at once, default the core count: each is one thread) and give the verdicts they give
+# one at a time.
+fuzz_one() {
+  local t=$1 log="$OUT/logs/$1.log" work="$OUT/work/$1" start end rc=0 execs n
+  rm -rf "$work" "$OUT/logs/$t.result"
   mkdir -p "$work"
   rm -f "$OUT/crashes/$t"-*
   case "$MODE" in
@@ -114,7 +116,6 @@ for t in $TARGETS; do
     replay) echo "fuzz.sh: replaying $t's seeds and regressions (log: $log)" ;;
   esac
   start=$(date +%s.%N)
-  rc=0
   cp -r "tests/fuzz/corpus/$t/." "$work/"
   [ -d "tests/fuzz/regressions/$t" ] && cp -r "tests/fuzz/regressions/$t/." "$work/"
   if [ "$t" = convert ]; then
@@ -146,16 +147,32 @@ for t in $TARGETS; do
     execs=$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$log" | tail -1)
   fi
   end=$(date +%s.%N)
-  TIMES[$t]=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.0f", b - a }')
-  EXECS[$t]=${execs:-?}
   n=$(find "$OUT/crashes" -maxdepth 1 -name "$t-*" ! -name '*.txt' -type f | wc -l)
   [ "$rc" -ne 0 ] && [ "$n" -eq 0 ] && n=1 # died without leaving an input (e.g. the build of a seed)
-  CRASHES[$t]=$n
   if [ "$n" -ne 0 ]; then
-    status=1
     echo "fuzz.sh: $t: exit status $rc; end of $log:"
     tail -n 40 "$log" | sed 's/^/    /'
   fi
+  echo "${execs:-?} $(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.0f", b - a }') $n" >"$OUT/logs/$t.result"
+}
+
+JOBS=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}
+running=0
+for t in $TARGETS; do
+  if [ "$running" -ge "$JOBS" ]; then
+    wait -n || true
+    running=$((running - 1))
+  fi
+  fuzz_one "$t" &
+  running=$((running + 1))
+done
+wait
+
+declare -A EXECS TIMES CRASHES
+status=0
+for t in $TARGETS; do
+  read -r EXECS[$t] TIMES[$t] CRASHES[$t] <"$OUT/logs/$t.result" 2>/dev/null || { EXECS[$t]='?' TIMES[$t]='?' CRASHES[$t]=1; }
+  [ "${CRASHES[$t]}" -eq 0 ] || status=1
 done
 
 echo

@@ -33,7 +33,7 @@
 #      detections and masks in strict fp32 (also --no-fold, and a 4-image
 #      batch whose later images are CUDA-graph replays), then fp16 against
 #      fp32 on random and trained weights.
-# Every step runs; a table at the end; exit 1 if any failed. About 8 minutes
+# Every step runs; a table at the end; exit 1 if any failed. About 5 minutes
 # on 2 cores. Needs build/ (make all, the unit tests) and build-emu/ (make
 # cuda-emu-lib); `make cuda-emu` builds both first.
 set -u
@@ -48,26 +48,36 @@ for f in "$MR_CUDA_LIBRARY" build-emu/libcuda.so.1 build-emu/test_emu build/test
     [ -e "$f" ] || { echo "tests/emu/run.sh: $f is missing: run make cuda-emu" >&2; exit 2; }
 done
 
-names=() results=() seconds=()
-# step NAME LOG [VAR=VALUE...] COMMAND...: runs it with the settings, output
-# to build-emu/logs/LOG; fails on a non-zero exit or when the CUDA cases
-# skipped (the emulated backend did not load)
-step() {
-    local name=$1 log="$LOGS/$2" t0=$SECONDS rc=0
-    shift 2
+# step NAME LOG [VAR=VALUE...] COMMAND...: runs it in the background with
+# the settings, output to build-emu/logs/LOG; it fails on a non-zero exit or
+# when the CUDA cases skipped (the emulated backend did not load). The
+# emulator runs a kernel's blocks one after another on the calling thread,
+# so a step keeps about one core busy: EMU_JOBS steps (default: the core
+# count) run at once. Each has its own work folder and log, so none sees
+# another; the longest are started first. The table at the end follows the
+# order of the steps below.
+names=() logs=()
+running=0
+JOBS=${EMU_JOBS:-$(nproc 2>/dev/null || echo 1)}
+run_step() { # LOG [VAR=VALUE...] COMMAND...: writes "EXIT SECONDS" to LOG.result
+    local log="$LOGS/$1" t0=$SECONDS rc=0
+    shift
     env "$@" >"$log" 2>&1 || rc=$?
     if [ $rc -eq 0 ] && grep -qE "^SKIP [a-z_0-9-]+: no (GPU|fp16 context|CUDA backend)" "$log"; then rc=99; fi
-    names+=("$name")
-    seconds+=($((SECONDS - t0)))
-    if [ $rc -eq 0 ]; then
-        results+=(ok)
-    else
-        results+=("FAILED (exit $rc)")
-        echo "---- $name: FAILED, the end of $log:"
-        grep -E "FAIL|ERROR|emu:|SKIP" "$log" | head -20
-        tail -5 "$log"
+    echo "$rc $((SECONDS - t0))" >"$log.result"
+    echo "  done: $(basename "$log") (exit $rc, $((SECONDS - t0)) s)"
+}
+step() {
+    local name=$1 log=$2
+    shift 2
+    names+=("$name") logs+=("$log")
+    rm -f "$LOGS/$log.result"
+    if [ "$running" -ge "$JOBS" ]; then
+        wait -n
+        running=$((running - 1))
     fi
-    echo "$(printf '%-48s' "$name") ${results[-1]} (${seconds[-1]} s)"
+    run_step "$log" "$@" &
+    running=$((running + 1))
 }
 
 # The emulator runs each kernel on the calling thread, between oneDNN's
@@ -77,6 +87,13 @@ step() {
 # jobs on the cores (bench/NOTES.md section 26).
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 
+step "the whole pass as one graph (whole_pass.py)" whole_pass.log $PY tests/emu/whole_pass.py \
+    --work build-emu/whole_pass
+step "end to end (gpu_parity.py, torchvision on CPU)" parity.log $PY tests/gpu/gpu_parity.py \
+    --work build-emu/parity --ours cuda --torch-device cpu --threads "$(nproc)"
+step "several images in flight (in_flight.py)" in_flight.log $PY tests/emu/in_flight.py --work build-emu/in_flight
+step "a folder of mixed sizes, PNG and JPEG, vs the CPU" mixed.log $PY tests/emu/mixed_batch.py \
+    --work build-emu/mixed
 step "the emulator's own checks (test_emu.cu)" emu.log build-emu/test_emu
 ops=build/tests/test_backend_ops
 step "backend ops" ops.log $ops
@@ -114,23 +131,30 @@ run --device auto -v >"$out" 2>&1 || exit 1
 cat "$out"
 grep -q "notice: --device auto: cuda:0: too old a GPU" "$out" && grep -q "device cpu" "$out"'
 step "a GPU too old for the build: error by name, CPU under auto" old_gpu.log bash -c "$old_gpu_check"
-step "a folder of mixed sizes, PNG and JPEG, vs the CPU" mixed.log $PY tests/emu/mixed_batch.py \
-    --work build-emu/mixed
-step "the whole pass as one graph (whole_pass.py)" whole_pass.log $PY tests/emu/whole_pass.py \
-    --work build-emu/whole_pass
-grep -E "^  (OK|FAIL)|outside its graph" "$LOGS/whole_pass.log" | sed 's/^/    /'
-step "several images in flight (in_flight.py)" in_flight.log $PY tests/emu/in_flight.py --work build-emu/in_flight
-grep -E "^  (OK|FAIL)" "$LOGS/in_flight.log" | sed 's/^/    /'
-step "end to end (gpu_parity.py, torchvision on CPU)" parity.log $PY tests/gpu/gpu_parity.py \
-    --work build-emu/parity --ours cuda --torch-device cpu --threads "$(nproc)"
-grep -E "^  (OK|FAIL)|fp16 vs|shapes model|parity checks" "$LOGS/parity.log" | sed 's/^/    /'
 
+wait
+
+# what the long steps checked, then the table
+for pair in "whole_pass.log:^  (OK|FAIL)|outside its graph" "in_flight.log:^  (OK|FAIL)" \
+            "parity.log:^  (OK|FAIL)|fp16 vs|shapes model|parity checks"; do
+    echo "${pair%%:*}:"
+    grep -E "${pair#*:}" "$LOGS/${pair%%:*}" | sed 's/^/    /'
+done
 echo
-echo "cuda-emu: the CUDA backend on the emulator (tests/emu)"
+echo "cuda-emu: the CUDA backend on the emulator (tests/emu), $JOBS steps at once"
 failed=0
 for i in "${!names[@]}"; do
-    printf '  %-48s %-18s %4s s\n' "${names[$i]}" "${results[$i]}" "${seconds[$i]}"
-    [ "${results[$i]}" = ok ] || failed=1
+    log="$LOGS/${logs[$i]}" rc=? secs=?
+    [ -f "$log.result" ] && read -r rc secs <"$log.result"
+    if [ "$rc" = 0 ]; then result=ok; else result="FAILED (exit $rc)"; failed=1; fi
+    printf '  %-48s %-18s %4s s\n' "${names[$i]}" "$result" "$secs"
+done
+for i in "${!names[@]}"; do
+    log="$LOGS/${logs[$i]}"
+    [ "$(cut -d' ' -f1 "$log.result" 2>/dev/null)" = 0 ] && continue
+    echo "---- ${names[$i]}: FAILED, the end of $log:"
+    grep -E "FAIL|ERROR|emu:|SKIP" "$log" | head -20
+    tail -5 "$log"
 done
 [ $failed -eq 0 ] && echo "cuda-emu: all passed" || echo "cuda-emu: FAILED" >&2
 exit $failed
