@@ -7,7 +7,7 @@
 #   make cluster-test detect --shard, detect merge, the Slurm and Kubernetes recipes, and the Ray
 #                   pipeline on a local Ray cluster (Ray from PyPI into build/venv-ray; ~5 min)
 #   make check      the README's test command and CI's: make test, the layer check, make sanitize, make fuzz,
-#                   make cuda-emu (~25 min)
+#                   make cuda-emu (~20 min on 2 cores)
 #   make check-layers  includes against docs/architecture.md's folder rules, and no file-level call cycles
 #   make test       unit tests (cmocka), parity tests against torchvision (pytest), python-test,
 #                   cluster-test
@@ -17,7 +17,7 @@
 #   make demo       the README's first command: install what is missing, run on an example
 #   make sanitize   unit and end-to-end tests under AddressSanitizer + UBSan (build-san/)
 #   make valgrind   one full image through memcheck: no errors, no leaks
-#   make fuzz       every fuzz target, reproducibly: a fixed mutation seed and run count (~7 min)
+#   make fuzz       every fuzz target, reproducibly: a fixed mutation seed and run count (~3 min)
 #   make fuzz-explore  every fuzz target from fresh seeds for FUZZ_SECONDS each (default 60): new finds
 #   make cuda-report  registers, stack, spills and shared memory of every CUDA kernel (no GPU needed)
 #   make cuda-emu   the CUDA backend run on the CPU through tests/emu's emulator, and its tests (no GPU needed)
@@ -159,9 +159,11 @@ unit-test: $(TEST_BIN)
 parity-test: all
 	$(PYTHON) -m pytest -q -rs tests/parity
 
-# Installs what is missing first, so a fresh clone needs nothing else.
+# Installs what is missing first, so a fresh clone needs nothing else. The builds run on every
+# core (BUILD_JOBS); the tests after them one target at a time.
+BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 test: deps
-	$(MAKE) all
+	$(MAKE) -j$(BUILD_JOBS) all $(TEST_BIN)
 	$(MAKE) -k unit-test parity-test python-test cluster-test doc-test
 
 # Everything CI must run, each step even after a failure; a summary table at the end.

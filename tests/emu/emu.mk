@@ -21,7 +21,8 @@ EMU_HEADERS := $(wildcard tests/emu/*.h tests/emu/include/cub/device/*.cuh cuda/
 .PHONY: cuda-emu cuda-emu-lib
 cuda-emu-lib: $(EMU)/libdetect_cuda.so $(EMU)/libcuda.so.1 $(EMU)/test_emu
 
-cuda-emu: all cuda-emu-lib $(TEST_BIN)
+cuda-emu:
+	$(MAKE) -j$(BUILD_JOBS) all cuda-emu-lib $(TEST_BIN)
 	tests/emu/run.sh
 
 $(EMU)/gen/%.cc: cuda/%.cu tests/emu/rewrite_launches.py
