@@ -171,7 +171,7 @@ check: deps
 	MAKE="$(MAKE)" scripts/check.sh
 
 bench: deps
-	$(MAKE) all
+	$(MAKE) -j$(BUILD_JOBS) all
 	$(PYTHON) bench/bench_cpu.py
 
 PEERS_VENV ?= $(BUILD)/venv-peers
@@ -181,12 +181,12 @@ $(PEERS_VENV)/.installed: bench/requirements-peers.txt
 	touch $@
 
 bench-peers: deps $(PEERS_VENV)/.installed
-	$(MAKE) all
+	$(MAKE) -j$(BUILD_JOBS) all
 	$(PEERS_VENV)/bin/python bench/bench_peers.py $(BENCH_PEERS_ARGS)
 	$(PEERS_VENV)/bin/python bench/peers_demo_ap.py
 
 demo: deps-run
-	$(MAKE) all
+	$(MAKE) -j$(BUILD_JOBS) all
 	scripts/demo.sh
 
 check-layers: all
