@@ -135,11 +135,13 @@ step "a GPU too old for the build: error by name, CPU under auto" old_gpu.log ba
 wait
 
 # what the long steps checked, then the table
-for pair in "whole_pass.log:^  (OK|FAIL)|outside its graph" "in_flight.log:^  (OK|FAIL)" \
-            "parity.log:^  (OK|FAIL)|fp16 vs|shapes model|parity checks"; do
-    echo "${pair%%:*}:"
-    grep -E "${pair#*:}" "$LOGS/${pair%%:*}" | sed 's/^/    /'
-done
+details() { # LOG PATTERN: the log's lines that say what its step checked
+    echo "$1:"
+    grep -E "$2" "$LOGS/$1" | sed 's/^/    /'
+}
+details whole_pass.log "^  (OK|FAIL)|outside its graph"
+details in_flight.log "^  (OK|FAIL)"
+details parity.log "^  (OK|FAIL)|fp16 vs|shapes model|parity checks"
 echo
 echo "cuda-emu: the CUDA backend on the emulator (tests/emu), $JOBS steps at once"
 failed=0
