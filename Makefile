@@ -27,11 +27,12 @@ CC      ?= gcc
 PYTHON  ?= /usr/bin/python3
 # pycocotools, the tests' one package from PyPI, lives in build/venv-test (scripts/install_deps.sh,
 # which make deps runs): its site-packages go on every recipe's PYTHONPATH, so Debian's python3, the
-# venvs the tests make from it and their subprocesses all import it. Expanded when a recipe runs,
-# after deps has made it.
-TEST_SITE = $(firstword $(wildcard $(CURDIR)/build/venv-test/lib/python3*/site-packages))
-PYTHONPATH_OUTER := $(PYTHONPATH)
-export PYTHONPATH = $(TEST_SITE)$(if $(and $(TEST_SITE),$(PYTHONPATH_OUTER)),:)$(PYTHONPATH_OUTER)
+# venvs the tests make from it and their subprocesses all import it. scripts/test_env.sh names the
+# folder from python3's version, whether it exists yet or not (no $(wildcard): make caches folders,
+# so one taken before deps made the venv stayed empty); the scripts source the same file.
+TEST_SITE := $(shell scripts/test_env.sh --site)
+PYTHONPATH_OUTER := $(filter-out $(TEST_SITE),$(subst :, ,$(PYTHONPATH)))
+export PYTHONPATH := $(subst $() ,:,$(strip $(TEST_SITE) $(PYTHONPATH_OUTER)))
 BUILD   ?= build
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -Wall -Wextra -fopenmp -fPIC -Iinclude -Iengine -MMD -MP -D_GNU_SOURCE

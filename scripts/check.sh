@@ -28,6 +28,7 @@
 # run it by hand when the engine's memory handling changes.
 set -u
 cd "$(dirname "$0")/.."
+. scripts/test_env.sh  # pycocotools on PYTHONPATH, run by make or by hand
 MAKE=${MAKE:-make}
 
 names=() results=() minutes=()

@@ -47,6 +47,7 @@ SEED=${FUZZ_SEED:-1}
 declare -A RUNS=([config]=2000000 [weights]=1500000 [png]=1000000 [jpeg]=150000 [rle]=400000 [convert]=100000)
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
+. scripts/test_env.sh  # pycocotools on PYTHONPATH, run by make or by hand
 OUT=build/fuzz
 PYTHON=${PYTHON:-/usr/bin/python3}
 TARGETS=${FUZZ_TARGETS:-config weights png jpeg rle convert}

@@ -62,13 +62,13 @@ fi
 # pycocotools: the independent reference for COCO RLE masks and results in the tests, the
 # only Python package from PyPI that the tests need. It goes into a virtual environment of
 # its own, never into Debian's Python: build/venv-test, made without pip (so it holds
-# pycocotools alone, and shadows none of Debian's packages), filled by Debian's pip. The
-# Makefile puts its site-packages on PYTHONPATH for every test, so Debian's python3, the
-# venvs the tests make from it and their subprocesses all find it. Prebuilt wheel; numpy
-# stays Debian's (--no-deps).
+# pycocotools alone, and shadows none of Debian's packages), filled by Debian's pip. Its
+# site-packages is named by scripts/test_env.sh, which the Makefile and every test script
+# read, so Debian's python3, the venvs the tests make from it and their subprocesses all
+# find it. Prebuilt wheel; numpy stays Debian's (--no-deps).
 venv=build/venv-test
-site=$(ls -d "$venv"/lib/python3*/site-packages 2>/dev/null | head -n 1 || true)
-if [ -n "$site" ] && PYTHONPATH="$site" /usr/bin/python3 -c "import pycocotools.mask" 2>/dev/null; then
+site=$(scripts/test_env.sh --site)
+if PYTHONPATH="$site" /usr/bin/python3 -c "import pycocotools.mask" 2>/dev/null; then
   echo "install_deps (test): pycocotools present in $venv"
   exit 0
 fi
@@ -77,5 +77,4 @@ rm -rf "$venv"
 /usr/bin/python3 -m venv --without-pip --system-site-packages "$venv"
 /usr/bin/python3 -m pip --python "$venv/bin/python" install -q --no-deps --disable-pip-version-check --root-user-action=ignore \
   "pycocotools==2.0.11"
-site=$(ls -d "$venv"/lib/python3*/site-packages | head -n 1)
 PYTHONPATH="$site" /usr/bin/python3 -c "import pycocotools.mask"

@@ -40,6 +40,7 @@
 # pool would go in tests/lsan.supp (none are needed today; see the file).
 set -u
 cd "$(dirname "$0")/.."
+. scripts/test_env.sh  # pycocotools on PYTHONPATH, run by make or by hand
 ROOT=$PWD
 SAN_BUILD=${SAN_BUILD:-build-san}
 PYTHON=${PYTHON:-/usr/bin/python3}

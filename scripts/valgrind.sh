@@ -23,6 +23,7 @@
 # code; see that file. Expect about 20 minutes (the time is printed).
 set -u
 cd "$(dirname "$0")/.."
+. scripts/test_env.sh  # pycocotools on PYTHONPATH, run by make or by hand
 PYTHON=${PYTHON:-/usr/bin/python3}
 CONFIG=${VG_CONFIG:-configs/mask_rcnn_R-101-FPN_torchvision.json}
 IMAGE=${VG_IMAGE:-examples/astronaut.png}

@@ -5,6 +5,7 @@
 # there from PyPI; when it cannot, this fails: it does not skip).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+. scripts/test_env.sh  # pycocotools on PYTHONPATH, run by make or by hand
 PYTHON=${PYTHON:-/usr/bin/python3}
 status=0
 echo "== tests/cluster: --shard, merge, recipes"

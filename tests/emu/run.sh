@@ -38,6 +38,7 @@
 # cuda-emu-lib); `make cuda-emu` builds both first.
 set -u
 cd "$(dirname "$0")/../.."
+. scripts/test_env.sh  # pycocotools on PYTHONPATH, run by make or by hand
 export MR_CUDA_LIBRARY="$PWD/build-emu/libdetect_cuda.so"
 export LD_LIBRARY_PATH="$PWD/build-emu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 PY=${PYTHON:-/usr/bin/python3}

@@ -1,6 +1,7 @@
 /* The body of the image targets (fuzz_png.c, fuzz_jpeg.c): bytes -> a file
- * -> image_load with a 4096-pixel side limit (memory stays bounded: at most
- * 48 MiB of pixels), then on success image_geometry and image_preprocess
+ * -> image_load with a side limit of FUZZ_MAX_SIDE (4096 unless the target
+ * defines a smaller one before including this file: memory stays bounded, at
+ * most 48 MiB of pixels), then on success image_geometry and image_preprocess
  * for a small input config (min_size 64, max_size 96, padded to 32) into a
  * buffer of exactly the padded size, once per zoo convention (torchvision
  * floor + torch bilinear, Detectron round + cv2, detectron2 + Pillow), with
@@ -19,7 +20,9 @@
 #include "io/image.h"
 #include "ops/image_preprocess.h"
 
+#ifndef FUZZ_MAX_SIDE
 #define FUZZ_MAX_SIDE 4096
+#endif
 
 static void fuzz_image_file(const uint8_t *data, size_t size)
 {

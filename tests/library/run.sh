@@ -8,6 +8,7 @@
 #     the installed detect --json; then make uninstall.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. scripts/test_env.sh  # pycocotools on PYTHONPATH, run by make or by hand
 PYTHON=${PYTHON:-/usr/bin/python3}
 MAKE=${MAKE:-make}
 tmp=$(mktemp -d)

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The tests' Python environment, in one place. pycocotools, the tests' one package from PyPI,
+# lives in build/venv-test (scripts/install_deps.sh makes it); its site-packages must be on
+# PYTHONPATH for Debian's python3, the venvs the tests make from it and their subprocesses.
+#
+#   . scripts/test_env.sh          (bash, from the checkout's root) exports PYTHONPATH with the
+#                                  venv's site-packages first, once, whether or not it exists yet
+#   scripts/test_env.sh --site     prints that folder (the Makefile and install_deps.sh read it)
+#
+# The path is computed from Debian's python3 version, never found by a glob: make caches the
+# folders it has read, so a $(wildcard) taken before `make deps` made the venv stayed empty for
+# every recipe after it (issue 44: make check's sanitize step lost pycocotools on a fresh clone).
+detect_test_site() {
+  local root
+  root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+  echo "$root/build/venv-test/lib/$(/usr/bin/python3 -c 'import sys; print("python%d.%d" % sys.version_info[:2])')/site-packages"
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  [ "${1:-}" = --site ] || { echo "usage: . scripts/test_env.sh | scripts/test_env.sh --site" >&2; exit 2; }
+  detect_test_site
+else
+  detect_site_=$(detect_test_site)
+  case ":${PYTHONPATH:-}:" in
+    *":$detect_site_:"*) ;;
+    *) export PYTHONPATH="$detect_site_${PYTHONPATH:+:$PYTHONPATH}" ;;
+  esac
+  unset detect_site_
+fi
