@@ -28,8 +28,8 @@ PYTHON  ?= /usr/bin/python3
 # pycocotools, the tests' one package from PyPI, lives in build/venv-test (scripts/install_deps.sh,
 # which make deps runs): its site-packages go on every recipe's PYTHONPATH, so Debian's python3, the
 # venvs the tests make from it and their subprocesses all import it. scripts/test_env.sh names the
-# folder from python3's version, whether it exists yet or not (no $(wildcard): make caches folders,
-# so one taken before deps made the venv stayed empty); the scripts source the same file.
+# folder, a fixed path whether it exists yet or not (no $(wildcard): make caches folders, so one
+# taken before deps made the venv stayed empty); the scripts source the same file.
 TEST_SITE := $(shell scripts/test_env.sh --site)
 PYTHONPATH_OUTER := $(filter-out $(TEST_SITE),$(subst :, ,$(PYTHONPATH)))
 export PYTHONPATH := $(subst $() ,:,$(strip $(TEST_SITE) $(PYTHONPATH_OUTER)))

@@ -63,8 +63,8 @@ fi
 # only Python package from PyPI that the tests need. It goes into a virtual environment of
 # its own, never into Debian's Python: build/venv-test, made without pip (so it holds
 # pycocotools alone, and shadows none of Debian's packages), filled by Debian's pip. Its
-# site-packages is named by scripts/test_env.sh, which the Makefile and every test script
-# read, so Debian's python3, the venvs the tests make from it and their subprocesses all
+# site-packages, linked as build/venv-test/site-packages, is named by scripts/test_env.sh,
+# which the Makefile and every test script read, so Debian's python3, the venvs the tests make from it and their subprocesses all
 # find it. Prebuilt wheel; numpy stays Debian's (--no-deps).
 venv=build/venv-test
 site=$(scripts/test_env.sh --site)
@@ -77,4 +77,5 @@ rm -rf "$venv"
 /usr/bin/python3 -m venv --without-pip --system-site-packages "$venv"
 /usr/bin/python3 -m pip --python "$venv/bin/python" install -q --no-deps --disable-pip-version-check --root-user-action=ignore \
   "pycocotools==2.0.11"
+ln -sfn "$(cd "$venv" && ls -d lib/python3*/site-packages | head -n 1)" "$site"
 PYTHONPATH="$site" /usr/bin/python3 -c "import pycocotools.mask"

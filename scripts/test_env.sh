@@ -7,13 +7,13 @@
 #                                  venv's site-packages first, once, whether or not it exists yet
 #   scripts/test_env.sh --site     prints that folder (the Makefile and install_deps.sh read it)
 #
-# The path is computed from Debian's python3 version, never found by a glob: make caches the
-# folders it has read, so a $(wildcard) taken before `make deps` made the venv stayed empty for
-# every recipe after it (issue 44: make check's sanitize step lost pycocotools on a fresh clone).
+# The folder is a fixed name, build/venv-test/site-packages (install_deps.sh links it to the
+# venv's lib/python3.X/site-packages), never found by a glob: make caches the folders it has
+# read, so a $(wildcard) taken before `make deps` made the venv stayed empty for every recipe
+# after it (issue 44: make check's sanitize step lost pycocotools on a fresh clone). Nor does
+# it ask python3 for its version: on a fresh machine python3 comes with make's deps step.
 detect_test_site() {
-  local root
-  root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-  echo "$root/build/venv-test/lib/$(/usr/bin/python3 -c 'import sys; print("python%d.%d" % sys.version_info[:2])')/site-packages"
+  echo "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/build/venv-test/site-packages"
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
