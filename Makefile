@@ -21,6 +21,12 @@
 #   make fuzz-explore  every fuzz target from fresh seeds for FUZZ_SECONDS each (default 60): new finds
 #   make cuda-report  registers, stack, spills and shared memory of every CUDA kernel (no GPU needed)
 #   make cuda-emu   the CUDA backend run on the CPU through tests/emu's emulator, and its tests (no GPU needed)
+#   make fresh-debian  the README's two commands in a clean Debian 12 root (scripts/fresh_debian.sh;
+#                   root and mmdebstrap; ~45 min): run it when install steps or test paths change
+#   make image      the container image detect:VERSION as OCI and docker archives in build/image/,
+#                   from clean Debian roots (scripts/build_image.sh; root, mmdebstrap, umoci, skopeo)
+#   make image-test the image's own root file system: the demo, shards and merge, Python, against
+#                   build/detect (tests/image/run.sh)
 #   CUDA=0          build without the CUDA backend even where nvcc exists
 
 CC      ?= gcc
@@ -88,7 +94,7 @@ NVCCFLAGS  += $(foreach d,$(CUDA_INC_DIRS),-isystem $(d))
 LDLIBS     += -ldl
 endif
 
-.PHONY: check-layers deps-run all lib install uninstall python-test doc-test cluster-test check test unit-test parity-test bench bench-peers demo deps clean sanitize valgrind fuzz fuzz-explore cuda-report
+.PHONY: fresh-debian image image-test check-layers deps-run all lib install uninstall python-test doc-test cluster-test check test unit-test parity-test bench bench-peers demo deps clean sanitize valgrind fuzz fuzz-explore cuda-report
 FUZZ_SECONDS ?= 60
 all: $(BUILD)/detect $(BUILD)/libdetect.so $(BUILD)/libdetect_internal.so $(BUILD)/stage_runner $(CUDA_SO)
 
@@ -245,6 +251,16 @@ python-test: all
 # pipeline (python/detect/ray_pipeline.py) against detect --json.
 cluster-test: all
 	PYTHON=$(PYTHON) tests/cluster/run.sh
+
+# Checks of the install steps and of the image, each from a clean Debian root (docs/testing.md).
+fresh-debian:
+	scripts/fresh_debian.sh
+
+image:
+	scripts/build_image.sh
+
+image-test: all
+	tests/image/run.sh
 
 clean:
 	rm -rf $(BUILD) build-san
