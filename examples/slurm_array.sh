@@ -15,7 +15,8 @@
 # a time limit) is resubmitted as it was (sbatch --array=K ...): it skips
 # the images it finished (--skip-existing) and its documents are still
 # complete. Settings from the environment:
-#   DETECT          the command (default: detect on PATH)
+#   DETECT          the command, one or more words (default: detect on PATH; in a container,
+#                   e.g. "apptainer exec --bind /shared detect.sif detect": docs/cluster.md)
 #   DETECT_CONFIG   model config (default: configs/mask_rcnn_R-101-FPN_torchvision.json)
 #   DETECT_WEIGHTS  weights (default: model.safetensors)
 #   DETECT_ARGS     more options for every task (e.g. "--device cuda", "--threads 8")
@@ -41,8 +42,8 @@ run)
     k=$((SLURM_ARRAY_TASK_ID - ${SLURM_ARRAY_TASK_MIN:-0}))
     n=${SLURM_ARRAY_TASK_COUNT:?SLURM_ARRAY_TASK_COUNT is not set: run this as an array job (sbatch --array)}
     mkdir -p "$out/images"
-    # shellcheck disable=SC2046,SC2086 # word splitting wanted: options, and "--list FILE"
-    exec "$DETECT" --config "$CONFIG" --weights "$WEIGHTS" ${DETECT_ARGS:-} --shard "$k/$n" -q \
+    # shellcheck disable=SC2046,SC2086 # word splitting wanted: the command, options, "--list FILE"
+    exec $DETECT --config "$CONFIG" --weights "$WEIGHTS" ${DETECT_ARGS:-} --shard "$k/$n" -q \
         --output "$out/images" --skip-existing --json "$out/part-$k.json" --coco-results "$out/coco-$k.json" \
         $(inputs "$images")
     ;;
@@ -50,7 +51,8 @@ merge)
     [ $# -eq 2 ] || usage
     out=$2
     # Checks that every part is there, complete and of the same inputs; exit 2 and nothing written if not.
-    exec "$DETECT" merge --json "$out/all.json" --coco-results "$out/all_coco.json" "$out"/part-*.json
+    # shellcheck disable=SC2086 # the command may be several words
+    exec $DETECT merge --json "$out/all.json" --coco-results "$out/all_coco.json" "$out"/part-*.json
     ;;
 submit)
     [ $# -eq 4 ] || usage

@@ -5,6 +5,7 @@ shell commands run with JOB_COMPLETION_INDEX set), on 12 scenes; each gives
 what one detect run over the folder gives."""
 
 import os
+import re
 import subprocess
 
 import pytest
@@ -27,7 +28,8 @@ def small(tmp_path_factory):
 
 
 def slurm(*args, **env):
-    e = dict(os.environ, DETECT=DETECT, DETECT_CONFIG=CONFIG, DETECT_WEIGHTS=WEIGHTS, **env)
+    e = dict(os.environ, DETECT=DETECT, DETECT_CONFIG=CONFIG, DETECT_WEIGHTS=WEIGHTS)
+    e.update(env)
     return subprocess.run(["bash", SLURM, *args], capture_output=True, text=True, env=e)
 
 
@@ -39,13 +41,15 @@ def test_slurm_array(small, tmp_path):
         assert r.returncode == 0, r.stderr
         assert (out / f"part-{task - 1}.json").exists() and (out / f"coco-{task - 1}.json").exists()
     assert len(os.listdir(out / "images")) == 2 * 12
-    r = slurm("merge", str(out))
+    # DETECT as several words, as a container runs it ("apptainer exec detect.sif detect"; docs/cluster.md).
+    r = slurm("merge", str(out), DETECT=f"env {DETECT}")
     assert r.returncode == 0, r.stderr
     assert (out / "all.json").read_text() == (small / "all.json").read_text()
     assert (out / "all_coco.json").read_text() == (small / "coco.json").read_text()
     # A task run again (a resubmitted failure) skips what it did and rewrites its part the same.
     before = (out / "part-2.json").read_text()
-    r = slurm("run", str(small / "images"), str(out), SLURM_ARRAY_TASK_ID="2", SLURM_ARRAY_TASK_COUNT="4")
+    r = slurm("run", str(small / "images"), str(out), SLURM_ARRAY_TASK_ID="2", SLURM_ARRAY_TASK_COUNT="4",
+              DETECT=f"env {DETECT}")
     assert r.returncode == 0, r.stderr
     assert (out / "part-2.json").read_text() == before
 
@@ -78,6 +82,10 @@ def test_k8s_indexed_job(small, tmp_path):
     spec = shards["spec"]
     assert spec["completionMode"] == "Indexed" and spec["template"]["spec"]["restartPolicy"] == "Never"
     container = spec["template"]["spec"]["containers"][0]
+    # Both Jobs run the image scripts/build_image.sh names: detect:<include/detect.h's version>.
+    with open(os.path.join(REPO, "include", "detect.h")) as f:
+        version = re.search(r'#define DETECT_VERSION_STRING "([^"]+)"', f.read()).group(1)
+    assert container["image"] == merge["spec"]["template"]["spec"]["containers"][0]["image"] == f"detect:{version}"
     env = {e["name"]: e["value"] for e in container["env"]}
     assert int(env["DETECT_SHARDS"]) == spec["completions"] == spec["parallelism"]
     n = spec["completions"]
