@@ -35,13 +35,7 @@ VERSION=$(sed -n 's/^#define DETECT_VERSION_STRING "\(.*\)"/\1/p' include/detect
 OUT=$ROOT/build/image
 NAME=detect
 
-[ "$(id -u)" -eq 0 ] || { echo "build_image.sh: needs root (chroots, mounts, file owners)" >&2; exit 2; }
-for tool in mmdebstrap umoci skopeo; do
-  command -v $tool >/dev/null || { echo "build_image.sh: needs $tool (apt-get install mmdebstrap umoci skopeo)" >&2; exit 2; }
-done
-rev=$(git rev-parse --verify "$REV^{commit}")
-[ -z "$(git status --porcelain --untracked-files=no)" ] ||
-  echo "build_image.sh: note: uncommitted changes are not built; the clone is $(git rev-parse --short "$rev")"
+debian_root_require build_image.sh umoci skopeo
 debian_root_clear "$WORK"
 mkdir -p "$WORK/logs" "$OUT"
 t0=$SECONDS
@@ -51,8 +45,7 @@ step() { echo "== build_image ($(minutes $((SECONDS - t0))) min): $*"; }
 build=$WORK/build
 step "build stage: Debian 12 minbase + git make python3-pip"
 debian_root_make "$build" "$WORK/logs/build-root.log" git,make,ca-certificates,python3-pip,python3-setuptools,python3-wheel
-git clone -q --no-local "$ROOT" "$build/src"
-git -C "$build/src" checkout -q "$rev"
+short=$(debian_root_clone "$REV" "$build/src")
 step "build stage: install_deps run, make install, pip install (log: $WORK/logs/build.log)"
 debian_root_run "$build" "$WORK/logs/build.log" \
   'set -euo pipefail; cd /src && scripts/install_deps.sh run && scripts/image_stage.sh /stage' ||
@@ -63,8 +56,10 @@ packages=$(tr '\n' ',' <"$build/stage.packages")python3,python3-numpy
 # ---- 2. runtime root -----------------------------------------------------------------------
 runtime=$WORK/runtime
 step "runtime root: Debian 12 minbase + ${packages//,/ }"
-# debian:bookworm-slim's trims, as dpkg path excludes: documentation, manual pages, locales.
-slim=(--dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright'
+# debian:bookworm-slim's trims: no recommended packages (apt would add perl, 40 MB), and as dpkg
+# path excludes, no documentation, manual pages or locales.
+slim=(--aptopt='APT::Install-Recommends "false"'
+  --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright'
   --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*'
   --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-include=/usr/share/locale/locale.alias'
   --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin "$1"/var/log/*.log "$1"/var/log/apt/*')
@@ -90,14 +85,14 @@ umoci repack --refresh-bundle --history.created_by "Debian 12 minbase + runtime 
   --image "$layout:$VERSION" "$bundle"
 cp -a "$build/stage/." "$bundle/rootfs/"
 chroot "$bundle/rootfs" ldconfig
-umoci repack --history.created_by "make install PREFIX=/usr/local; pip install .; demo model and scenes ($(git rev-parse --short "$rev"))" \
+umoci repack --history.created_by "make install PREFIX=/usr/local; pip install .; demo model and scenes ($short)" \
   --image "$layout:$VERSION" "$bundle"
 umoci config --image "$layout:$VERSION" \
   --config.env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin --config.env LANG=C.UTF-8 \
   --config.workingdir /data --config.cmd detect --config.cmd --help \
   --config.label org.opencontainers.image.title=detect \
   --config.label "org.opencontainers.image.version=$VERSION" \
-  --config.label "org.opencontainers.image.revision=$rev" \
+  --config.label "org.opencontainers.image.revision=$(git rev-parse "$short")" \
   --config.label "org.opencontainers.image.description=Mask R-CNN R-101-FPN instance segmentation (CPU build)" \
   --history.created_by "config: PATH, /data, detect --help"
 umoci gc --layout "$layout"
@@ -110,7 +105,7 @@ skopeo copy -q "oci:$layout:$VERSION" "docker-archive:$OUT/${NAME}_$VERSION.dock
 debian_root_clear "$bundle"
 
 echo
-echo "image $NAME:$VERSION ($(git rev-parse --short "$rev")), $(minutes $((SECONDS - t0))) min:"
+echo "image $NAME:$VERSION ($short), $(minutes $((SECONDS - t0))) min:"
 for f in "$OUT/${NAME}_$VERSION".{oci,docker}.tar; do
   echo "  $f  $(du -h "$f" | cut -f1)"
 done

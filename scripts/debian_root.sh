@@ -13,6 +13,11 @@
 #       behind (a Ray worker) ends with it. DEBIAN_ROOT_CACHE is DIR's apt archive while it runs.
 #   debian_root_clear DIR
 #       removes DIR, unmounting first whatever a killed run left mounted under it.
+#   debian_root_require SCRIPT TOOL...
+#       exits 2, naming SCRIPT, unless this runs as root and every TOOL is on PATH.
+#   debian_root_clone REV DEST
+#       a clean clone of this checkout at REV into DEST (only committed work: says so when the
+#       working tree has changes), and prints the commit's short hash.
 
 DEBIAN_ROOT_MIRROR=${DEBIAN_ROOT_MIRROR:-http://deb.debian.org/debian}
 DEBIAN_ROOT_CACHE=${DEBIAN_ROOT_CACHE:-}
@@ -64,6 +69,24 @@ debian_root_clear() {
   [ -e "$dir" ] || return 0
   grep -o " $dir/[^ ]*" /proc/mounts | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
   rm -rf "$dir"
+}
+
+debian_root_require() {
+  local script=$1 tool
+  shift
+  [ "$(id -u)" -eq 0 ] || { echo "$script: needs root (chroots, mounts, namespaces)" >&2; exit 2; }
+  for tool in mmdebstrap "$@"; do
+    command -v "$tool" >/dev/null || { echo "$script: needs $tool (apt-get install $tool)" >&2; exit 2; }
+  done
+}
+
+debian_root_clone() {
+  local rev
+  rev=$(git rev-parse --verify "$1^{commit}") || return 1
+  [ -z "$(git status --porcelain --untracked-files=no)" ] ||
+    echo "note: uncommitted changes are not in the clean clone of $(git rev-parse --short "$rev")" >&2
+  git clone -q --no-local "$(git rev-parse --show-toplevel)" "$2" && git -C "$2" checkout -q "$rev" &&
+    git rev-parse --short "$rev"
 }
 
 # minutes SECONDS: "12.3"

@@ -21,19 +21,13 @@
 # Logs: $FRESH_DIR/logs/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$PWD
 . scripts/debian_root.sh
 FRESH_DIR=${FRESH_DIR:-/var/tmp/detect-fresh}
 FRESH_REV=${FRESH_REV:-HEAD}
 DEBIAN_ROOT_CACHE=${FRESH_CACHE:-}
 if [ $# -gt 0 ]; then commands=("$@"); else commands=("make demo" "make check"); fi
 
-[ "$(id -u)" -eq 0 ] || { echo "fresh_debian.sh: needs root (a chroot, mounts and namespaces)" >&2; exit 2; }
-command -v mmdebstrap >/dev/null || { echo "fresh_debian.sh: needs mmdebstrap (apt-get install mmdebstrap)" >&2; exit 2; }
-rev=$(git rev-parse --verify "$FRESH_REV^{commit}")
-[ -z "$(git status --porcelain --untracked-files=no)" ] ||
-  echo "fresh_debian.sh: note: uncommitted changes are not tested; the clone is $(git rev-parse --short "$rev")"
-
+debian_root_require fresh_debian.sh
 root=$FRESH_DIR/root logs=$FRESH_DIR/logs
 debian_root_clear "$FRESH_DIR"
 mkdir -p "$logs"
@@ -42,9 +36,8 @@ t0=$SECONDS
 echo "== fresh_debian: Debian 12 minbase + git make -> $root"
 debian_root_make "$root" "$logs/mmdebstrap.log" git,make,ca-certificates
 echo "   $(minutes $((SECONDS - t0))) min, $(du -sh "$root" | cut -f1)"
-git clone -q --no-local "$ROOT" "$root/root/detect"
-git -C "$root/root/detect" checkout -q "$rev"
-echo "== fresh_debian: clean clone of $(git log -1 --format='%h %s' "$rev" | cut -c1-90)"
+short=$(debian_root_clone "$FRESH_REV" "$root/root/detect")
+echo "== fresh_debian: clean clone of $(git log -1 --format='%h %s' "$short" | cut -c1-90)"
 
 names=() verdicts=() times=() status=0
 for cmd in "${commands[@]}"; do
@@ -57,7 +50,7 @@ for cmd in "${commands[@]}"; do
 done
 
 echo
-echo "fresh_debian: Debian 12 minbase + git make, clone of $(git rev-parse --short "$rev")"
+echo "fresh_debian: Debian 12 minbase + git make, clone of $short"
 for i in "${!names[@]}"; do
   printf '  %-40s %-18s %6s min\n' "${names[$i]}" "${verdicts[$i]}" "${times[$i]}"
   case "${names[$i]}" in # make check's own table: its steps and fuzz targets
