@@ -56,9 +56,10 @@ packages=$(tr '\n' ',' <"$build/stage.packages")python3,python3-numpy
 # ---- 2. runtime root -----------------------------------------------------------------------
 runtime=$WORK/runtime
 step "runtime root: Debian 12 minbase + ${packages//,/ }"
-# debian:bookworm-slim's trims: no recommended packages (apt would add perl, 40 MB), and as dpkg
-# path excludes, no documentation, manual pages or locales.
-slim=(--aptopt='APT::Install-Recommends "false"'
+# debian:bookworm-slim's trims: /usr merged by mmdebstrap's hook instead of the usrmerge package
+# (which brings perl, 40 MB), no recommended packages, and as dpkg path excludes, no
+# documentation, manual pages or locales.
+slim=(--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr --aptopt='APT::Install-Recommends "false"'
   --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright'
   --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*'
   --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-include=/usr/share/locale/locale.alias'
