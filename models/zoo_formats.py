@@ -290,7 +290,7 @@ def _fold_frozen_bn_no_eps(mapped):
 
 
 # ---- detectron2 -------------------------------------------------------------------------
-# Names: /work/shared/reference/detectron2_r101_keys.txt (detectron2 modeling/backbone/
+# Names: tests/parity/detectron2_r101_keys.txt (detectron2 modeling/backbone/
 # resnet.py BasicStem/BottleneckBlock with FrozenBatchNorm2d `norm`, fpn.py fpn_lateral/
 # fpn_output{2..5}, proposal_generator/rpn.py StandardRPNHead, roi_heads/box_head.py fc1/fc2,
 # fast_rcnn.py FastRCNNOutputLayers, mask_head.py MaskRCNNConvUpsampleHead).  FrozenBN keeps

@@ -239,7 +239,7 @@ def test_detectron_pkl_globals_never_run(tmp_path, tiny):
 
 def test_detectron2_pkl_r101(tmp_path, r101):
     sd, expected = zoo.d2_tensors(r101)
-    with open("/work/shared/reference/detectron2_r101_keys.txt") as f:
+    with open(os.path.join(os.path.dirname(__file__), "detectron2_r101_keys.txt")) as f:
         ref = dict(re.match(r"(\S+) \[([\d, ]+)\]", l).groups() for l in f if re.match(r"\S+ \[", l))
     assert {k: tuple(map(int, v.split(","))) for k, v in ref.items()} == {k: v.shape for k, v in sd.items()}
     src = tmp_path / "model_final_a3ec72.pkl"

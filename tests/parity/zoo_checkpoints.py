@@ -3,7 +3,7 @@
 Random values, the zoos' real tensor names, shapes and layouts (R-50/R-101-FPN Mask R-CNN, or
 narrower "tiny" widths with the same names for the quick error tests).  Everything here is
 written from the zoos' documented layouts (shared/reference/conventions.md §3,
-shared/reference/detectron2_r101_keys.txt, maskrcnn-benchmark's modeling/ sources), not from
+tests/parity/detectron2_r101_keys.txt, maskrcnn-benchmark's modeling/ sources), not from
 models/convert.py's tables, so the tests compare two independent descriptions.
 
 The canonical model is generated first ({canonical name: array}, BatchNorm form), then each
