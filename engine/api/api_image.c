@@ -60,7 +60,7 @@ detect_status detect_image_from_pixels(const uint8_t *pixels, int width, int hei
                          DEFAULT_MAX_SIDE);
     if (stride < (size_t)width * (size_t)bpp)
         return api_failf(DETECT_ERR_ARGUMENT, "pixels: stride %zu is less than a row's %d bytes", stride, width * bpp);
-    mr_image img = {malloc((size_t)width * (size_t)height * 3), height, width};
+    mr_image img = {malloc((size_t)width * (size_t)height * 3), height, width, 0};
     if (!img.pixels) return api_failf(DETECT_ERR_OOM, "out of memory for a %dx%d image", width, height);
     /* Where red, green and blue sit within a pixel. */
     int r = 0, g = 1, b = 2;

@@ -128,7 +128,7 @@ static void expect_pixels(const char *path, int h, int w, const uint8_t *want)
 
 static void expect_error(const char *path, int max_side, mr_status want, const char *fragment)
 {
-    mr_image img = {(uint8_t *)1, 7, 7};
+    mr_image img = {(uint8_t *)1, 7, 7, 0};
     mr_error err = {0};
     mr_status st = image_load(path, max_side, &img, &err);
     assert_int_equal(st, want);
@@ -638,7 +638,7 @@ static void test_preprocess_identity_bgr_padding(void **state)
     enum { H = 5, W = 6 };
     uint8_t px[H * W * 3];
     for (int i = 0; i < H * W * 3; i++) px[i] = (uint8_t)(i * 13);
-    mr_image img = {px, H, W};
+    mr_image img = {px, H, W, 0};
     mr_input_geometry g;
     float *out = run_preprocess(&cfg, &img, &g);
     assert_int_equal(g.resized_h, H);
@@ -680,7 +680,7 @@ static void test_preprocess_upscale_hand(void **state)
     for (int y = 0; y < 2; y++)
         for (int x = 0; x < 2; x++)
             for (int c = 0; c < 3; c++) px[(y * 2 + x) * 3 + c] = (uint8_t)(10 * x + 100 * y);
-    mr_image img = {px, 2, 2};
+    mr_image img = {px, 2, 2, 0};
     mr_input_geometry g;
     float *out = run_preprocess(&cfg, &img, &g);
     assert_int_equal(g.resized_h, 4);
@@ -716,7 +716,7 @@ static void test_preprocess_pil_hand(void **state)
     for (int y = 0; y < 2; y++)
         for (int x = 0; x < 2; x++)
             for (int c = 0; c < 3; c++) px[(y * 2 + x) * 3 + c] = (uint8_t)(10 * x + 100 * y + c);
-    mr_image img = {px, 2, 2};
+    mr_image img = {px, 2, 2, 0};
     mr_input_geometry g;
     float *out = run_preprocess(&cfg, &img, &g);
     assert_int_equal(g.resized_h, 4);
@@ -765,7 +765,7 @@ static void test_preprocess_cv2_hand(void **state)
     for (int y = 0; y < 3; y++)
         for (int x = 0; x < 4; x++)
             for (int c = 0; c < 3; c++) px[(y * 4 + x) * 3 + c] = (uint8_t)(10 * x + 100 * y);
-    mr_image img = {px, 3, 4};
+    mr_image img = {px, 3, 4, 0};
     mr_input_geometry g;
     float *out = run_preprocess(&cfg, &img, &g);
     assert_int_equal(g.resized_h, 4);
@@ -811,7 +811,7 @@ static void test_preprocess_div255(void **state)
     cfg.max_size = 1;
     cfg.size_divisibility = 1;
     uint8_t px[3] = {48, 48, 48};
-    mr_image img = {px, 1, 1};
+    mr_image img = {px, 1, 1, 0};
     mr_input_geometry g;
     float *out = run_preprocess(&cfg, &img, &g);
     float want = (48.0f / 255.0f - cfg.pixel_mean[0]) / cfg.pixel_std[0];
