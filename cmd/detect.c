@@ -221,6 +221,13 @@ static int take_over(run_state *r, int index, cli_error *err)
     return rc;
 }
 
+/* A multi-page TIFF or an animated WebP: the run sees its first page only. */
+static void page_notice(const char *path, const detect_image *img)
+{
+    int pages = detect_image_pages(img);
+    if (pages > 1) fprintf(stderr, "detect: notice: %s holds %d pages or frames; only the first is read\n", path, pages);
+}
+
 /* One image, start to finish. *detections is the number of detections, or
  * -1 when skipped; a failure is reported in err. */
 static int process(run_state *r, int index, int *detections, cli_error *err)
@@ -249,6 +256,7 @@ static int process(run_state *r, int index, int *detections, cli_error *err)
         rc = cli_api(err, detect_image_load(in->path, detect_model_max_image_side(r->model), &img));
         run.stage[PROF_DECODE] = now() - t0;
     }
+    if (rc == 0) page_notice(in->path, img);
     /* --profile-runs N: one warm-up run, then N measured runs of the model;
      * outputs come from the last. Each measured run's total is its decode +
      * model + output time, measured by its own clock. */
@@ -337,6 +345,7 @@ static void submit_flight(run_state *r, detect_run_queue *q, flight *f)
     int rc = r->queue ? cli_api(&f->err, detect_image_queue_take(r->queue, f->index, &f->img, &f->run.stage[PROF_DECODE]))
                       : cli_api(&f->err, detect_image_load(in->path, detect_model_max_image_side(r->model), &f->img));
     if (!r->queue) f->run.stage[PROF_DECODE] = now() - t0;
+    if (rc == 0) page_notice(in->path, f->img);
     if (rc == 0) rc = cli_api(&f->err, detect_run_queue_submit(q, f->img, f));
     f->state = rc == 0 ? FLIGHT_RUNNING : FLIGHT_FAILED;
 }
@@ -616,6 +625,7 @@ int main(int argc, char **argv)
     int total = r.opt.inputs.count, failed = 0;
     progress_init(&r.prog, total, !r.opt.quiet && total > 1);
     r.prog.not_images = r.opt.inputs.not_images;
+    r.prog.special = r.opt.inputs.special;
     int i = 0;
     if (detect_model_in_flight(r.model) > 1 && r.opt.profile_runs <= 1) {
         int got = run_in_flight(&r, &i, &err);

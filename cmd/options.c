@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DETECT_VERSION "0.2.0"
 
 static void usage(FILE *f)
 {
@@ -74,6 +73,23 @@ static int parse_int(const char *opt, const char *s, int lo, int hi, int *out)
     }
     *out = (int)v;
     return 1;
+}
+
+void options_report_bad(const char *prog, const char *help, int argc, char **argv)
+{
+    /* A short option inside a cluster leaves optind on its word; the last
+     * letter of a cluster, and a long option, move optind past it. */
+    const char *word = optind > 0 && optind <= argc ? argv[optind - 1] : "";
+    if (optopt && optind < argc && argv[optind][0] == '-' && argv[optind][1] != '-' &&
+        strchr(argv[optind] + 1, optopt))
+        word = argv[optind];
+    if (optopt && word[0] == '-' && word[1] != '-' && word[2]) /* -abc: say which letter, and what a file needs */
+        fprintf(stderr,
+                "%s: unknown option \"-%c\" in \"%s\" (see %s; a file whose name starts with '-' is written "
+                "./%s, or after --)\n",
+                prog, optopt, word, help, word);
+    else
+        fprintf(stderr, "%s: unknown or incomplete option \"%s\" (see %s)\n", prog, word, help);
 }
 
 int options_parse(int argc, char **argv, options *o)
@@ -175,9 +191,9 @@ int options_parse(int argc, char **argv, options *o)
         case 'q': o->quiet = 1; break;
         case 'v': o->verbose = 1; break;
         case 'h': usage(stdout); return -1;
-        case O_VERSION: printf("detect %s\n", DETECT_VERSION); return -1;
+        case O_VERSION: printf("detect %s\n", detect_version(NULL)); return -1; /* the library's release: one number */
         default:
-            fprintf(stderr, "detect: unknown or incomplete option \"%s\" (see --help)\n", argv[optind - 1]);
+            options_report_bad("detect", "--help", argc, argv);
             return 2;
         }
     }
@@ -195,6 +211,7 @@ int options_parse(int argc, char **argv, options *o)
             fprintf(stderr, "detect: %s\n", err.msg);
             return 2;
         }
+    inputs_report_skipped(&o->inputs, "detect", o->verbose);
     if (o->inputs.count == 0) {
         if (o->inputs.not_images)
             fprintf(stderr, "detect: no input images (%d file%s skipped: not images; see --help)\n",

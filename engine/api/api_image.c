@@ -33,6 +33,8 @@ detect_status detect_image_load(const char *path, int max_side, detect_image **o
     return wrap_image(&img, out);
 }
 
+int detect_image_pages(const detect_image *img) { return img && img->img.frames > 1 ? img->img.frames : 1; }
+
 detect_status detect_image_decode(const void *data, size_t size, const char *name, int max_side, detect_image **out)
 {
     if (!out || (!data && size))
