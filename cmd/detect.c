@@ -522,6 +522,40 @@ static int check_late_output(const char *path, cli_error *err)
     return rc;
 }
 
+/* Creates folder `dir` and any missing folders above it (mkdir -p), so
+ * --output out/vis and --json out/all.json need no mkdir first. Returns 0,
+ * or an errno value. */
+static int make_folders(const char *dir)
+{
+    char *p = strdup(dir);
+    if (!p) return ENOMEM;
+    int e = 0;
+    for (char *c = p + 1; e == 0; c++) {
+        if (*c != '/' && *c != '\0') continue;
+        const char keep = *c;
+        *c = '\0';
+        struct stat sb;
+        if (stat(p, &sb) != 0 && mkdir(p, 0777) != 0 && errno != EEXIST) e = errno;
+        *c = keep;
+        if (keep == '\0') break;
+    }
+    free(p);
+    return e;
+}
+
+/* The folder a document is written in, created when missing. */
+static int make_parent(const char *path, cli_error *err)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash || slash == path) return 0;
+    char *dir = strndup(path, (size_t)(slash - path));
+    if (!dir) return cli_fail(err, "out of memory");
+    int e = make_folders(dir);
+    int rc = e ? cli_fail(err, "%s: cannot write: cannot create its folder %s: %s", path, dir, strerror(e)) : 0;
+    free(dir);
+    return rc;
+}
+
 /* Loads everything; on failure the message is in err and the exit code is 2. */
 static int setup(run_state *r, cli_error *err)
 {
@@ -535,11 +569,14 @@ static int setup(run_state *r, cli_error *err)
                 r->opt.inputs.count, r->shard.inputs, (unsigned long long)r->shard.fingerprint);
     if (r->opt.output_dir) {
         struct stat sb;
-        if (stat(r->opt.output_dir, &sb) != 0 && mkdir(r->opt.output_dir, 0777) != 0)
-            return cli_fail(err, "%s: cannot create output folder: %s", r->opt.output_dir, strerror(errno));
+        int e = stat(r->opt.output_dir, &sb) != 0 ? make_folders(r->opt.output_dir) : 0;
+        if (e) return cli_fail(err, "%s: cannot create output folder: %s", r->opt.output_dir, strerror(e));
         if (stat(r->opt.output_dir, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(r->opt.output_dir, W_OK) != 0)
             return cli_fail(err, "%s: not a writable folder", r->opt.output_dir);
     }
+    const char *documents[] = {r->opt.json_path, r->opt.coco_path, r->opt.profile_json};
+    for (size_t k = 0; k < sizeof documents / sizeof *documents; k++)
+        if (documents[k]) CLI_TRY(make_parent(documents[k], err));
     CLI_TRY(open_model(r, err));
     if (r->opt.json_path) CLI_TRY(cli_api(err, detect_document_open(&r->json, DETECT_DOCUMENT_JSON, r->opt.json_path)));
     if (r->opt.coco_path) CLI_TRY(cli_api(err, detect_document_open(&r->coco, DETECT_DOCUMENT_COCO, r->opt.coco_path)));

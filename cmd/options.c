@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 
 static void usage(FILE *f)
@@ -17,7 +18,9 @@ static void usage(FILE *f)
             "the others as skipped; files named on the command line are always tried. PNG and JPEG\n"
             "are recognised by their content.\n\n"
             "Model\n"
-            "  --config FILE        model config (default configs/mask_rcnn_R-101-FPN_torchvision.json)\n"
+            "  --config FILE        model config (default configs/mask_rcnn_R-101-FPN_torchvision.json; a config\n"
+            "                       named without a folder and not found here is taken from the installed\n"
+            "                       PREFIX/share/detect/configs)\n"
             "  --weights FILE       converted weights, .safetensors (default model.safetensors)\n"
             "  --device DEV         cpu | cuda | cuda:N (default: cuda when a GPU is present, else cpu)\n"
             "  --precision P        GPU: fp32 | tf32 | fp16 (default: tf32 on GPUs that have it; fp16: fp16\n"
@@ -90,6 +93,26 @@ void options_report_bad(const char *prog, const char *help, int argc, char **arg
                 prog, optopt, word, help, word);
     else
         fprintf(stderr, "%s: unknown or incomplete option \"%s\" (see %s)\n", prog, word, help);
+}
+
+/* A config named without a folder (the default, or --config NAME.json) that
+ * is not in the current folder is looked for where make install puts the
+ * configs, <prefix>/share/detect/configs, found from this program's own
+ * path (<prefix>/bin/detect), so an installed detect runs from any folder.
+ * Returns the path to use: `path` itself, or `buf`. */
+static const char *resolve_config(const char *path, char *buf, size_t n)
+{
+    const char *base = strncmp(path, "configs/", 8) == 0 ? path + 8 : path;
+    if (strchr(base, '/') || access(path, F_OK) == 0) return path;
+    char exe[4096];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0) return path;
+    exe[len] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash) return path;
+    *slash = '\0'; /* <prefix>/bin */
+    snprintf(buf, n, "%s/../share/detect/configs/%s", exe, base);
+    return access(buf, F_OK) == 0 ? buf : path;
 }
 
 int options_parse(int argc, char **argv, options *o)
@@ -197,6 +220,7 @@ int options_parse(int argc, char **argv, options *o)
             return 2;
         }
     }
+    o->config_path = resolve_config(o->config_path, o->config_buf, sizeof o->config_buf);
     if (o->skip_existing && !o->output_dir) {
         fprintf(stderr, "detect: --skip-existing needs --output DIR\n");
         return 2;

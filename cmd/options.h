@@ -22,6 +22,7 @@ typedef struct {
     int quiet, verbose, profile, profile_runs, skip_existing;
     shard_spec shard;        /* --shard K/N; count 0: all inputs */
     input_list inputs;
+    char config_buf[4200];   /* config_path when found under the install prefix */
 } options;
 
 /* Returns 0 to run, 2 for a usage error (already reported), or -1 when
