@@ -27,15 +27,14 @@ static mr_status open_regular(const char *path, FILE **f, mr_error *err)
     *f = NULL;
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) {
-        if (errno == ELOOP) return mr_fail(err, MR_ERR_IO, "%s: cannot open: a symbolic link loop", path);
-        if (errno == ENXIO) /* a socket, or a FIFO opened for writing with no reader */
+        const int e = errno;
+        struct stat lb;
+        if (e == ELOOP) return mr_fail(err, MR_ERR_IO, "%s: cannot open: a symbolic link loop", path);
+        if (e == ENXIO) /* open() refuses a socket so */
             return mr_fail(err, MR_ERR_IO, "%s: not a regular file (a socket or device)", path);
-        if (errno == ENOENT && access(path, F_OK) != 0) {
-            struct stat lb;
-            if (lstat(path, &lb) == 0 && S_ISLNK(lb.st_mode))
-                return mr_fail(err, MR_ERR_IO, "%s: cannot open: a dangling symbolic link", path);
-        }
-        return mr_fail(err, MR_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        if (e == ENOENT && lstat(path, &lb) == 0 && S_ISLNK(lb.st_mode))
+            return mr_fail(err, MR_ERR_IO, "%s: cannot open: a dangling symbolic link", path);
+        return mr_fail(err, MR_ERR_IO, "%s: cannot open: %s", path, strerror(e));
     }
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
