@@ -11,6 +11,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 
 import pytest
 
@@ -192,3 +193,13 @@ def test_version_is_the_library_release():
     assert detect("--version").stdout.split() == ["detect", header]
     toml = open(os.path.join(REPO, "pyproject.toml")).read()
     assert f'version = "{header}"' in toml
+
+
+def test_demo_model_suggests_a_config_that_loads_it():
+    """The shipped weights' metadata names the config to use with them (models/README.md): it runs."""
+    sys.path.insert(0, os.path.join(REPO, "models"))
+    import safetensors_io
+    meta = safetensors_io.load(WEIGHTS)[1]
+    assert meta["suggested_config"] == "configs/mask_rcnn_R-101-FPN_shapes.json"
+    r = detect("--config", meta["suggested_config"], "--weights", WEIGHTS, "-q", SCENES[0], cwd=REPO)
+    assert r.returncode == 0, r.stderr
