@@ -42,7 +42,7 @@ export PYTHONPATH := $(subst $() ,:,$(strip $(TEST_SITE) $(PYTHONPATH_OUTER)))
 BUILD   ?= build
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -Wall -Wextra -fopenmp -fPIC -Iinclude -Iengine -MMD -MP -D_GNU_SOURCE
-LDLIBS  += -ldnnl -lcjson -lpng -ljpeg -lm
+LDLIBS  += -ldnnl -lcjson -lpng -ljpeg -lwebp -lwebpdemux -ltiff -lgif -lm
 LDFLAGS += -fopenmp
 
 NVCC    ?= $(shell command -v nvcc 2>/dev/null)

@@ -8,6 +8,7 @@
 
 #include "cli_error.h"
 #include "inputs.h"
+#include "options.h"
 
 /* Chosen on the demo model's validation scenes (bench/NOTES.md section 22). */
 #define DEFAULT_PERCENTILE 99.99
@@ -78,9 +79,17 @@ static int run(const char *config, const char *weights, const char *output, inpu
         fprintf(stderr, "detect calibrate: %s\n", err.msg);
         goto done;
     }
-    if (!quiet)
-        fprintf(stderr, "detect calibrate: ranges from %d image%s (%d failed) written to %s\n", used,
-                used > 1 ? "s" : "", failed, output ? output : "the file beside the weights");
+    if (!quiet) {
+        /* The library's default name (detect.h): <weights without .safetensors>.int8.json */
+        size_t n = strlen(weights), e = strlen(".safetensors");
+        if (n >= e && strcmp(weights + n - e, ".safetensors") == 0) n -= e;
+        fprintf(stderr, "detect calibrate: ranges from %d image%s (%d failed) written to ", used, used > 1 ? "s" : "",
+                failed);
+        if (output)
+            fprintf(stderr, "%s\n", output);
+        else
+            fprintf(stderr, "%.*s.int8.json\n", (int)n, weights);
+    }
     rc = failed ? 1 : 0;
 done:
     detect_calibration_free(cal);
@@ -125,8 +134,7 @@ int calibrate_main(int argc, char **argv)
         case 'q': quiet = 1; break;
         case 'h': usage(stdout); return 0;
         default:
-            fprintf(stderr, "detect calibrate: unknown or incomplete option \"%s\" (see detect calibrate --help)\n",
-                    argv[optind - 1]);
+            options_report_bad("detect calibrate", "detect calibrate --help", argc, argv);
             return 2;
         }
     }
@@ -142,6 +150,7 @@ int calibrate_main(int argc, char **argv)
             inputs_free(&in);
             return 2;
         }
+    inputs_report_skipped(&in, "detect calibrate", 0);
     if (in.count == 0) {
         fprintf(stderr, "detect calibrate: no images given (see detect calibrate --help)\n");
         inputs_free(&in);

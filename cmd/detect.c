@@ -221,6 +221,13 @@ static int take_over(run_state *r, int index, cli_error *err)
     return rc;
 }
 
+/* A multi-page TIFF or an animated WebP: the run sees its first page only. */
+static void page_notice(const char *path, const detect_image *img)
+{
+    int pages = detect_image_pages(img);
+    if (pages > 1) fprintf(stderr, "detect: notice: %s holds %d pages or frames; only the first is read\n", path, pages);
+}
+
 /* One image, start to finish. *detections is the number of detections, or
  * -1 when skipped; a failure is reported in err. */
 static int process(run_state *r, int index, int *detections, cli_error *err)
@@ -249,6 +256,7 @@ static int process(run_state *r, int index, int *detections, cli_error *err)
         rc = cli_api(err, detect_image_load(in->path, detect_model_max_image_side(r->model), &img));
         run.stage[PROF_DECODE] = now() - t0;
     }
+    if (rc == 0) page_notice(in->path, img);
     /* --profile-runs N: one warm-up run, then N measured runs of the model;
      * outputs come from the last. Each measured run's total is its decode +
      * model + output time, measured by its own clock. */
@@ -337,6 +345,7 @@ static void submit_flight(run_state *r, detect_run_queue *q, flight *f)
     int rc = r->queue ? cli_api(&f->err, detect_image_queue_take(r->queue, f->index, &f->img, &f->run.stage[PROF_DECODE]))
                       : cli_api(&f->err, detect_image_load(in->path, detect_model_max_image_side(r->model), &f->img));
     if (!r->queue) f->run.stage[PROF_DECODE] = now() - t0;
+    if (rc == 0) page_notice(in->path, f->img);
     if (rc == 0) rc = cli_api(&f->err, detect_run_queue_submit(q, f->img, f));
     f->state = rc == 0 ? FLIGHT_RUNNING : FLIGHT_FAILED;
 }
@@ -513,6 +522,40 @@ static int check_late_output(const char *path, cli_error *err)
     return rc;
 }
 
+/* Creates folder `dir` and any missing folders above it (mkdir -p), so
+ * --output out/vis and --json out/all.json need no mkdir first. Returns 0,
+ * or an errno value. */
+static int make_folders(const char *dir)
+{
+    char *p = strdup(dir);
+    if (!p) return ENOMEM;
+    int e = 0;
+    for (char *c = p + 1; e == 0; c++) {
+        if (*c != '/' && *c != '\0') continue;
+        const char keep = *c;
+        *c = '\0';
+        struct stat sb;
+        if (stat(p, &sb) != 0 && mkdir(p, 0777) != 0 && errno != EEXIST) e = errno;
+        *c = keep;
+        if (keep == '\0') break;
+    }
+    free(p);
+    return e;
+}
+
+/* The folder a document is written in, created when missing. */
+static int make_parent(const char *path, cli_error *err)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash || slash == path) return 0;
+    char *dir = strndup(path, (size_t)(slash - path));
+    if (!dir) return cli_fail(err, "out of memory");
+    int e = make_folders(dir);
+    int rc = e ? cli_fail(err, "%s: cannot write: cannot create its folder %s: %s", path, dir, strerror(e)) : 0;
+    free(dir);
+    return rc;
+}
+
 /* Loads everything; on failure the message is in err and the exit code is 2. */
 static int setup(run_state *r, cli_error *err)
 {
@@ -526,11 +569,14 @@ static int setup(run_state *r, cli_error *err)
                 r->opt.inputs.count, r->shard.inputs, (unsigned long long)r->shard.fingerprint);
     if (r->opt.output_dir) {
         struct stat sb;
-        if (stat(r->opt.output_dir, &sb) != 0 && mkdir(r->opt.output_dir, 0777) != 0)
-            return cli_fail(err, "%s: cannot create output folder: %s", r->opt.output_dir, strerror(errno));
+        int e = stat(r->opt.output_dir, &sb) != 0 ? make_folders(r->opt.output_dir) : 0;
+        if (e) return cli_fail(err, "%s: cannot create output folder: %s", r->opt.output_dir, strerror(e));
         if (stat(r->opt.output_dir, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(r->opt.output_dir, W_OK) != 0)
             return cli_fail(err, "%s: not a writable folder", r->opt.output_dir);
     }
+    const char *documents[] = {r->opt.json_path, r->opt.coco_path, r->opt.profile_json};
+    for (size_t k = 0; k < sizeof documents / sizeof *documents; k++)
+        if (documents[k]) CLI_TRY(make_parent(documents[k], err));
     CLI_TRY(open_model(r, err));
     if (r->opt.json_path) CLI_TRY(cli_api(err, detect_document_open(&r->json, DETECT_DOCUMENT_JSON, r->opt.json_path)));
     if (r->opt.coco_path) CLI_TRY(cli_api(err, detect_document_open(&r->coco, DETECT_DOCUMENT_COCO, r->opt.coco_path)));
@@ -616,6 +662,7 @@ int main(int argc, char **argv)
     int total = r.opt.inputs.count, failed = 0;
     progress_init(&r.prog, total, !r.opt.quiet && total > 1);
     r.prog.not_images = r.opt.inputs.not_images;
+    r.prog.special = r.opt.inputs.special;
     int i = 0;
     if (detect_model_in_flight(r.model) > 1 && r.opt.profile_runs <= 1) {
         int got = run_in_flight(&r, &i, &err);

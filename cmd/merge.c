@@ -1,4 +1,5 @@
 #include "merge.h"
+#include "options.h"
 
 #include <cjson/cJSON.h>
 #include <fcntl.h>
@@ -471,8 +472,7 @@ int merge_main(int argc, char **argv)
         case 'q': quiet = 1; break;
         case 'h': usage(stdout); return 0;
         default:
-            fprintf(stderr, "detect merge: unknown or incomplete option \"%s\" (see detect merge --help)\n",
-                    argv[optind - 1]);
+            options_report_bad("detect merge", "detect merge --help", argc, argv);
             return 2;
         }
     }

@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#define DETECT_VERSION "0.2.0"
 
 static void usage(FILE *f)
 {
@@ -14,11 +14,15 @@ static void usage(FILE *f)
             "       detect merge --json FILE [--coco-results FILE] SHARD.json...  (see detect merge --help)\n"
             "       detect calibrate --config C --weights W IMAGE|FOLDER...  (int8 ranges; detect calibrate --help)\n"
             "Mask R-CNN R-101-FPN instance segmentation. Folders are walked recursively in sorted\n"
-            "order, taking the files named .png, .jpg, .jpeg, .jpe or .jfif (any case) and counting\n"
-            "the others as skipped; files named on the command line are always tried. PNG and JPEG\n"
-            "are recognised by their content.\n\n"
+            "order, taking the regular files named as images (.png .jpg .jpeg .jpe .jfif .webp .tif\n"
+            ".tiff .gif .bmp .dib .heic .heif .avif .jxl, any case), counting the others as skipped\n"
+            "(-v names them) and naming FIFOs, sockets, broken links and link loops as they are\n"
+            "skipped; files named on the command line are always tried. PNG, JPEG, WebP, TIFF, GIF\n"
+            "and BMP are recognised by their content; HEIC and AVIF are named as unsupported.\n\n"
             "Model\n"
-            "  --config FILE        model config (default configs/mask_rcnn_R-101-FPN_torchvision.json)\n"
+            "  --config FILE        model config (default configs/mask_rcnn_R-101-FPN_torchvision.json; a config\n"
+            "                       named without a folder and not found here is taken from the installed\n"
+            "                       PREFIX/share/detect/configs)\n"
             "  --weights FILE       converted weights, .safetensors (default model.safetensors)\n"
             "  --device DEV         cpu | cuda | cuda:N (default: cuda when a GPU is present, else cpu)\n"
             "  --precision P        GPU: fp32 | tf32 | fp16 (default: tf32 on GPUs that have it; fp16: fp16\n"
@@ -39,7 +43,8 @@ static void usage(FILE *f)
             "                       class (IoU above box_head.agnostic_nms_thresh; default: box_head.agnostic_nms)\n"
             "  --classes A,B        report only these classes, by name (default: all)\n"
             "Inputs\n"
-            "  --list FILE          also read image paths from FILE, one per line ('#' comments)\n"
+            "  --list FILE          also read image paths from FILE, one per line ('#' comments), relative\n"
+            "                       to the current folder as on the command line, not to FILE's folder\n"
             "  --skip-existing      skip images whose --output files already exist (their entries in --json\n"
             "                       and --coco-results are read back from DIR/NAME.json)\n"
             "  --shard K/N          only the K-th of N parts of the inputs (K = 0..N-1), by a hash of each\n"
@@ -52,7 +57,7 @@ static void usage(FILE *f)
             "  --json FILE          all images' detections in one JSON document\n"
             "  --coco-results FILE  COCO results format (pycocotools loadRes)\n"
             "  -q, --quiet          no per-detection lines and no progress\n"
-            "  -v, --verbose        model summary and per-image timing\n"
+            "  -v, --verbose        model summary, per-image timing and every file skipped in a folder\n"
             "Profiling\n"
             "  --profile            seconds per stage for each image, then a summary\n"
             "  --profile-runs N     run each image N times after one warm-up run (default 1, no warm-up)\n"
@@ -74,6 +79,43 @@ static int parse_int(const char *opt, const char *s, int lo, int hi, int *out)
     }
     *out = (int)v;
     return 1;
+}
+
+void options_report_bad(const char *prog, const char *help, int argc, char **argv)
+{
+    /* A short option inside a cluster leaves optind on its word; the last
+     * letter of a cluster, and a long option, move optind past it. */
+    const char *word = optind > 0 && optind <= argc ? argv[optind - 1] : "";
+    if (optopt && optind < argc && argv[optind][0] == '-' && argv[optind][1] != '-' &&
+        strchr(argv[optind] + 1, optopt))
+        word = argv[optind];
+    if (optopt && word[0] == '-' && word[1] != '-' && word[2]) /* -abc: say which letter, and what a file needs */
+        fprintf(stderr,
+                "%s: unknown option \"-%c\" in \"%s\" (see %s; a file whose name starts with '-' is written "
+                "./%s, or after --)\n",
+                prog, optopt, word, help, word);
+    else
+        fprintf(stderr, "%s: unknown or incomplete option \"%s\" (see %s)\n", prog, word, help);
+}
+
+/* A config named without a folder (the default, or --config NAME.json) that
+ * is not in the current folder is looked for where make install puts the
+ * configs, <prefix>/share/detect/configs, found from this program's own
+ * path (<prefix>/bin/detect), so an installed detect runs from any folder.
+ * Returns the path to use: `path` itself, or `buf`. */
+static const char *resolve_config(const char *path, char *buf, size_t n)
+{
+    const char *base = strncmp(path, "configs/", 8) == 0 ? path + 8 : path;
+    if (strchr(base, '/') || access(path, F_OK) == 0) return path;
+    char exe[4096];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0) return path;
+    exe[len] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash) return path;
+    *slash = '\0'; /* <prefix>/bin */
+    snprintf(buf, n, "%s/../share/detect/configs/%s", exe, base);
+    return access(buf, F_OK) == 0 ? buf : path;
 }
 
 int options_parse(int argc, char **argv, options *o)
@@ -175,12 +217,13 @@ int options_parse(int argc, char **argv, options *o)
         case 'q': o->quiet = 1; break;
         case 'v': o->verbose = 1; break;
         case 'h': usage(stdout); return -1;
-        case O_VERSION: printf("detect %s\n", DETECT_VERSION); return -1;
+        case O_VERSION: printf("detect %s\n", detect_version(NULL)); return -1; /* the library's release: one number */
         default:
-            fprintf(stderr, "detect: unknown or incomplete option \"%s\" (see --help)\n", argv[optind - 1]);
+            options_report_bad("detect", "--help", argc, argv);
             return 2;
         }
     }
+    o->config_path = resolve_config(o->config_path, o->config_buf, sizeof o->config_buf);
     if (o->skip_existing && !o->output_dir) {
         fprintf(stderr, "detect: --skip-existing needs --output DIR\n");
         return 2;
@@ -195,6 +238,7 @@ int options_parse(int argc, char **argv, options *o)
             fprintf(stderr, "detect: %s\n", err.msg);
             return 2;
         }
+    inputs_report_skipped(&o->inputs, "detect", o->verbose);
     if (o->inputs.count == 0) {
         if (o->inputs.not_images)
             fprintf(stderr, "detect: no input images (%d file%s skipped: not images; see --help)\n",

@@ -22,11 +22,17 @@ typedef struct {
     int quiet, verbose, profile, profile_runs, skip_existing;
     shard_spec shard;        /* --shard K/N; count 0: all inputs */
     input_list inputs;
+    char config_buf[4200];   /* config_path when found under the install prefix */
 } options;
 
 /* Returns 0 to run, 2 for a usage error (already reported), or -1 when
  * --help/--version has been answered and the program should exit 0. */
 int options_parse(int argc, char **argv, options *o);
+/* After getopt_long returned '?' or ':': prints "<prog>: ..." naming the
+ * word at fault (not the one before it, which argv[optind - 1] is while
+ * getopt is inside a cluster such as "-leading-dash.png"), with a hint for
+ * a file whose name starts with '-'. `help` is the command's help option. */
+void options_report_bad(const char *prog, const char *help, int argc, char **argv);
 void options_free(options *o);
 
 #endif

@@ -14,7 +14,7 @@ static double now(void)
 void progress_init(progress *p, int total, int enabled)
 {
     p->total = total;
-    p->done = p->failed = p->skipped = p->not_images = 0;
+    p->done = p->failed = p->skipped = p->not_images = p->special = 0;
     p->tty = isatty(STDERR_FILENO);
     p->enabled = enabled;
     p->start = now();
@@ -69,5 +69,7 @@ void progress_finish(progress *p)
     fprintf(stderr, "detect: %d images in %.1f s (%.2f img/s): %d done, %d skipped, %d failed", p->done, elapsed,
             elapsed > 0 ? p->done / elapsed : 0.0, p->done - p->failed - p->skipped, p->skipped, p->failed);
     if (p->not_images) fprintf(stderr, "; %d file%s skipped: not images", p->not_images, p->not_images > 1 ? "s" : "");
+    if (p->special)
+        fprintf(stderr, "; %d skipped: not regular files, broken links or folders met again (named above)", p->special);
     fputc('\n', stderr);
 }

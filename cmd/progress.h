@@ -7,6 +7,7 @@
 typedef struct {
     int total, done, failed, skipped;
     int not_images; /* files in folders skipped by their extension (inputs.h), for the summary */
+    int special;    /* folder entries skipped as not regular files, broken links or folders again (inputs.h) */
     int tty, enabled;
     double start;
 } progress;

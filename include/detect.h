@@ -207,10 +207,20 @@ DETECT_API size_t detect_model_device_memory(const detect_model *m, int context)
 /* A decoded image: 8-bit RGB, rows of 3 * width bytes, top row first. */
 typedef struct detect_image detect_image;
 
-/* Decodes a PNG or a JPEG (told apart by content, not name; a JPEG's EXIF
- * orientation is applied, as Pillow's ImageOps.exif_transpose). Images with
- * a side longer than max_side are refused before decoding (DETECT_ERR_RANGE);
- * max_side <= 0 takes 20000. Errors name the file. */
+/* Decodes a PNG, JPEG (RGB, grey, CMYK or YCCK), WebP, TIFF, GIF or BMP,
+ * told apart by content, not name, into the RGB that Pillow's
+ * Image.open(path).convert("RGB") gives (engine/io/image.h has the one
+ * deliberate difference, 16-bit grey, and the TIFF layouts that go through
+ * libtiff's own conversion); a JPEG's EXIF orientation is applied, as
+ * Pillow's ImageOps.exif_transpose. A multi-page TIFF or an animated WebP
+ * or GIF gives its first page or frame (detect_image_pages says how many a
+ * TIFF or WebP holds). HEIC, AVIF, JPEG XL, JPEG 2000 and PSD files are
+ * named as such (DETECT_ERR_UNSUPPORTED: "HEIC image: not supported;
+ * convert it to JPEG or PNG"). Only a regular file is read: a FIFO, socket,
+ * device or folder is refused at once (DETECT_ERR_IO, "not a regular
+ * file"), never waited on. Images with a side longer than max_side are
+ * refused before decoding (DETECT_ERR_RANGE); max_side <= 0 takes 20000.
+ * Errors name the file. */
 DETECT_API detect_status detect_image_load(const char *path, int max_side, detect_image **out);
 /* The same from encoded bytes in memory; `name` labels errors (may be NULL). */
 DETECT_API detect_status detect_image_decode(const void *data, size_t size, const char *name, int max_side,
@@ -441,6 +451,11 @@ DETECT_API void detect_document_abort(detect_document *d);
 /* Writes size bytes to path so that the file appears complete or not at all
  * (as documents are written). */
 DETECT_API detect_status detect_write_file(const char *path, const void *data, size_t size);
+
+/* The pages (TIFF) or frames (WebP) the file img was decoded from holds,
+ * when more than one: only the first was decoded. 1 otherwise, and for
+ * images made from bytes of a single-image format or from pixels. */
+DETECT_API int detect_image_pages(const detect_image *img);
 
 #ifdef __cplusplus
 }

@@ -305,12 +305,31 @@ def class_names_of(source_format, num_classes):
     return None
 
 
+STOCK_WIDTHS = {"stem_out_channels": 64, "res2_out_channels": 256, "width_per_group": 64}
+CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
+
+
 def suggested_config_of(info, source_format):
-    """configs/mask_rcnn_R-{50,101}-FPN_<format>.json (written by the engine's owners), or ""
-    where no config exists (R-152, grouped convolutions)."""
+    """configs/mask_rcnn_R-{50,101}-FPN_<format>.json (written by the engine's owners) for the zoos'
+    widths; for other widths (a narrow model such as the demo's) the config in configs/ whose backbone
+    widths and class count are the model's, so that the suggestion loads it; "" where none fits
+    (R-152, grouped convolutions, a width no config has)."""
     if info["depth"] not in (50, 101) or info["groups"] != 1:
         return ""
-    return f"configs/mask_rcnn_R-{info['depth']}-FPN_{source_format}.json"
+    if all(info[k] == v for k, v in STOCK_WIDTHS.items()):
+        return f"configs/mask_rcnn_R-{info['depth']}-FPN_{source_format}.json"
+    names = sorted(os.listdir(CONFIGS)) if os.path.isdir(CONFIGS) else []
+    for name in sorted(names, key=lambda n: source_format not in n):  # the checkpoint's own zoo first
+        try:
+            with open(os.path.join(CONFIGS, name), encoding="utf-8") as f:
+                cfg = json.load(f)
+            backbone, classes = cfg.get("backbone", {}), cfg.get("classes", {})
+        except (OSError, ValueError, AttributeError):
+            continue
+        if backbone.get("depth") == info["depth"] and classes.get("num_classes") == info["num_classes"] and \
+                all(backbone.get(k, v) == info[k] for k, v in STOCK_WIDTHS.items()):
+            return f"configs/{name}"
+    return ""
 
 
 def make_metadata(info, source_format, source_sha256):

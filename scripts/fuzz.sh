@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzzes the parsers: the libFuzzer targets in tests/fuzz/ (config JSON,
-# safetensors, PNG, JPEG, COCO RLE) and the converter's pickle reader
+# safetensors, PNG, JPEG, WebP, TIFF, GIF, BMP, COCO RLE) and the converter's pickle reader
 # (tests/fuzz/fuzz_convert.py).
 #
 #   scripts/fuzz.sh                  reproducible (make fuzz, make check, CI): mutation seed
@@ -11,7 +11,8 @@
 #   scripts/fuzz.sh explore [SECONDS]  fresh mutation seeds (printed in the log), SECONDS per
 #                                    target (default 60): finds new inputs (make fuzz-explore)
 #   scripts/fuzz.sh replay           every seed and regression input once, no mutation
-#   FUZZ_TARGETS="rle png" scripts/fuzz.sh ...   a subset (names: config weights png jpeg rle convert)
+#   FUZZ_TARGETS="rle png" scripts/fuzz.sh ...   a subset (names: config weights png jpeg webp tiff gif bmp
+#                                    rle convert)
 #
 # Builds into build/fuzz/ with its own clang command lines (ASan + UBSan +
 # libFuzzer; only the engine files each target needs, so no oneDNN), runs
@@ -44,13 +45,15 @@ esac
 SEED=${FUZZ_SEED:-1}
 # Mutated executions per target in the reproducible mode: about a minute each on a 2-core
 # development machine (AVX-512 Xeon, 2026-12).
-declare -A RUNS=([config]=2000000 [weights]=1500000 [png]=1000000 [jpeg]=150000 [rle]=400000 [convert]=100000)
+# The image formats added with issue 47 (webp tiff gif bmp) are sized to under 40 s each.
+declare -A RUNS=([config]=2000000 [weights]=1500000 [png]=1000000 [jpeg]=150000 [webp]=25000 [tiff]=24000
+                 [gif]=10000 [bmp]=30000 [rle]=400000 [convert]=100000)
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 . scripts/test_env.sh  # pycocotools on PYTHONPATH, run by make or by hand
 OUT=build/fuzz
 PYTHON=${PYTHON:-/usr/bin/python3}
-TARGETS=${FUZZ_TARGETS:-config weights png jpeg rle convert}
+TARGETS=${FUZZ_TARGETS:-config weights png jpeg webp tiff gif bmp rle convert}
 
 # ---- toolchain -------------------------------------------------------------
 
@@ -78,26 +81,35 @@ printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (v
 [ -f /usr/include/png.h ] || need_deps "libpng-dev missing"
 [ -f /usr/include/jpeglib.h ] || [ -f /usr/include/x86_64-linux-gnu/jpeglib.h ] || need_deps "libjpeg62-turbo-dev missing"
 [ -f /usr/include/cjson/cJSON.h ] || need_deps "libcjson-dev missing"
+[ -f /usr/include/webp/demux.h ] || need_deps "libwebp-dev missing"
+[ -f /usr/include/gif_lib.h ] || need_deps "libgif-dev missing"
+[ -f /usr/include/x86_64-linux-gnu/tiffio.h ] || [ -f /usr/include/tiffio.h ] || need_deps "libtiff-dev missing"
 case " $TARGETS " in *" convert "*) "$PYTHON" -c 'import numpy' 2>/dev/null || need_deps "numpy missing" ;; esac
 
 # ---- build -------------------------------------------------------------------
 
 CFLAGS="-g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
 CFLAGS+=" -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unknown-pragmas -Iengine -Itests/fuzz"
-LIBS="-lpng -ljpeg -lcjson -lm"
+LIBS="-lpng -ljpeg -lwebp -lwebpdemux -ltiff -lgif -lcjson -lm"
+# Every image target links every decoder: image_load picks one by content.
+IMAGE_SOURCES="engine/core/status.c engine/io/image.c engine/io/image_source.c engine/io/image_webp.c
+  engine/io/image_tiff.c engine/io/image_gif.c engine/io/image_bmp.c engine/ops/image_preprocess.c
+  engine/ops/resize_pil.c engine/ops/resize_cv2.c engine/core/config.c engine/core/config_table.c"
 declare -A SOURCES=(
   [config]="engine/core/status.c engine/core/config.c engine/core/config_table.c"
   [weights]="engine/core/status.c engine/core/weights.c"
-  [png]="engine/core/status.c engine/io/image.c engine/ops/image_preprocess.c engine/ops/resize_pil.c engine/ops/resize_cv2.c engine/core/config.c engine/core/config_table.c"
-  [jpeg]="engine/core/status.c engine/io/image.c engine/ops/image_preprocess.c engine/ops/resize_pil.c engine/ops/resize_cv2.c engine/core/config.c engine/core/config_table.c"
+  [png]=$IMAGE_SOURCES [jpeg]=$IMAGE_SOURCES [webp]=$IMAGE_SOURCES [tiff]=$IMAGE_SOURCES [gif]=$IMAGE_SOURCES
+  [bmp]=$IMAGE_SOURCES
   [rle]="engine/core/status.c engine/io/rle.c"
 )
+# The target's own file, where it has one; the other formats share fuzz_image.c.
+target_main() { if [ -f "tests/fuzz/fuzz_$1.c" ]; then echo "tests/fuzz/fuzz_$1.c"; else echo tests/fuzz/fuzz_image.c; fi; }
 for t in $TARGETS; do
   [ "$t" = convert ] && continue
   [ -n "${SOURCES[$t]:-}" ] || { echo "fuzz.sh: unknown target $t" >&2; exit 2; }
   echo "fuzz.sh: building $OUT/fuzz_$t"
   # shellcheck disable=SC2086
-  "$CLANG" $CFLAGS "tests/fuzz/fuzz_$t.c" ${SOURCES[$t]} $LIBS -o "$OUT/fuzz_$t"
+  "$CLANG" $CFLAGS -DFUZZ_TARGET="\"$t\"" "$(target_main "$t")" ${SOURCES[$t]} $LIBS -o "$OUT/fuzz_$t"
 done
 
 # ---- run ---------------------------------------------------------------------

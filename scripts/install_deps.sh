@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what detect needs, skipping what is already there. Two sets:
 #
-#   scripts/install_deps.sh run    building and running: the compiler and the four libraries
+#   scripts/install_deps.sh run    building and running: the compiler and the seven libraries
 #                                  the engine links (make demo, make all; `make deps-run`)
 #   scripts/install_deps.sh        everything above, plus the test tools (make test, make check,
 #   scripts/install_deps.sh test   make bench; `make deps`): cmocka, pytest and the torch /
@@ -21,6 +21,9 @@ run_packages=(
   libcjson-dev         # JSON config and output
   libpng-dev           # PNG decoding
   libjpeg62-turbo-dev  # JPEG decoding
+  libwebp-dev          # WebP decoding (libwebp, libwebpdemux)
+  libtiff-dev          # TIFF decoding
+  libgif-dev           # GIF decoding (giflib)
 )
 test_packages=(
   time                 # make bench, bench-peers: peak memory (/usr/bin/time)

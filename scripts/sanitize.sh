@@ -115,7 +115,9 @@ fi
 echo "== ThreadSanitizer: the image prefetcher's decoder threads"
 TSAN_BIN="$SAN_BUILD/tests/test_image_prefetch_tsan"
 if gcc -O1 -g -fsanitize=thread -std=c11 -D_GNU_SOURCE -Iengine tests/unit/test_image_prefetch.c \
-        engine/io/image_prefetch.c engine/io/image.c engine/core/status.c -lpng -ljpeg -lm -lcmocka -o "$TSAN_BIN"; then
+        engine/io/image_prefetch.c engine/io/image.c engine/io/image_source.c engine/io/image_{webp,tiff,gif,bmp}.c \
+        engine/core/status.c -lpng -ljpeg -lwebp -lwebpdemux -ltiff -lgif \
+        -lm -lcmocka -o "$TSAN_BIN"; then
     TSAN_OPTIONS="halt_on_error=1:exitcode=97:log_path=$LOGS/tsan" "$TSAN_BIN" || failed+=("$TSAN_BIN")
 else
     failed+=("$TSAN_BIN (build)")

@@ -33,6 +33,8 @@ detect_status detect_image_load(const char *path, int max_side, detect_image **o
     return wrap_image(&img, out);
 }
 
+int detect_image_pages(const detect_image *img) { return img && img->img.frames > 1 ? img->img.frames : 1; }
+
 detect_status detect_image_decode(const void *data, size_t size, const char *name, int max_side, detect_image **out)
 {
     if (!out || (!data && size))
@@ -60,7 +62,7 @@ detect_status detect_image_from_pixels(const uint8_t *pixels, int width, int hei
                          DEFAULT_MAX_SIDE);
     if (stride < (size_t)width * (size_t)bpp)
         return api_failf(DETECT_ERR_ARGUMENT, "pixels: stride %zu is less than a row's %d bytes", stride, width * bpp);
-    mr_image img = {malloc((size_t)width * (size_t)height * 3), height, width};
+    mr_image img = {malloc((size_t)width * (size_t)height * 3), height, width, 0};
     if (!img.pixels) return api_failf(DETECT_ERR_OOM, "out of memory for a %dx%d image", width, height);
     /* Where red, green and blue sit within a pixel. */
     int r = 0, g = 1, b = 2;

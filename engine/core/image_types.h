@@ -11,6 +11,7 @@
 typedef struct {
     uint8_t *pixels; /* [h, w, 3] RGB, row-major; owned, free with image_free */
     int h, w;
+    int frames; /* pages or frames the file holds when more than one (0: one); only the first is decoded */
 } mr_image;
 
 /* Sizes through preprocessing. scale_h and scale_w map input pixels to

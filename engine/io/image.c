@@ -1,6 +1,7 @@
 /* Image decoding (libpng, libjpeg-turbo) and the EXIF orientation.
  * Contracts in image.h; geometry and preprocessing are image_preprocess.c. */
 #include "io/image.h"
+#include "io/image_source.h"
 
 #include <errno.h>
 #include <math.h>
@@ -20,45 +21,7 @@ void image_free(mr_image *img)
     if (!img) return;
     free(img->pixels);
     img->pixels = NULL;
-    img->h = img->w = 0;
-}
-
-/* Where encoded bytes come from: a file, or memory (data != NULL) read
- * through fmemopen, so both take the same decoding path. `name` labels
- * every message: the path, or what the caller calls the bytes. */
-typedef struct {
-    const char *name;
-    const void *data;
-    size_t size;
-} image_source;
-
-/* Opens src and reads up to n bytes from its start into buf (*got is 0
- * for an empty source), leaving the stream positioned at its start again.
- * On failure returns MR_ERR_IO naming the source, with *f NULL. */
-static mr_status open_head(const image_source *src, FILE **f, uint8_t *buf, size_t n, size_t *got,
-                           mr_error *err)
-{
-    const char *path = src->name;
-    if (src->data && src->size == 0) {
-        /* fmemopen refuses a zero size; an empty buffer reads as an empty file */
-        *f = NULL;
-        *got = 0;
-        return MR_OK;
-    }
-    *f = src->data ? fmemopen((void *)src->data, src->size, "rb") : fopen(path, "rb");
-    if (!*f) return mr_fail(err, MR_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    *got = fread(buf, 1, n, *f);
-    if (ferror(*f) || fseek(*f, 0, SEEK_SET) != 0) {
-        fclose(*f);
-        *f = NULL;
-        return mr_fail(err, MR_ERR_IO, "%s: read error", path);
-    }
-    return MR_OK;
-}
-
-static void close_source(FILE *f)
-{
-    if (f) fclose(f);
+    img->h = img->w = img->frames = 0;
 }
 
 static uint32_t be32(const uint8_t *p)
@@ -66,27 +29,9 @@ static uint32_t be32(const uint8_t *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
 }
 
-static mr_status check_side_limit(const char *path, const char *kind, uint32_t h, uint32_t w,
-                                  int max_side, mr_error *err)
+static void close_source(FILE *f)
 {
-    if (h == 0 || w == 0)
-        return mr_fail(err, MR_ERR_FORMAT, "%s: %s has zero size (%ux%u)", path, kind, (unsigned)h,
-                       (unsigned)w);
-    if (max_side > 0 && (h > (uint32_t)max_side || w > (uint32_t)max_side))
-        return mr_fail(err, MR_ERR_RANGE,
-                       "%s: image is %ux%u (HxW), larger than the limit of %d pixels a side "
-                       "(input.max_image_side)",
-                       path, (unsigned)h, (unsigned)w, max_side);
-    return MR_OK;
-}
-
-/* h*w*3 bytes, or NULL on overflow or failure. */
-static uint8_t *alloc_rgb(uint32_t h, uint32_t w)
-{
-    size_t row = (size_t)w * 3;
-    if (w != 0 && row / 3 != w) return NULL;
-    if (h != 0 && row > SIZE_MAX / h) return NULL;
-    return malloc(row * h);
+    if (f) fclose(f);
 }
 
 /* ---- PNG ---------------------------------------------------------------- */
@@ -178,7 +123,7 @@ static int png_decode(png_job *job, int max_side)
 
     job->h = h;
     job->w = w;
-    job->pixels = alloc_rgb(h, w);
+    job->pixels = image_alloc_rgb(h, w);
     job->rows = malloc((size_t)h * sizeof *job->rows);
     if (!job->pixels || !job->rows) {
         job->oom = 1;
@@ -195,14 +140,14 @@ static mr_status load_png(const image_source *src, int max_side, mr_image *out, 
 {
     const char *path = src->name;
     out->pixels = NULL;
-    out->h = out->w = 0;
+    out->h = out->w = out->frames = 0;
 
     /* Signature and IHDR size first, so an oversized or empty image is
      * refused with a plain message before libpng allocates anything. */
     uint8_t head[24];
     size_t got;
     FILE *f;
-    MR_TRY(open_head(src, &f, head, sizeof head, &got, err));
+    MR_TRY(image_source_open(src, &f, head, sizeof head, &got, err));
     mr_status st = MR_OK;
     if (got == 0)
         st = mr_fail(err, MR_ERR_FORMAT, "%s: empty file", path);
@@ -213,7 +158,7 @@ static mr_status load_png(const image_source *src, int max_side, mr_image *out, 
     else if (memcmp(head + 12, "IHDR", 4) != 0)
         st = mr_fail(err, MR_ERR_FORMAT, "%s: corrupt PNG (first chunk is not IHDR)", path);
     else
-        st = check_side_limit(path, "PNG", be32(head + 20), be32(head + 16), max_side, err);
+        st = image_check_side(path, "PNG", be32(head + 20), be32(head + 16), max_side, err);
     if (st != MR_OK) {
         close_source(f);
         return st;
@@ -390,7 +335,7 @@ mr_status image_apply_orientation(mr_image *img, int orientation, mr_error *err)
     case 7: start = (h - 1) * w + w - 1; sy = -1; sx = -w; break;
     default: start = w - 1; sy = -1; sx = w; break; /* 8 */
     }
-    uint8_t *dst = alloc_rgb((uint32_t)oh, (uint32_t)ow);
+    uint8_t *dst = image_alloc_rgb((uint32_t)oh, (uint32_t)ow);
     if (!dst)
         return mr_fail(err, MR_ERR_OOM, "out of memory applying EXIF orientation to a %dx%d (HxW) image",
                        img->h, img->w);
@@ -450,9 +395,10 @@ typedef struct {
     struct jpeg_decompress_struct cinfo;
     jpeg_err err;
     uint8_t *pixels;
+    uint8_t *cmyk_row; /* one row of CMYK samples, for CMYK and YCCK files */
     uint32_t h, w;
     int oom;
-    int refused; /* size or colour space refused; the message is already in err */
+    int refused; /* size refused; the message is already in err */
     mr_status refused_status;
 } jpeg_job;
 
@@ -471,19 +417,22 @@ static int jpeg_decode(jpeg_job *job, mr_error *err)
     jpeg_save_markers(ci, JPEG_APP0 + 1, 0xFFFF);
     jpeg_read_header(ci, TRUE);
     job->orientation = jpeg_orientation(ci);
-    mr_status st = check_side_limit(job->path, "JPEG", ci->image_height, ci->image_width,
+    mr_status st = image_check_side(job->path, "JPEG", ci->image_height, ci->image_width,
                                     job->max_side, err);
-    if (st == MR_OK && (ci->jpeg_color_space == JCS_CMYK || ci->jpeg_color_space == JCS_YCCK))
-        st = mr_fail(err, MR_ERR_UNSUPPORTED, "%s: CMYK JPEG is not supported", job->path);
     if (st != MR_OK) {
         job->refused = 1;
         job->refused_status = st;
         jpeg_destroy_decompress(ci);
         return 1;
     }
-    ci->out_color_space = JCS_RGB;
+    /* CMYK and YCCK come out as CMYK (libjpeg turns YCCK into it), then
+     * are converted as Pillow does: it reads them as "CMYK;I" (Adobe's
+     * inverted samples, its assumption for every CMYK JPEG), then
+     * convert("RGB") applies cmyk2rgb. */
+    const int cmyk = ci->jpeg_color_space == JCS_CMYK || ci->jpeg_color_space == JCS_YCCK;
+    ci->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
     jpeg_start_decompress(ci);
-    if (ci->output_components != 3) {
+    if (ci->output_components != (cmyk ? 4 : 3)) {
         snprintf(job->err.msg, sizeof job->err.msg, "unexpected %d output components",
                  ci->output_components);
         jpeg_destroy_decompress(ci);
@@ -492,15 +441,25 @@ static int jpeg_decode(jpeg_job *job, mr_error *err)
     const uint32_t w = ci->output_width;
     job->h = ci->output_height;
     job->w = w;
-    job->pixels = alloc_rgb(job->h, w);
+    job->pixels = image_alloc_rgb(job->h, w);
     if (!job->pixels) {
         job->oom = 1;
         jpeg_destroy_decompress(ci);
         return 1;
     }
+    job->cmyk_row = cmyk ? malloc((size_t)w * 4) : NULL;
+    if (cmyk && !job->cmyk_row) {
+        job->oom = 1;
+        jpeg_destroy_decompress(ci);
+        return 1;
+    }
     while (ci->output_scanline < ci->output_height) {
-        JSAMPROW row = job->pixels + (size_t)ci->output_scanline * w * 3;
+        uint8_t *rgb = job->pixels + (size_t)ci->output_scanline * w * 3;
+        JSAMPROW row = cmyk ? job->cmyk_row : rgb;
         jpeg_read_scanlines(ci, &row, 1);
+        if (!cmyk) continue;
+        for (size_t i = 0; i < (size_t)w * 4; i++) job->cmyk_row[i] = (uint8_t)(255 - job->cmyk_row[i]);
+        image_cmyk_to_rgb(job->cmyk_row, rgb, w);
     }
     jpeg_finish_decompress(ci);
     jpeg_destroy_decompress(ci);
@@ -511,11 +470,11 @@ static mr_status load_jpeg(const image_source *src, int max_side, mr_image *out,
 {
     const char *path = src->name;
     out->pixels = NULL;
-    out->h = out->w = 0;
+    out->h = out->w = out->frames = 0;
     uint8_t head[3];
     size_t got;
     FILE *f;
-    MR_TRY(open_head(src, &f, head, sizeof head, &got, err));
+    MR_TRY(image_source_open(src, &f, head, sizeof head, &got, err));
     mr_status st = MR_OK;
     if (got == 0)
         st = mr_fail(err, MR_ERR_FORMAT, "%s: empty file", path);
@@ -532,6 +491,7 @@ static mr_status load_jpeg(const image_source *src, int max_side, mr_image *out,
     job->f = f;
     int failed = jpeg_decode(job, err);
     fclose(job->f);
+    free(job->cmyk_row);
     if (!failed) {
         out->pixels = job->pixels;
         out->h = (int)job->h;
@@ -558,21 +518,66 @@ static mr_status load_jpeg(const image_source *src, int max_side, mr_image *out,
 
 /* ---- Sniffing ----------------------------------------------------------- */
 
+/* An ISO base media file (HEIF, AVIF) names its brands in its first box,
+ * "ftyp": the major brand at 8, then compatible brands from 16 to the
+ * box's end. Returns the format's name for the message, or NULL. */
+static const char *isobmff_kind(const uint8_t *head, size_t got)
+{
+    if (got < 16 || memcmp(head + 4, "ftyp", 4) != 0) return NULL;
+    size_t end = be32(head);
+    if (end > got) end = got;
+    const char *kind = NULL;
+    for (size_t at = 8; at + 4 <= end; at += at == 8 ? 8 : 4) {
+        const uint8_t *b = head + at;
+        if (memcmp(b, "avif", 4) == 0 || memcmp(b, "avis", 4) == 0) return "AVIF";
+        if (memcmp(b, "heic", 4) == 0 || memcmp(b, "heix", 4) == 0 || memcmp(b, "hevc", 4) == 0 ||
+            memcmp(b, "hevx", 4) == 0 || memcmp(b, "heim", 4) == 0 || memcmp(b, "heis", 4) == 0 ||
+            memcmp(b, "mif1", 4) == 0 || memcmp(b, "msf1", 4) == 0)
+            kind = "HEIC";
+    }
+    return kind;
+}
+
+/* Formats we recognise but do not read: named, with what to do. */
+static const char *unsupported_kind(const uint8_t *head, size_t got)
+{
+    const char *iso = isobmff_kind(head, got);
+    if (iso) return iso;
+    if (got >= 2 && head[0] == 0xFF && head[1] == 0x0A) return "JPEG XL";
+    if (got >= 12 && memcmp(head, "\0\0\0\x0cJXL \r\n\x87\n", 12) == 0) return "JPEG XL";
+    if (got >= 12 && memcmp(head, "\0\0\0\x0cjP  \r\n\x87\n", 12) == 0) return "JPEG 2000";
+    if (got >= 4 && memcmp(head, "\xff\x4f\xff\x51", 4) == 0) return "JPEG 2000";
+    if (got >= 4 && memcmp(head, "8BPS", 4) == 0) return "Photoshop (PSD)";
+    return NULL;
+}
+
 static mr_status load_any(const image_source *src, int max_side, mr_image *out, mr_error *err)
 {
     const char *path = src->name;
     out->pixels = NULL;
-    out->h = out->w = 0;
-    uint8_t head[8];
+    out->h = out->w = out->frames = 0;
+    uint8_t head[64];
     size_t got;
     FILE *f;
-    MR_TRY(open_head(src, &f, head, sizeof head, &got, err));
+    MR_TRY(image_source_open(src, &f, head, sizeof head, &got, err));
     close_source(f);
     if (got == 0) return mr_fail(err, MR_ERR_FORMAT, "%s: empty file", path);
+    /* By content, never by name. */
     if (got >= 8 && memcmp(head, png_signature, 8) == 0) return load_png(src, max_side, out, err);
     if (got >= 3 && head[0] == 0xFF && head[1] == 0xD8 && head[2] == 0xFF)
         return load_jpeg(src, max_side, out, err);
-    return mr_fail(err, MR_ERR_FORMAT, "%s: not an image (neither PNG nor JPEG)", path);
+    if (got >= 12 && memcmp(head, "RIFF", 4) == 0 && memcmp(head + 8, "WEBP", 4) == 0)
+        return image_decode_webp(src, max_side, out, err);
+    if (got >= 4 && (memcmp(head, "II*\0", 4) == 0 || memcmp(head, "MM\0*", 4) == 0 ||
+                     memcmp(head, "II+\0", 4) == 0 || memcmp(head, "MM\0+", 4) == 0))
+        return image_decode_tiff(src, max_side, out, err);
+    if (got >= 6 && (memcmp(head, "GIF87a", 6) == 0 || memcmp(head, "GIF89a", 6) == 0))
+        return image_decode_gif(src, max_side, out, err);
+    if (got >= 2 && head[0] == 'B' && head[1] == 'M') return image_decode_bmp(src, max_side, out, err);
+    const char *kind = unsupported_kind(head, got);
+    if (kind)
+        return mr_fail(err, MR_ERR_UNSUPPORTED, "%s: %s image: not supported; convert it to JPEG or PNG", path, kind);
+    return mr_fail(err, MR_ERR_FORMAT, "%s: not an image (no PNG, JPEG, WebP, TIFF, GIF or BMP signature)", path);
 }
 
 mr_status image_load_png(const char *path, int max_side, mr_image *out, mr_error *err)
@@ -599,7 +604,7 @@ mr_status image_load_memory(const void *data, size_t size, const char *name, int
     image_source src = {name ? name : "image bytes", data, size};
     if (!data && size) {
         out->pixels = NULL;
-        out->h = out->w = 0;
+        out->h = out->w = out->frames = 0;
         return mr_fail(err, MR_ERR_INTERNAL, "%s: no data", src.name);
     }
     static const uint8_t none[1];

@@ -1,9 +1,14 @@
 /* Decoding images.
  *
- * image_load() reads a PNG (libpng) or JPEG (libjpeg-turbo) file
- * into 8-bit RGB, row-major [h, w, 3], the pixels Pillow's
- * `Image.open(path).convert('RGB')` gives, with one documented exception
- * (16-bit greyscale, see image_load_png). Alpha is dropped, not
+ * image_load() reads a PNG (libpng), JPEG (libjpeg-turbo), WebP (libwebp,
+ * image_webp.c), TIFF (libtiff, image_tiff.c), GIF (giflib, image_gif.c)
+ * or BMP (image_bmp.c) file into 8-bit RGB, row-major [h, w, 3], the
+ * pixels Pillow's `Image.open(path).convert('RGB')` gives, with one
+ * documented exception (16-bit greyscale, see image_load_png and
+ * image_tiff.c). Each format's file states its rules; a multi-page or
+ * animated file gives its first page or frame (mr_image.frames counts a
+ * TIFF's pages and a WebP's frames). Files are opened without blocking and
+ * must be regular files (image_source.h), so a FIFO never stalls a run. Alpha is dropped, not
  * composited; gamma and ICC profiles are ignored, as Pillow ignores them.
  * A JPEG's EXIF orientation is applied, so the image comes out upright as
  * `ImageOps.exif_transpose(Image.open(path)).convert('RGB')` gives it
@@ -35,8 +40,9 @@ mr_status image_load_png(const char *path, int max_side, mr_image *out, mr_error
 
 /* Decodes a baseline or progressive JPEG with libjpeg's defaults (ISLOW
  * IDCT, fancy upsampling), which are Pillow's, so pixels match Pillow built
- * on the same libjpeg. Greyscale is replicated; CMYK/YCCK is refused
- * (MR_ERR_UNSUPPORTED). Same size limit and error rules as PNG; max_side
+ * on the same libjpeg. Greyscale is replicated; CMYK and YCCK are read as
+ * Pillow reads them (inverted Adobe samples) and converted with Pillow's
+ * cmyk2rgb (image_cmyk_to_rgb). Same size limit and error rules as PNG; max_side
  * applies to the stored size, before the EXIF orientation.
  * Then the EXIF orientation (image_exif_orientation of the first APP1
  * segment that starts "Exif\0", as Pillow picks it) is applied with
@@ -69,8 +75,11 @@ int image_exif_orientation(const uint8_t *app1, size_t n);
  * orientation outside 1..8. */
 mr_status image_apply_orientation(mr_image *img, int orientation, mr_error *err);
 
-/* Sniffs the content (not the file name): PNG signature, or JPEG's
- * FF D8 FF; anything else is "not an image" (MR_ERR_FORMAT). */
+/* Sniffs the content (not the file name): the PNG, JPEG, WebP (RIFF
+ * WEBP), TIFF (II*, MM*, and BigTIFF), GIF (GIF87a, GIF89a) and BMP (BM)
+ * signatures. HEIC, AVIF (an ISO "ftyp" box's brands), JPEG XL, JPEG 2000
+ * and PSD are named as unsupported, with what to do (MR_ERR_UNSUPPORTED);
+ * anything else is "not an image" (MR_ERR_FORMAT). */
 mr_status image_load(const char *path, int max_side, mr_image *out, mr_error *err);
 
 /* The same from encoded bytes in memory (read through fmemopen, so exactly

@@ -232,7 +232,7 @@ mr_status visualize_render(const mr_image *img, const mr_result *res, const mr_c
         return mr_fail(err, MR_ERR_OOM, "visualize_render: out of memory for a %dx%d image", img->h, img->w);
     }
     memcpy(pixels, img->pixels, npix * 3);
-    mr_image im = {pixels, img->h, img->w};
+    mr_image im = {pixels, img->h, img->w, 0};
 
     for (int i = 0; i < res->count; i++) order[i] = (draw_order){res->dets[i].score, i};
     if (res->count > 1) qsort(order, (size_t)res->count, sizeof *order, draw_order_cmp);

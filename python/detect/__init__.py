@@ -42,7 +42,25 @@ __all__ = ["Model", "Result", "DetectError", "version", "STAGES"]
 
 STAGES = ("preprocess", "backbone", "fpn", "rpn", "box_head", "mask_head", "mask_paste")
 
-ImageInput = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, np.ndarray]
+# a path, encoded bytes, a numpy array, a PIL image or anything with __array_interface__ (_as_array)
+ImageInput = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, np.ndarray, Any]
+
+
+def _as_array(image: Any) -> np.ndarray:
+    """A numpy array of image: an array as is; a PIL image (any mode: those the library does not
+    take, such as P, 1, I;16 or CMYK, through its convert("RGB"), which is what Image.open().convert
+    gives); anything else with the numpy __array_interface__ (or __array__) through np.asarray."""
+    if isinstance(image, np.ndarray):
+        return image
+    mode = getattr(image, "mode", None)
+    if isinstance(mode, str) and callable(getattr(image, "convert", None)):  # PIL, without importing it
+        if mode not in ("RGB", "RGBA", "L"):
+            image = image.convert("RGB")
+        return np.asarray(image)
+    if hasattr(image, "__array_interface__") or hasattr(image, "__array__"):
+        return np.asarray(image)
+    raise DetectError("DETECT_ERR_ARGUMENT", "image: expected a path, bytes, a numpy array, a PIL image or an "
+                      f"object with __array_interface__, got {type(image).__name__}")
 
 
 class DetectError(RuntimeError):
@@ -218,8 +236,10 @@ class Model:
         return self.detect(image)
 
     def detect(self, image: ImageInput) -> Result:
-        """Runs the model on a path, encoded PNG/JPEG bytes, or an HxWx3
-        (RGB) / HxW (grey) uint8 array (any strides)."""
+        """Runs the model on a path, encoded image bytes (PNG, JPEG, WebP,
+        TIFF, GIF, BMP), an HxWx3 (RGB) / HxWx4 (RGBA) / HxW (grey) uint8
+        array (any strides), a PIL image (any mode; converted to RGB as
+        convert("RGB") does) or anything with __array_interface__."""
         with self._runs:
             handle = self._require()
             self._active += 1
@@ -346,10 +366,7 @@ class Model:
     @staticmethod
     def _pixels(image: Any):
         """An array the library reads (rows may be strided, pixels packed) and its pixel format."""
-        if not isinstance(image, np.ndarray):
-            raise DetectError("DETECT_ERR_ARGUMENT",
-                              f"image: expected a path, bytes or a numpy array, got {type(image).__name__}")
-        arr = image
+        arr = _as_array(image)
         if arr.dtype != np.uint8:
             raise DetectError("DETECT_ERR_ARGUMENT", f"image: expected a uint8 array, got {arr.dtype}")
         if arr.ndim == 2:
@@ -371,13 +388,10 @@ class Model:
         elif isinstance(image, (bytes, bytearray, memoryview)):
             data = bytes(image)
             _check(lib.detect_run_encoded(handle, data, len(data), ctypes.byref(out)))
-        elif isinstance(image, np.ndarray):
+        else:
             arr, fmt = self._pixels(image)
             _check(lib.detect_run_pixels(handle, arr.ctypes.data_as(ctypes.c_void_p), arr.shape[1], arr.shape[0],
                                          arr.strides[0], fmt, ctypes.byref(out)))
-        else:
-            raise DetectError("DETECT_ERR_ARGUMENT",
-                              f"image: expected a path, bytes or a numpy array, got {type(image).__name__}")
         return out
 
     def close(self) -> None:

@@ -1,7 +1,8 @@
-/* The body of the image targets (fuzz_png.c, fuzz_jpeg.c): bytes -> a file
- * -> image_load with a side limit of FUZZ_MAX_SIDE (4096 unless the target
- * defines a smaller one before including this file: memory stays bounded, at
- * most 48 MiB of pixels), then on success image_geometry and image_preprocess
+/* The body of the image targets (fuzz_png.c, fuzz_jpeg.c, fuzz_image.c):
+ * bytes of the target's own format -> a file -> image_load with a side limit of
+ * FUZZ_MAX_SIDE (4096 unless the target defines a smaller one before including
+ * this file: memory stays bounded, at most 48 MiB of pixels), then on success
+ * image_geometry and image_preprocess
  * for a small input config (min_size 64, max_size 96, padded to 32) into a
  * buffer of exactly the padded size, once per zoo convention (torchvision
  * floor + torch bilinear, Detectron round + cv2, detectron2 + Pillow), with
@@ -24,8 +25,33 @@
 #define FUZZ_MAX_SIDE 4096
 #endif
 
+#ifndef FUZZ_TARGET
+#error "scripts/fuzz.sh names the target: -DFUZZ_TARGET=\"png\""
+#endif
+
+/* 1 if the bytes start as the target's format does. image_load picks a
+ * decoder by content, so without this a PNG target's mutations drift into
+ * GIFs (a 30-byte GIF may declare a 4096x4096 screen: slow, legitimately)
+ * and one target's run time comes to depend on another format's decoder.
+ * Each format has its own target; the sniffing itself is a few compares. */
+static int fuzz_is_target_format(const uint8_t *d, size_t n)
+{
+    static const struct {
+        const char *target, *sig;
+        size_t at, len;
+    } sigs[] = {{"png", "\x89PNG", 0, 4}, {"jpeg", "\xff\xd8\xff", 0, 3}, {"webp", "WEBP", 8, 4},
+                {"tiff", "II*\0", 0, 4},  {"tiff", "MM\0*", 0, 4},        {"tiff", "II+\0", 0, 4},
+                {"tiff", "MM\0+", 0, 4},  {"gif", "GIF8", 0, 4},          {"bmp", "BM", 0, 2}};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        if (strcmp(sigs[i].target, FUZZ_TARGET) == 0 && n >= sigs[i].at + sigs[i].len &&
+            memcmp(d + sigs[i].at, sigs[i].sig, sigs[i].len) == 0)
+            return 1;
+    return 0;
+}
+
 static void fuzz_image_file(const uint8_t *data, size_t size)
 {
+    if (!fuzz_is_target_format(data, size)) return;
     char path[64];
     fuzz_memfile(data, size, path);
     mr_image img;

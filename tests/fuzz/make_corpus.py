@@ -256,6 +256,146 @@ def make_jpeg():
     save("exif_be_long5.jpg", rgb, exif=b"Exif\x00\x00" + tiff)
 
 
+# ---- WebP, TIFF, GIF, BMP ----------------------------------------------------------------
+
+def _seed_images():
+    from PIL import Image
+
+    rng = np.random.RandomState(2)
+    rgb = Image.fromarray(rng.randint(0, 256, size=(12, 20, 3), dtype=np.uint8), "RGB")
+    rgba = Image.fromarray(rng.randint(0, 256, size=(9, 7, 4), dtype=np.uint8), "RGBA")
+    grey = Image.fromarray(rng.randint(0, 256, size=(9, 13), dtype=np.uint8), "L")
+    return rgb, rgba, grey
+
+
+def _saver(d, fmt):
+    def save(name, im, **kw):
+        b = io.BytesIO()
+        im.save(b, fmt, **kw)
+        write(d, name, b.getvalue())
+    return save
+
+
+def make_webp():
+    d = out_dir("webp")
+    rgb, rgba, grey = _seed_images()
+    save = _saver(d, "WEBP")
+    save("lossy.webp", rgb, quality=50)
+    save("lossless.webp", rgb, lossless=True)
+    save("alpha_lossy.webp", rgba, quality=50)
+    save("alpha_lossless.webp", rgba, lossless=True)
+    save("grey.webp", grey, quality=50)
+    save("animated.webp", rgb, save_all=True, append_images=[rgb.rotate(180)], duration=10, lossless=True)
+
+
+def _tiff(entries, data, big_endian=False):
+    """A one-page TIFF by hand: entries [(tag, type, values)] (SHORT=3, LONG=4), pixel data after
+    the IFD; StripOffsets (273) is filled in."""
+    e = ">" if big_endian else "<"
+    n = len(entries)
+    data_at = 8 + 2 + 12 * n + 4
+    out = (b"MM\x00\x2a" if big_endian else b"II\x2a\x00") + struct.pack(e + "I", 8) + struct.pack(e + "H", n)
+    for tag, typ, vals in sorted(entries):
+        vals = [data_at] if tag == 273 else vals
+        fmt = "H" if typ == 3 else "I"
+        raw = b"".join(struct.pack(e + fmt, v) for v in vals)
+        assert len(raw) <= 4, tag
+        out += struct.pack(e + "HHI", tag, typ, len(vals)) + raw.ljust(4, b"\0")
+    return out + struct.pack(e + "I", 0) + data
+
+
+def make_tiff():
+    d = out_dir("tiff")
+    rgb, rgba, grey = _seed_images()
+    save = _saver(d, "TIFF")
+    save("rgb.tif", rgb)
+    save("rgb_lzw.tif", rgb, compression="tiff_lzw")
+    save("rgb_deflate.tif", rgb, compression="tiff_adobe_deflate")
+    save("rgb_packbits.tif", rgb, compression="packbits")
+    save("rgba.tif", rgba)
+    save("grey.tif", grey)
+    save("bilevel_g4.tif", grey.convert("1"), compression="group4")
+    save("palette.tif", rgb.convert("P", palette=1, colors=16))
+    save("cmyk.tif", rgb.convert("CMYK"))
+    save("ycbcr_jpeg.tif", rgb, compression="jpeg")
+    save("grey16.tif", Image_fromarray16(grey))
+    save("pages.tif", rgb, save_all=True, append_images=[grey.convert("RGB").resize(rgb.size)])
+    h, w = 3, 4
+    px16 = np.arange(h * w * 3, dtype="<u2") * 1000
+    base = [(256, 3, [w]), (257, 3, [h]), (259, 3, [1]), (277, 3, [3]), (278, 3, [h]), (279, 4, [px16.nbytes]),
+            (273, 4, [0])]
+    write(d, "rgb16_le.tif", _tiff(base + [(258, 3, [16]), (262, 3, [2])], px16.tobytes()))
+    write(d, "rgb16_be.tif", _tiff(base + [(258, 3, [16]), (262, 3, [2])], px16.astype(">u2").tobytes(), True))
+    px = np.arange(h * w * 4, dtype=np.uint8)
+    rgba_base = [(256, 3, [w]), (257, 3, [h]), (259, 3, [1]), (277, 3, [4]), (278, 3, [h]), (279, 4, [px.nbytes]),
+                 (273, 4, [0]), (258, 3, [8]), (262, 3, [2])]
+    write(d, "rgba_premultiplied.tif", _tiff(rgba_base + [(338, 3, [1])], px.tobytes()))
+    write(d, "tiled_header.tif", _tiff(base[:5] + [(258, 3, [8]), (262, 3, [2]), (322, 3, [16]), (323, 3, [16])],
+                                        b"\0" * 16))
+
+
+def Image_fromarray16(grey):
+    from PIL import Image
+    return Image.fromarray(np.asarray(grey).astype(np.uint16) * 257, "I;16")
+
+
+def make_gif():
+    d = out_dir("gif")
+    rgb, rgba, grey = _seed_images()
+    save = _saver(d, "GIF")
+    pal = rgb.convert("P", palette=1, colors=32)
+    save("palette.gif", pal)
+    save("interlaced.gif", pal, interlace=True)
+    save("transparent.gif", rgb.convert("P", palette=1, colors=8), transparency=3)
+    save("grey.gif", grey)
+    save("animated.gif", pal, save_all=True, append_images=[pal.rotate(90)], duration=20, loop=0)
+    # a 6x5 frame placed at (2, 1) on a 10x8 screen
+    b = io.BytesIO()
+    pal.crop((0, 0, 6, 5)).save(b, "GIF")
+    write(d, "offset_frame.gif", gif_offset_frame(b.getvalue(), 10, 8, 2, 1))
+
+
+def gif_offset_frame(raw, screen_w, screen_h, left, top):
+    """A one-frame GIF with its logical screen resized and its frame moved (tests/parity/test_formats.py
+    does the same)."""
+    raw = bytearray(raw)
+    struct.pack_into("<HH", raw, 6, screen_w, screen_h)
+    pos = 13 + (3 << ((raw[10] & 7) + 1) if raw[10] & 0x80 else 0)
+    while raw[pos] == 0x21:  # extensions: introducer, label, then sub-blocks up to a zero length
+        pos += 2
+        while raw[pos]:
+            pos += raw[pos] + 1
+        pos += 1
+    assert raw[pos] == 0x2C
+    struct.pack_into("<HH", raw, pos + 1, left, top)
+    return bytes(raw)
+
+
+def make_bmp():
+    d = out_dir("bmp")
+    rgb, rgba, grey = _seed_images()
+    save = _saver(d, "BMP")
+    save("rgb24.bmp", rgb)
+    save("grey8.bmp", grey)
+    save("palette8.bmp", rgb.convert("P", palette=1, colors=200))
+    save("palette4.bmp", rgb.convert("P", palette=1, colors=16))
+    save("bilevel1.bmp", grey.convert("1"))
+    save("rgba32.bmp", rgba)
+    # 16-bit 5-6-5 with BITFIELDS and a top-down 32-bit BGRX, written by hand (Pillow writes neither)
+    h, w = 3, 5
+    def bmp(bits, compression, masks, rows, top_down=False):
+        hdr = 40 + len(masks) * 4
+        pixels = b"".join(r.ljust((len(r) + 3) // 4 * 4, b"\0") for r in rows)
+        info = struct.pack("<IiiHHIIiiII", 40, w, -h if top_down else h, 1, bits, compression, len(pixels),
+                           2835, 2835, 0, 0) + b"".join(struct.pack("<I", m) for m in masks)
+        return b"BM" + struct.pack("<IHHI", 14 + hdr + len(pixels), 0, 0, 14 + hdr) + info + pixels
+    rows565 = [struct.pack("<" + "H" * w, *[(y * 7 + x * 1301) & 0xFFFF for x in range(w)]) for y in range(h)]
+    write(d, "rgb565.bmp", bmp(16, 3, [0xF800, 0x7E0, 0x1F], rows565))
+    write(d, "rgb555.bmp", bmp(16, 0, [], rows565))
+    rows32 = [bytes((x * 40 + y * 9 + c * 3) & 0xFF for x in range(w) for c in range(4)) for y in range(h)]
+    write(d, "bgrx32_top_down.bmp", bmp(32, 0, [], rows32, top_down=True))
+
+
 # ---- RLE -------------------------------------------------------------------------------
 
 def rle_string(counts):
@@ -344,12 +484,12 @@ def make_convert():
 
 
 if __name__ == "__main__":
-    make_config()
-    make_weights()
-    make_png()
-    make_jpeg()
-    make_rle()
-    make_convert()
+    # make_corpus.py [TARGET...]: those corpora only (all without arguments)
+    makers = {"config": make_config, "weights": make_weights, "png": make_png, "jpeg": make_jpeg,
+              "webp": make_webp, "tiff": make_tiff, "gif": make_gif, "bmp": make_bmp, "rle": make_rle,
+              "convert": make_convert}
+    for name in sys.argv[1:] or makers:
+        makers[name]()
     total = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(CORPUS) for f in fs)
     count = sum(len(fs) for _, _, fs in os.walk(CORPUS))
     print(f"make_corpus.py: {count} files, {total} bytes in {os.path.relpath(CORPUS, REPO)}")

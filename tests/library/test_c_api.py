@@ -94,3 +94,31 @@ def test_classes_and_threshold_options(prefix, images, reference, tmp_path):
     for e in doc["images"]:
         want = [d for d in ref[e["file"]]["detections"] if d["class"] in ("star", "circle") and d["score"] >= 0.8]
         assert e["detections"] == want
+
+
+def test_versions_agree(prefix):
+    """One release number everywhere a user reads one: detect --version, the header, pkg-config, the pip
+    package's metadata and the loaded library (detect.version())."""
+    header = next(l for l in open(os.path.join(REPO, "include", "detect.h"))
+                  if l.startswith("#define DETECT_VERSION_STRING")).split('"')[1]
+    cli = subprocess.run([os.path.join(prefix, "bin", "detect"), "--version"], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert cli == ["detect", header]
+    assert pkg_config(prefix, "--modversion") == [header]
+    from importlib.metadata import version
+    assert version("detect") == header
+    detect = pytest.importorskip("detect")
+    assert detect.version() == header
+
+
+def test_installed_detect_finds_its_configs(prefix, images, tmp_path):
+    """From a folder without configs/: a config named without a folder, and the default one, are taken
+    from PREFIX/share/detect/configs (the default fails on the narrow demo weights, by their shape, which
+    shows that it was found and read)."""
+    exe = os.path.join(prefix, "bin", "detect")
+    r = subprocess.run([exe, "--config", os.path.basename(CONFIG), "--weights", WEIGHTS, "--device", "cpu", "-q",
+                        images[0]], cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([exe, "--weights", WEIGHTS, "--device", "cpu", "-q", images[0]], cwd=tmp_path,
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "the config needs" in r.stderr and "cannot open" not in r.stderr, r.stderr

@@ -1,5 +1,6 @@
 """The Python package as `pip install .` gives it, against detect --json."""
 
+import os
 import threading
 import time
 
@@ -140,6 +141,31 @@ def test_options(images, reference):
     m3.close()
 
 
+def test_pil_images_and_array_interfaces_equal_cli(model, images, reference):
+    """A PIL image in any mode (P through its convert("RGB"), as the file's own RGB) and any object that
+    exposes __array_interface__ run as the same pixels as a numpy array; run_many takes them too."""
+    from PIL import Image
+    ref, _ = reference
+
+    class Exposed:  # what a non-numpy container (a tensor, a buffer) gives
+        def __init__(self, arr):
+            self.arr = arr
+            self.__array_interface__ = arr.__array_interface__
+
+    for p in images[:2] + images[-1:]:
+        im = Image.open(p)
+        assert_equals_cli(model(im), ref[p])
+        assert_equals_cli(model(im.convert("RGBA")), ref[p])
+        assert_equals_cli(model(Exposed(np.asarray(im.convert("RGB")))), ref[p])
+    grey = Image.open(images[0]).convert("L")
+    np.testing.assert_array_equal(model(grey).boxes, model(np.asarray(grey)).boxes)
+    pal = Image.open(images[0]).convert("P")
+    np.testing.assert_array_equal(model(pal).boxes, model(np.asarray(pal.convert("RGB"))).boxes)
+    out = list(model.run_many([Image.open(images[0]), images[1]]))
+    assert_equals_cli(out[0], ref[images[0]])
+    assert_equals_cli(out[1], ref[images[1]])
+
+
 def test_bad_inputs_raise(model, tmp_path, images):
     with pytest.raises(detect.DetectError, match="nonexistent.png: cannot open") as e:
         model(str(tmp_path / "nonexistent.png"))
@@ -159,6 +185,13 @@ def test_bad_inputs_raise(model, tmp_path, images):
         model(np.zeros((10, 10, 5), np.uint8))
     with pytest.raises(detect.DetectError, match="expected a path"):
         model(42)
+    fifo = tmp_path / "fifo.png"
+    os.mkfifo(fifo)  # opened without blocking and refused: a run never waits on it
+    with pytest.raises(detect.DetectError, match="fifo.png: not a regular file \\(a FIFO\\)") as e:
+        model(str(fifo))
+    assert e.value.status == "DETECT_ERR_IO"
+    out = list(model.run_many([str(fifo), images[0]], errors="return"))
+    assert isinstance(out[0], detect.DetectError) and "not a regular file" in str(out[0]) and len(out[1]) > 0
     with pytest.raises(detect.DetectError, match="max_image_side|larger|side"):
         model(np.zeros((30000, 1, 3), np.uint8))
     with pytest.raises(detect.DetectError, match="nope.json: cannot open"):

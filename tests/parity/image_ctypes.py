@@ -35,7 +35,7 @@ class Geometry(C.Structure):  # engine/core/image_types.h: mr_input_geometry
 
 
 class Image_(C.Structure):  # mr_image
-    _fields_ = [("pixels", C.POINTER(C.c_uint8)), ("h", C.c_int), ("w", C.c_int)]
+    _fields_ = [("pixels", C.POINTER(C.c_uint8)), ("h", C.c_int), ("w", C.c_int), ("frames", C.c_int)]
 
 
 class Tensor(C.Structure):  # engine/core/tensor.h: mr_tensor (cap is read by nobody here)

@@ -364,9 +364,12 @@ def test_in_flight_equals_one_at_a_time(tmp_path, folder, seeded_weights, in_fli
     assert files == sorted(os.listdir(outn / "vis")) and len(files) == 2 * len(GOOD)
     for f in files:
         assert (outn / "vis" / f).read_bytes() == (out1 / "vis" / f).read_bytes(), f
-    errors = [[l for l in r.stderr.splitlines() if str(folder) in l and not l.startswith("detect: [")]
-              for r in (one, many)]
+    errors = [[l for l in r.stderr.splitlines()
+               if str(folder) in l and not l.startswith(("detect: [", "detect: skipped"))] for r in (one, many)]
     assert errors[0] == errors[1] and len(errors[0]) == len(BAD), many.stderr
+    # -v names the files that are not images, the same in both
+    skipped = [[l for l in r.stderr.splitlines() if l.startswith("detect: skipped")] for r in (one, many)]
+    assert skipped[0] == skipped[1] and len(skipped[0]) == len(NOT_IMAGES), many.stderr
 
 
 def test_in_flight_skip_existing_keeps_documents_whole(tmp_path, folder, seeded_weights):

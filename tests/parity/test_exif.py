@@ -28,7 +28,7 @@ MR_OK = 0
 
 
 class Image_(C.Structure):  # engine/core/image_types.h: mr_image
-    _fields_ = [("pixels", C.POINTER(C.c_uint8)), ("h", C.c_int), ("w", C.c_int)]
+    _fields_ = [("pixels", C.POINTER(C.c_uint8)), ("h", C.c_int), ("w", C.c_int), ("frames", C.c_int)]
 
 
 class Error(C.Structure):  # engine/core/status.h: mr_error

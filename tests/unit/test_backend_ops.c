@@ -1449,7 +1449,7 @@ static void case_preprocess(fixture *f, tally *t, const void *params)
     static const char *const method_names[] = {"torch_bilinear", "pil_bilinear", "cv2_linear"};
     /* The rounding rule of each method's zoo (resize rules do not matter here). */
     static const mr_resize_rounding roundings[] = {MR_RESIZE_FLOOR, MR_RESIZE_DETECTRON2, MR_RESIZE_ROUND};
-    mr_image img = {xmalloc((size_t)pc->h * (size_t)pc->w * 3), pc->h, pc->w};
+    mr_image img = {xmalloc((size_t)pc->h * (size_t)pc->w * 3), pc->h, pc->w, 0};
     for (size_t i = 0; i < (size_t)pc->h * (size_t)pc->w * 3; i++) img.pixels[i] = (uint8_t)(rng_next() >> 24);
     const mr_input_config cfg = {
         .channel_order = variant ? MR_CHANNELS_BGR : MR_CHANNELS_RGB,

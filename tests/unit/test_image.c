@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -128,7 +131,7 @@ static void expect_pixels(const char *path, int h, int w, const uint8_t *want)
 
 static void expect_error(const char *path, int max_side, mr_status want, const char *fragment)
 {
-    mr_image img = {(uint8_t *)1, 7, 7};
+    mr_image img = {(uint8_t *)1, 7, 7, 0};
     mr_error err = {0};
     mr_status st = image_load(path, max_side, &img, &err);
     assert_int_equal(st, want);
@@ -137,6 +140,43 @@ static void expect_error(const char *path, int max_side, mr_status want, const c
     assert_int_equal(img.h, 0);
     if (!strstr(err.msg, path)) fail_msg("message lacks the file name: %s", err.msg);
     if (fragment && !strstr(err.msg, fragment)) fail_msg("message lacks '%s': %s", fragment, err.msg);
+}
+
+/* Inputs that are not regular files are refused at once by name (a FIFO
+ * with no writer would block open() for ever), and formats we know but do
+ * not read are named with what to do. */
+static void test_not_regular_files_and_unsupported_formats(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/test_image_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char fifo[96], sock[96], heic[96], avif[96];
+    snprintf(fifo, sizeof fifo, "%s/x.png", dir);
+    snprintf(sock, sizeof sock, "%s/s.png", dir);
+    snprintf(heic, sizeof heic, "%s/h.jpg", dir);
+    snprintf(avif, sizeof avif, "%s/a.png", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    expect_error(fifo, 1000, MR_ERR_IO, "not a regular file (a FIFO)");
+    expect_error(dir, 1000, MR_ERR_IO, "not a regular file (a folder)");
+    int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sock);
+    assert_int_equal(bind(s, (struct sockaddr *)&addr, sizeof addr), 0);
+    expect_error(sock, 1000, MR_ERR_IO, "not a regular file");
+    close(s);
+    static const uint8_t heic_bytes[32] = {0, 0, 0, 24, 'f', 't', 'y', 'p', 'h', 'e', 'i', 'c', 0, 0, 0, 0,
+                                           'm', 'i', 'f', '1', 'h', 'e', 'i', 'c'};
+    static const uint8_t avif_bytes[32] = {0, 0, 0, 24, 'f', 't', 'y', 'p', 'a', 'v', 'i', 'f', 0, 0, 0, 0,
+                                           'm', 'i', 'f', '1', 'm', 'i', 'a', 'f'};
+    write_bytes(heic, heic_bytes, sizeof heic_bytes);
+    expect_error(heic, 1000, MR_ERR_UNSUPPORTED, "HEIC image: not supported; convert it to JPEG or PNG");
+    write_bytes(avif, avif_bytes, sizeof avif_bytes);
+    expect_error(avif, 1000, MR_ERR_UNSUPPORTED, "AVIF image: not supported; convert it to JPEG or PNG");
+    unlink(fifo);
+    unlink(sock);
+    unlink(heic);
+    unlink(avif);
+    rmdir(dir);
 }
 
 /* ---- geometry ---- */
@@ -638,7 +678,7 @@ static void test_preprocess_identity_bgr_padding(void **state)
     enum { H = 5, W = 6 };
     uint8_t px[H * W * 3];
     for (int i = 0; i < H * W * 3; i++) px[i] = (uint8_t)(i * 13);
-    mr_image img = {px, H, W};
+    mr_image img = {px, H, W, 0};
     mr_input_geometry g;
     float *out = run_preprocess(&cfg, &img, &g);
     assert_int_equal(g.resized_h, H);
@@ -680,7 +720,7 @@ static void test_preprocess_upscale_hand(void **state)
     for (int y = 0; y < 2; y++)
         for (int x = 0; x < 2; x++)
             for (int c = 0; c < 3; c++) px[(y * 2 + x) * 3 + c] = (uint8_t)(10 * x + 100 * y);
-    mr_image img = {px, 2, 2};
+    mr_image img = {px, 2, 2, 0};
     mr_input_geometry g;
     float *out = run_preprocess(&cfg, &img, &g);
     assert_int_equal(g.resized_h, 4);
@@ -716,7 +756,7 @@ static void test_preprocess_pil_hand(void **state)
     for (int y = 0; y < 2; y++)
         for (int x = 0; x < 2; x++)
             for (int c = 0; c < 3; c++) px[(y * 2 + x) * 3 + c] = (uint8_t)(10 * x + 100 * y + c);
-    mr_image img = {px, 2, 2};
+    mr_image img = {px, 2, 2, 0};
     mr_input_geometry g;
     float *out = run_preprocess(&cfg, &img, &g);
     assert_int_equal(g.resized_h, 4);
@@ -765,7 +805,7 @@ static void test_preprocess_cv2_hand(void **state)
     for (int y = 0; y < 3; y++)
         for (int x = 0; x < 4; x++)
             for (int c = 0; c < 3; c++) px[(y * 4 + x) * 3 + c] = (uint8_t)(10 * x + 100 * y);
-    mr_image img = {px, 3, 4};
+    mr_image img = {px, 3, 4, 0};
     mr_input_geometry g;
     float *out = run_preprocess(&cfg, &img, &g);
     assert_int_equal(g.resized_h, 4);
@@ -811,7 +851,7 @@ static void test_preprocess_div255(void **state)
     cfg.max_size = 1;
     cfg.size_divisibility = 1;
     uint8_t px[3] = {48, 48, 48};
-    mr_image img = {px, 1, 1};
+    mr_image img = {px, 1, 1, 0};
     mr_input_geometry g;
     float *out = run_preprocess(&cfg, &img, &g);
     float want = (48.0f / 255.0f - cfg.pixel_mean[0]) / cfg.pixel_std[0];
@@ -835,6 +875,7 @@ int main(void)
         cmocka_unit_test(test_png_errors),
         cmocka_unit_test(test_png_ancillary_chunks),
         cmocka_unit_test(test_jpeg),
+        cmocka_unit_test(test_not_regular_files_and_unsupported_formats),
         cmocka_unit_test(test_preprocess_identity_bgr_padding),
         cmocka_unit_test(test_preprocess_upscale_hand),
         cmocka_unit_test(test_preprocess_pil_hand),

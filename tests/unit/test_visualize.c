@@ -27,7 +27,7 @@ enum { H = 64, W = 80 };
 
 static mr_image make_image(int h, int w, unsigned seed)
 {
-    mr_image im = {malloc((size_t)h * w * 3), h, w};
+    mr_image im = {malloc((size_t)h * w * 3), h, w, 0};
     assert_non_null(im.pixels);
     for (int y = 0; y < h; y++)
         for (int x = 0; x < w; x++) {
@@ -326,7 +326,7 @@ static void test_render_errors(void **state)
     assert_int_equal(visualize_render(&s.img, NULL, s.cfg, &out, &err), MR_ERR_INTERNAL);
     assert_int_equal(visualize_render(&s.img, &s.res, s.cfg, NULL, &err), MR_ERR_INTERNAL);
     assert_int_equal(visualize_render(&s.img, &s.res, s.cfg, &s.img, &err), MR_ERR_INTERNAL);
-    mr_image empty = {s.img.pixels, 0, W};
+    mr_image empty = {s.img.pixels, 0, W, 0};
     assert_int_equal(visualize_render(&empty, &s.res, s.cfg, &out, &err), MR_ERR_SHAPE);
     assert_null(out.pixels);
     mr_result wrong = {.width = W + 1, .height = H, .count = 2, .dets = s.dets};
@@ -399,7 +399,7 @@ static void test_png_errors(void **state)
     mr_image im = make_image(H, W, 3);
 
     assert_int_equal(visualize_write_png(NULL, &im, &err), MR_ERR_INTERNAL);
-    mr_image empty = {NULL, H, W};
+    mr_image empty = {NULL, H, W, 0};
     snprintf(path, sizeof path, "%s/out.png", dir);
     assert_int_equal(visualize_write_png(path, &empty, &err), MR_ERR_SHAPE);
 
