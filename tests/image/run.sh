@@ -11,7 +11,8 @@
 # detect calibrate answer; the header, pkg-config file, configs, demo model and Python package
 # are in place; the demo gives the host's detections.json; a 2-part --shard run of the
 # example scenes merged by detect merge gives the host's single-run --json and --coco-results;
-# the Python package's result equals the host's --json entry. Needs root, skopeo and umoci.
+# WebP and TIFF files give the host's detections, with the config found by name under the
+# prefix; the Python package's result equals the host's --json entry. Needs root, skopeo and umoci.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -57,8 +58,8 @@ build/detect "${demo_args[@]}" -q --json "$WORK/host/all.json" --coco-results "$
 
 check "no compiler or test tool in the image" \
   'for t in gcc cc c++ clang make nvcc pytest pip pip3; do ! command -v $t; done; ! python3 -c "import pytest"'
-check "detect --help" 'detect --help | grep -q -- --config'
-check "detect --version says $VERSION" "detect --version | grep -qw $VERSION"
+check "detect --help" 'detect --help >/tmp/help.txt && grep -q -- --config /tmp/help.txt'
+check "detect --version says $VERSION" "detect --version >/tmp/version.txt && grep -qw $VERSION /tmp/version.txt"
 check "detect merge and detect calibrate answer" 'detect merge --help >/dev/null; detect calibrate --help >/dev/null'
 check "header, pkg-config, library, configs, model, scenes" \
   "test -f /usr/local/include/detect.h && grep -q 'Version: $VERSION' /usr/local/lib/pkgconfig/detect.pc &&
@@ -72,6 +73,16 @@ check "two shards and their merge" "for k in 0 1; do detect --config $config --w
    detect merge --json /data/all.json --coco-results /data/all_coco.json /data/part-0.json /data/part-1.json"
 same "merged --json equals the host's single run" "$WORK/host/all.json" /data/all.json
 same "merged --coco-results equals the host's single run" "$WORK/host/all_coco.json" /data/all_coco.json
+# The other formats' libraries came with the image (read off the stage's ldd): WebP and TIFF
+# files Pillow writes give the host's detections, and a config named without a folder is found
+# under the install prefix.
+/usr/bin/python3 -c 'import sys; from PIL import Image; im = Image.open("examples/shapes/scene_2.png").convert("RGB")
+im.save(sys.argv[1] + "/scene_2.webp", lossless=True); im.save(sys.argv[1] + "/scene_2.tif", compression="tiff_lzw")' "$rootfs/data"
+(cd "$rootfs/data" && "$ROOT/build/detect" --config "$ROOT/configs/mask_rcnn_R-101-FPN_shapes.json" \
+  --weights "$ROOT/models/shapes_r101_narrow.safetensors" -q --json "$WORK/host/formats.json" scene_2.webp scene_2.tif >/dev/null)
+check "WebP and TIFF, the config by its name alone" "cd /data && detect --config mask_rcnn_R-101-FPN_shapes.json \
+   --weights $weights -q --json /data/formats.json scene_2.webp scene_2.tif"
+same "WebP and TIFF detections equal the host's" "$WORK/host/formats.json" /data/formats.json
 # The Python entry of scene_1 against the host's --json entry for it, as JSON values.
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps([e for e in d["images"] if e["file"].endswith("scene_1.png")][0], sort_keys=True))' \
   "$WORK/host/all.json" >"$rootfs/data/host_scene_1.json"
