@@ -47,7 +47,7 @@ int shim_backend_preprocess(const mr_input_config *cfg, const mr_input_geometry 
     mr_backend be;
     mr_error err = {0};
     if (backend_open("cpu", &(mr_backend_params){.threads = 2}, &be, &err) != MR_OK) return -1;
-    mr_image img = {(uint8_t *)pix, g->in_h, g->in_w};
+    mr_image img = {.pixels = (uint8_t *)pix, .h = g->in_h, .w = g->in_w};
     mr_tensor t = mr_tensor_make(out, 1, g->padded_h, g->padded_w, 3);
     int st = be.i->preprocess(be.ctx, cfg, &img, g, &t, &err);
     be.i->destroy(be.ctx);
