@@ -17,7 +17,7 @@
 #   make demo       the README's first command: install what is missing, run on an example
 #   make sanitize   unit and end-to-end tests under AddressSanitizer + UBSan (build-san/)
 #   make valgrind   one full image through memcheck: no errors, no leaks
-#   make fuzz       every fuzz target, reproducibly: a fixed mutation seed and run count (~3 min)
+#   make fuzz       every fuzz target, reproducibly: a fixed mutation seed and run count (~5 min)
 #   make fuzz-explore  every fuzz target from fresh seeds for FUZZ_SECONDS each (default 60): new finds
 #   make cuda-report  registers, stack, spills and shared memory of every CUDA kernel (no GPU needed)
 #   make cuda-emu   the CUDA backend run on the CPU through tests/emu's emulator, and its tests (no GPU needed)
