@@ -22,6 +22,7 @@
 
 #include "ops/box_post.h"
 #include "ops/final_boxes.h"
+#include "ops/group_norm.h"
 #include "core/image_types.h"
 #include "ops/mask_paste.h"
 #include "ops/proposals.h"
@@ -211,6 +212,13 @@ typedef struct {
     mr_status (*max_pool)(void *ctx, const mr_pool_params *p, const mr_tensor *x, mr_tensor *y, mr_error *err);
     /* y = nearest-neighbour resize of x to y's H, W (PyTorch's "nearest"). */
     mr_status (*upsample_nearest)(void *ctx, const mr_tensor *x, mr_tensor *y, mr_error *err);
+    /* GroupNorm (ops/group_norm.h) with its per-channel gamma and beta, prepared at load. */
+    mr_status (*group_norm_init)(void *ctx, const char *name, const mr_group_norm_params *p, const float *gamma,
+                                 const float *beta, mr_layer **out, mr_error *err);
+    /* y = act(group_norm(x) * gamma + beta + (accumulate ? y_before : 0)); x and y NHWC of the same shape,
+     * distinct buffers (x == y allowed only when accumulate is 0). */
+    mr_status (*group_norm)(void *ctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y, int accumulate,
+                            mr_error *err);
 
     /* Multi-level RoIAlign: rois [N,1,1,4] (resized-image pixels) sampled
      * from levels[roi_level - map->min_level] into out [N,R,R,C]. */

@@ -385,6 +385,41 @@ static mr_status validate_section(const cfg_section *sec, const char *base, cons
     return MR_OK;
 }
 
+/* A section's GroupNorm must split every channel count it normalises into
+ * whole groups (channels[0..n), each named in the message). */
+static mr_status validate_groups(const char *section, mr_norm_kind norm, int groups, const int *channels,
+                                 const char *const *names, int n, mr_error *err)
+{
+    if (norm != MR_NORM_GROUP_NORM) return MR_OK;
+    for (int i = 0; i < n; i++)
+        if (channels[i] % groups)
+            return mr_fail(err, MR_ERR_CONFIG, "%s.norm_groups: %d groups do not divide %s's %d channels", section,
+                           groups, names[i], channels[i]);
+    return MR_OK;
+}
+
+static mr_status validate_norms(const mr_config *cfg, mr_error *err)
+{
+    const mr_backbone_config *bb = &cfg->backbone;
+    if (bb->norm == MR_NORM_NONE)
+        return mr_fail(err, MR_ERR_CONFIG, "backbone.norm: \"none\": the trunk's convolutions have no bias; "
+                       "\"batchnorm\" or \"group_norm\"");
+    int w = bb->num_groups * bb->width_per_group;
+    int trunk[3] = {bb->stem_out_channels, w, bb->res2_out_channels};
+    const char *const trunk_names[3] = {"backbone.stem_out_channels", "the res2 bottleneck width",
+                                        "backbone.res2_out_channels"};
+    MR_TRY(validate_groups("backbone", bb->norm, bb->norm_groups, trunk, trunk_names, 3, err));
+    const char *const fpn_names[1] = {"fpn.out_channels"};
+    MR_TRY(validate_groups("fpn", cfg->fpn.norm, cfg->fpn.norm_groups, &cfg->fpn.out_channels, fpn_names, 1, err));
+    const char *const box_names[1] = {"box_head.conv_dim"};
+    if (cfg->box_head.num_convs > 0)
+        MR_TRY(validate_groups("box_head", cfg->box_head.norm, cfg->box_head.norm_groups, &cfg->box_head.conv_dim,
+                               box_names, 1, err));
+    const char *const mask_names[1] = {"mask_head.conv_dim"};
+    return validate_groups("mask_head", cfg->mask_head.norm, cfg->mask_head.norm_groups, &cfg->mask_head.conv_dim,
+                           mask_names, 1, err);
+}
+
 /* Rules that tie keys together, checked after each key is in range. */
 static mr_status validate_rules(const mr_config *cfg, mr_error *err)
 {
@@ -411,7 +446,7 @@ static mr_status validate_rules(const mr_config *cfg, mr_error *err)
      * stride must be the level's 2^l, not torchvision's size ratio. */
     if (cfg->anchors.cell_rule == MR_ANCHOR_CELL_DETECTRON && cfg->anchors.stride_rule != MR_ANCHOR_STRIDE_LEVEL)
         return mr_fail(err, MR_ERR_CONFIG, "anchors.cell_rule: \"detectron\" needs anchors.stride_rule \"level\"");
-    return MR_OK;
+    return validate_norms(cfg, err);
 }
 
 static mr_status validate(const mr_config *cfg, mr_error *err)

@@ -94,6 +94,16 @@ typedef struct {
     int canvas_h, canvas_w;
 } mr_input_config;
 
+/* The normalisation after a convolution (section keys "norm", "norm_eps",
+ * "norm_groups"; model_layers.c):
+ *  NONE: the conv's own bias (the classic FPN and heads)
+ *  BATCHNORM: a per-channel affine folded into the conv at load, from a
+ *             batchnorm's running statistics (FrozenBN, SyncBN and BN in eval
+ *             mode are all this) or Detectron's AffineChannel scale/shift
+ *  GROUP_NORM: GroupNorm(groups, C) at run time, per sample (cannot be
+ *             folded; engine/ops/group_norm.h). */
+typedef enum { MR_NORM_NONE = 0, MR_NORM_BATCHNORM, MR_NORM_GROUP_NORM } mr_norm_kind;
+
 typedef struct {
     int depth;              /* "depth": 50 | 101 | 152                           */
     int stem_out_channels;  /* "stem_out_channels": 64                           */
@@ -101,13 +111,18 @@ typedef struct {
     int num_groups;         /* "num_groups": 1 (32 for ResNeXt)                  */
     int width_per_group;    /* "width_per_group": 64                             */
     int stride_in_1x1;      /* "stride_in_1x1": false (torchvision), true (Detectron, detectron2) */
-    float norm_eps;         /* "norm_eps": 1e-5; eps of FrozenBatchNorm folded at load */
+    mr_norm_kind norm;      /* "norm": "batchnorm" | "group_norm" (every trunk conv) */
+    float norm_eps;         /* "norm_eps": 1e-5; of the batchnorm folded at load, or GroupNorm's */
+    int norm_groups;        /* "norm_groups": 32; GroupNorm's groups            */
 } mr_backbone_config;
 
 typedef struct {
     int out_channels;       /* "out_channels": 256                               */
     int min_level;          /* "min_level": 2 (P2)                               */
     int max_level;          /* "max_level": 6 (P6 = max pool k1 s2 of P5)        */
+    mr_norm_kind norm;      /* "norm": "none" | "batchnorm" | "group_norm" (lateral and output convs) */
+    float norm_eps;         /* "norm_eps": 1e-5                                  */
+    int norm_groups;        /* "norm_groups": 32                                 */
 } mr_fpn_config;
 
 typedef struct {
@@ -123,6 +138,7 @@ typedef struct {
 } mr_anchor_config;
 
 typedef struct {
+    int num_convs;              /* "num_convs": 1; the head's 3x3 conv + ReLU layers (2: LSJ, v2) */
     double nms_thresh;          /* "nms_thresh": 0.7; double: IoU > thresh is compared as torchvision does */
     int pre_nms_top_n;          /* "pre_nms_top_n": 1000, per level              */
     int post_nms_top_n;         /* "post_nms_top_n": 1000                        */
@@ -148,7 +164,13 @@ typedef struct {
 
 typedef struct {
     mr_pooler_config pooler;    /* "pooler": {...}                               */
+    int num_convs;              /* "num_convs": 0; 3x3 convs (+ norm) + ReLU on the RoI features (4conv1fc: 4) */
+    int conv_dim;               /* "conv_dim": 256; their channels               */
+    int num_fcs;                /* "num_fcs": 2; fully connected + ReLU layers after them (4conv1fc: 1) */
     int fc_dim;                 /* "fc_dim": 1024                                */
+    mr_norm_kind norm;          /* "norm": "none" | "batchnorm" | "group_norm" (the convs) */
+    float norm_eps;             /* "norm_eps": 1e-5                              */
+    int norm_groups;            /* "norm_groups": 32                             */
     float box_weights[4];       /* "box_weights": [10,10,5,5]                    */
     float score_thresh;         /* "score_thresh": 0.05                          */
     double nms_thresh;          /* "nms_thresh": 0.5                             */
@@ -179,6 +201,9 @@ typedef struct {
     mr_pooler_config pooler;    /* "pooler": {...} (resolution 14)               */
     int num_convs;              /* "num_convs": 4                                */
     int conv_dim;               /* "conv_dim": 256                               */
+    mr_norm_kind norm;          /* "norm": "none" | "batchnorm" | "group_norm" (the convs) */
+    float norm_eps;             /* "norm_eps": 1e-5                              */
+    int norm_groups;            /* "norm_groups": 32                             */
     float threshold;            /* "threshold": 0.5                              */
     mr_mask_thresh_rule threshold_rule; /* "threshold_rule": ">" | ">="           */
     int paste_padding;          /* "paste_padding": 1 (pad 28->30, expand box 30/28; torchvision rule) */

@@ -18,6 +18,7 @@ _Static_assert(sizeof(mr_clip_window) == sizeof(int), "enum size");
 _Static_assert(sizeof(mr_decode_coordinates) == sizeof(int), "enum size");
 _Static_assert(sizeof(mr_mask_paste_rule) == sizeof(int), "enum size");
 _Static_assert(sizeof(mr_nms_rule) == sizeof(int), "enum size");
+_Static_assert(sizeof(mr_norm_kind) == sizeof(int), "enum size");
 
 const char *const cfg_coco_names[CFG_COCO_NUM_CLASSES] = {
     "__background__", "person", "bicycle", "car", "motorcycle", "airplane", "bus", "train", "truck",
@@ -72,11 +73,16 @@ void config_defaults(mr_config *cfg)
     bb->num_groups = 1;
     bb->width_per_group = 64;
     bb->stride_in_1x1 = 0;
+    bb->norm = MR_NORM_BATCHNORM;
     bb->norm_eps = 1e-5;
+    bb->norm_groups = 32;
 
     cfg->fpn.out_channels = 256;
     cfg->fpn.min_level = 2;
     cfg->fpn.max_level = 6;
+    cfg->fpn.norm = MR_NORM_NONE;
+    cfg->fpn.norm_eps = 1e-5;
+    cfg->fpn.norm_groups = 32;
 
     mr_anchor_config *an = &cfg->anchors;
     an->num_levels = 5;
@@ -91,6 +97,7 @@ void config_defaults(mr_config *cfg)
     an->round_base = 1;
 
     mr_rpn_config *rpn = &cfg->rpn;
+    rpn->num_convs = 1;
     rpn->pre_nms_top_n = 1000;
     rpn->post_nms_top_n = 1000;
     rpn->post_nms_per_level = 0;
@@ -104,7 +111,13 @@ void config_defaults(mr_config *cfg)
 
     mr_box_head_config *bh = &cfg->box_head;
     set_pooler(&bh->pooler, 7);
+    bh->num_convs = 0;
+    bh->conv_dim = 256;
+    bh->num_fcs = 2;
     bh->fc_dim = 1024;
+    bh->norm = MR_NORM_NONE;
+    bh->norm_eps = 1e-5;
+    bh->norm_groups = 32;
     bh->box_weights[0] = 10.0;
     bh->box_weights[1] = 10.0;
     bh->box_weights[2] = 5.0;
@@ -121,6 +134,9 @@ void config_defaults(mr_config *cfg)
     set_pooler(&mh->pooler, 14);
     mh->num_convs = 4;
     mh->conv_dim = 256;
+    mh->norm = MR_NORM_NONE;
+    mh->norm_eps = 1e-5;
+    mh->norm_groups = 32;
     mh->threshold = 0.5;
     mh->threshold_rule = MR_MASK_THRESH_GT;
     mh->paste_padding = 1;
@@ -156,6 +172,8 @@ static const char *const decode_coordinates_names[] = {
 static const char *const paste_rule_names[] = {
     [MR_MASK_PASTE_TORCHVISION] = "torchvision", [MR_MASK_PASTE_DETECTRON2] = "detectron2", NULL};
 static const char *const nms_rule_names[] = {[MR_NMS_RULE_GT] = ">", [MR_NMS_RULE_GE] = ">=", NULL};
+static const char *const norm_names[] = {
+    [MR_NORM_NONE] = "none", [MR_NORM_BATCHNORM] = "batchnorm", [MR_NORM_GROUP_NORM] = "group_norm", NULL};
 static const int depth_choices[] = {50, 101, 152, 0};
 
 #define FIELD(S, F) .name = #F, .offset = offsetof(S, F), .size = sizeof(((S *)0)->F)
@@ -195,13 +213,18 @@ static const cfg_key backbone_keys[] = {
     K_INT(mr_backbone_config, num_groups, 1, 1024),
     K_INT(mr_backbone_config, width_per_group, 1, 4096),
     K_BOOL(mr_backbone_config, stride_in_1x1),
+    K_ENUM(mr_backbone_config, norm, norm_names),
     K_FLOAT(mr_backbone_config, norm_eps, 0, 1),
+    K_INT(mr_backbone_config, norm_groups, 1, 4096),
 };
 
 static const cfg_key fpn_keys[] = {
     K_INT(mr_fpn_config, out_channels, 1, 4096),
     K_INT(mr_fpn_config, min_level, 2, 6),
     K_INT(mr_fpn_config, max_level, 2, 6),
+    K_ENUM(mr_fpn_config, norm, norm_names),
+    K_FLOAT(mr_fpn_config, norm_eps, 0, 1),
+    K_INT(mr_fpn_config, norm_groups, 1, 4096),
 };
 
 static const cfg_key anchor_keys[] = {
@@ -215,6 +238,7 @@ static const cfg_key anchor_keys[] = {
 };
 
 static const cfg_key rpn_keys[] = {
+    K_INT(mr_rpn_config, num_convs, 1, 8),
     K_INT(mr_rpn_config, pre_nms_top_n, 1, 1000000),
     K_INT(mr_rpn_config, post_nms_top_n, 1, 1000000),
     K_BOOL(mr_rpn_config, post_nms_per_level),
@@ -246,7 +270,13 @@ static const cfg_section pooler_section = SECTION(mr_pooler_config, pooler_keys)
 
 static const cfg_key box_head_keys[] = {
     K_SECTION(mr_box_head_config, pooler, pooler_section),
+    K_INT(mr_box_head_config, num_convs, 0, 8),
+    K_INT(mr_box_head_config, conv_dim, 1, 4096),
+    K_INT(mr_box_head_config, num_fcs, 1, 4),
     K_INT(mr_box_head_config, fc_dim, 1, 65536),
+    K_ENUM(mr_box_head_config, norm, norm_names),
+    K_FLOAT(mr_box_head_config, norm_eps, 0, 1),
+    K_INT(mr_box_head_config, norm_groups, 1, 4096),
     K_POS_FLOATS(mr_box_head_config, box_weights, 1000),
     K_FLOAT(mr_box_head_config, score_thresh, 0, 1),
     K_DOUBLE(mr_box_head_config, nms_thresh, 0, 1),
@@ -261,8 +291,11 @@ static const cfg_key box_head_keys[] = {
 
 static const cfg_key mask_head_keys[] = {
     K_SECTION(mr_mask_head_config, pooler, pooler_section),
-    K_INT(mr_mask_head_config, num_convs, 0, 16),
+    K_INT(mr_mask_head_config, num_convs, 0, 8),
     K_INT(mr_mask_head_config, conv_dim, 1, 4096),
+    K_ENUM(mr_mask_head_config, norm, norm_names),
+    K_FLOAT(mr_mask_head_config, norm_eps, 0, 1),
+    K_INT(mr_mask_head_config, norm_groups, 1, 4096),
     K_FLOAT(mr_mask_head_config, threshold, 0, 1),
     K_ENUM(mr_mask_head_config, threshold_rule, threshold_rule_names),
     K_INT(mr_mask_head_config, paste_padding, 0, 64),

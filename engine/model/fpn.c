@@ -1,24 +1,30 @@
 /* The feature pyramid: 1x1 laterals on C2..C5, a nearest-neighbour top-down
  * path, 3x3 outputs P2..P5, and P6 as a 1x1 stride-2 max pool of P5. The
  * top-down sum is fused: the upsampled coarser level is written into the
- * lateral's output buffer and the lateral conv accumulates onto it. */
+ * lateral's output buffer and the lateral conv (its batchnorm folded, or
+ * its GroupNorm after it: config fpn.norm) accumulates onto it. */
 #include <stdio.h>
 
 #include "model/model_internal.h"
 
 mr_status fpn_load(mr_model *m, mr_weights *w, mr_error *err)
 {
-    int F = m->cfg.fpn.out_channels;
+    const mr_fpn_config *fc = &m->cfg.fpn;
+    int F = fc->out_channels;
+    mr_norm_spec norm = model_norm_spec(fc->norm, fc->norm_eps, fc->norm_groups, "fpn");
     if (m->cfg.fpn.min_level != 2 || m->cfg.fpn.max_level < 5 || m->cfg.fpn.max_level > 6)
         return mr_fail(err, MR_ERR_UNSUPPORTED, "fpn levels %d..%d: only P2..P5 or P2..P6 are supported",
                        m->cfg.fpn.min_level, m->cfg.fpn.max_level);
     for (int s = 0; s < MR_STAGES; s++) {
-        char name[64];
+        char name[64], normp[80];
         snprintf(name, sizeof name, "fpn.lateral%d", s + 2);
+        snprintf(normp, sizeof normp, "%s.norm", name);
         mr_extent in = model_level_extent(m, 4 << s);
-        MR_TRY(model_conv_layer(m, w, name, NULL, NULL, m->stage[s].out, F, 1, 1, 0, 0, in, &m->fpn_lateral[s], err));
+        MR_TRY(model_norm_conv_load(m, w, name, normp, &norm, NULL, m->stage[s].out, F, 1, 1, 0, 0, in,
+                                    &m->fpn_lateral[s], err));
         snprintf(name, sizeof name, "fpn.output%d", s + 2);
-        MR_TRY(model_conv_layer(m, w, name, NULL, NULL, F, F, 3, 1, 1, 0, in, &m->fpn_output[s], err));
+        snprintf(normp, sizeof normp, "%s.norm", name);
+        MR_TRY(model_norm_conv_load(m, w, name, normp, &norm, NULL, F, F, 3, 1, 1, 0, in, &m->fpn_output[s], err));
     }
     return MR_OK;
 }
@@ -34,9 +40,9 @@ mr_status fpn_forward(mr_model *m, mr_error *err)
         MR_TRY(tensor_shape(inner, 1, c->h, c->w, F, err));
         int top_down = s < MR_STAGES - 1;
         if (top_down) MR_TRY(be->upsample_nearest(m->be.ctx, &b->inner[s + 1], inner, err));
-        MR_TRY(be->conv(m->be.ctx, m->fpn_lateral[s], c, inner, top_down, err));
+        MR_TRY(model_norm_conv_run(m, &m->fpn_lateral[s], c, inner, top_down, err));
         MR_TRY(tensor_shape(&b->p[s], 1, c->h, c->w, F, err));
-        MR_TRY(be->conv(m->be.ctx, m->fpn_output[s], inner, &b->p[s], 0, err));
+        MR_TRY(model_norm_conv_run(m, &m->fpn_output[s], inner, &b->p[s], 0, err));
     }
     if (m->num_levels == 5) {
         const mr_tensor *p5 = &b->p[3];

@@ -1,5 +1,6 @@
 /* The mask head: multi-level RoIAlign (14x14) of the final boxes, four
- * 3x3 conv + ReLU, a 2x2 stride-2 transposed conv + ReLU, 1x1 class
+ * 3x3 conv (+ norm: config mask_head.norm) + ReLU as a head block
+ * (head_block.c), a 2x2 stride-2 transposed conv + ReLU, 1x1 class
  * logits, and the sigmoid of the predicted class's channel (28x28): only
  * that class's logits where the backend has mask_class_probs. */
 #include <stdio.h>
@@ -35,33 +36,38 @@ mr_status mask_head_load(mr_model *m, mr_weights *w, mr_error *err)
 {
     const mr_mask_head_config *mh = &m->cfg.mask_head;
     int F = m->cfg.fpn.out_channels, K = m->cfg.classes.num_classes;
-    if (mh->num_convs > MR_MAX_MASK_CONVS)
-        return mr_fail(err, MR_ERR_CONFIG, "mask_head.num_convs %d exceeds %d", mh->num_convs, MR_MAX_MASK_CONVS);
     /* batches of up to max_dets RoIs: R x R features, 2R x 2R after the deconv */
     int R = mh->pooler.resolution;
     mr_extent roi = {m->max_dets, R, R}, up = {m->max_dets, 2 * R, 2 * R};
-    for (int i = 0; i < mh->num_convs; i++) {
-        char name[64];
-        snprintf(name, sizeof name, "mask_head.fcn%d", i + 1);
-        MR_TRY(model_conv_layer(m, w, name, NULL, NULL, i ? mh->conv_dim : F, mh->conv_dim, 3, 1, 1, 1, roi,
-                                &m->mask_fcn[i], err));
-    }
-    int D = mh->conv_dim;
-    float *wt = malloc(sizeof(float) * ((size_t)D * D * 4 + (size_t)D));
+    mr_head_spec head;
+    memset(&head, 0, sizeof head);
+    head.num_convs = mh->num_convs;
+    head.conv_dim = mh->conv_dim;
+    head.norm = model_norm_spec(mh->norm, mh->norm_eps, mh->norm_groups, "mask_head");
+    head.cin = F;
+    head.resolution = R;
+    head.in = roi;
+    for (int i = 0; i < mh->num_convs && i < MR_HEAD_MAX_CONVS; i++)
+        snprintf(head.conv_name[i], sizeof head.conv_name[i], "mask_head.fcn%d", i + 1);
+    MR_TRY(head_block_load(m, w, &head, &m->mask_head, err));
+    /* without convs the deconv reads the pooled features */
+    int D = mh->conv_dim, Din = mh->num_convs ? D : F;
+    size_t wn = (size_t)Din * (size_t)D * 4;
+    float *wt = malloc(sizeof(float) * (wn + (size_t)D));
     if (!wt) return mr_fail(err, MR_ERR_OOM, "out of memory loading mask_head.deconv");
-    int64_t wshape[4] = {D, D, 2, 2}, bshape[1] = {D};
+    int64_t wshape[4] = {Din, D, 2, 2}, bshape[1] = {D};
     mr_status st = weights_read_f32(w, "mask_head.deconv.weight", 4, wshape, wt, err);
-    if (st == MR_OK) st = weights_read_f32(w, "mask_head.deconv.bias", 1, bshape, wt + (size_t)D * D * 4, err);
-    if (st == MR_OK) st = model_check_finite(w, "mask_head.deconv", wt, (size_t)D * D * 4 + (size_t)D, err);
+    if (st == MR_OK) st = weights_read_f32(w, "mask_head.deconv.bias", 1, bshape, wt + wn, err);
+    if (st == MR_OK) st = model_check_finite(w, "mask_head.deconv", wt, wn + (size_t)D, err);
     if (st == MR_OK) {
-        mr_deconv2x2_params p = {D, D, 1, roi.n, roi.h, roi.w};
-        st = m->be.i->deconv2x2_init(m->be.ctx, "mask_head.deconv", &p, wt, wt + (size_t)D * D * 4, &m->mask_deconv,
+        mr_deconv2x2_params p = {Din, D, 1, roi.n, roi.h, roi.w};
+        st = m->be.i->deconv2x2_init(m->be.ctx, "mask_head.deconv", &p, wt, wt + wn, &m->mask_deconv,
                                      err);
     }
     free(wt);
     MR_TRY(st);
     if (m->be.i->mask_class_probs) return mask_class_load(m, w, D, K, err);
-    return model_conv_layer(m, w, "mask_head.logits", NULL, NULL, D, K, 1, 1, 0, 0, up, &m->mask_logits, err);
+    return model_conv_layer(m, w, "mask_head.logits", D, K, 1, 1, 0, 0, up, &m->mask_logits, err);
 }
 
 mr_status mask_head_forward(mr_model *m, mr_error *err)
@@ -71,13 +77,9 @@ mr_status mask_head_forward(mr_model *m, mr_error *err)
     const mr_mask_head_config *mh = &m->cfg.mask_head;
     int n = b->detections.n, R = mh->pooler.resolution, D = mh->conv_dim, K = m->cfg.classes.num_classes;
     MR_TRY(model_roi_align(m, &mh->pooler, &b->detections, &b->mask_feats, err));
-    const mr_tensor *x = &b->mask_feats;
-    for (int i = 0; i < mh->num_convs; i++) {
-        mr_tensor *y = i % 2 ? &b->mask_b : &b->mask_a;
-        MR_TRY(tensor_shape(y, n, R, R, D, err));
-        MR_TRY(be->conv(m->be.ctx, m->mask_fcn[i], x, y, 0, err));
-        x = y;
-    }
+    mr_tensor *conv_bufs[2] = {&b->mask_a, &b->mask_b};
+    const mr_tensor *x = NULL;
+    MR_TRY(head_block_forward(m, &m->mask_head, &b->mask_feats, conv_bufs, NULL, &x, err));
     MR_TRY(tensor_shape(&b->mask_up, n, 2 * R, 2 * R, D, err));
     MR_TRY(be->deconv2x2(m->be.ctx, m->mask_deconv, x, &b->mask_up, err));
     MR_TRY(tensor_shape(&b->mask_probs, n, 2 * R, 2 * R, 1, err));

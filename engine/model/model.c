@@ -163,6 +163,16 @@ static mr_status plan_buffers(mr_model *m, mr_error *err)
         if (in_area * (size_t)st->width > t1) t1 = in_area * (size_t)st->width;
     }
     plan_feature(&p, &b->t1, t1, ST_BACKBONE, ST_BACKBONE);
+    /* a GroupNorm conv's output before its residual (the trunk) or top-down
+     * (the FPN) sum: at most the largest stage output or lateral */
+    size_t norm_tmp = 0;
+    for (int s = 0; s < MR_STAGES; s++) {
+        size_t area = level_area(m, 4 << s);
+        if (c->backbone.norm == MR_NORM_GROUP_NORM && area * (size_t)m->stage[s].out > norm_tmp)
+            norm_tmp = area * (size_t)m->stage[s].out;
+        if (c->fpn.norm == MR_NORM_GROUP_NORM && area * (size_t)F > norm_tmp) norm_tmp = area * (size_t)F;
+    }
+    plan_feature(&p, &b->norm_tmp, norm_tmp, ST_BACKBONE, ST_FPN);
     plan_feature(&p, &b->t2, t1, ST_BACKBONE, ST_BACKBONE);
     for (int l = 0; l < m->num_levels; l++) {
         size_t area = level_area(m, 4 << l);
@@ -170,12 +180,16 @@ static mr_status plan_buffers(mr_model *m, mr_error *err)
         plan_add(&p, &b->rpn_logits[l], area * (size_t)A, ST_RPN, ST_RPN);
         plan_add(&p, &b->rpn_deltas[l], area * (size_t)A * 4, ST_RPN, ST_RPN);
     }
-    plan_feature(&p, &b->rpn_hidden, a4 * (size_t)F, ST_RPN, ST_RPN);
+    for (int i = 0; i < 2; i++) /* the RPN head's convs, alternating */
+        plan_feature(&p, &b->rpn_hidden[i], i < c->rpn.num_convs ? a4 * (size_t)F : 0, ST_RPN, ST_RPN);
     plan_add(&p, &b->proposals, rois * 4, ST_RPN, ST_BOX);
     plan_add(&p, &b->proposal_scores, rois, ST_RPN, ST_BOX);
     plan_feature(&p, &b->box_feats, rois * R2 * (size_t)F, ST_BOX, ST_BOX);
-    plan_feature(&p, &b->fc6, rois * (size_t)c->box_head.fc_dim, ST_BOX, ST_BOX);
-    plan_feature(&p, &b->fc7, rois * (size_t)c->box_head.fc_dim, ST_BOX, ST_BOX);
+    const mr_box_head_config *bh = &c->box_head;
+    for (int i = 0; i < 2; i++) { /* the box head's convs, then its FCs, each alternating between two */
+        plan_feature(&p, &b->box_conv[i], i < bh->num_convs ? rois * R2 * (size_t)bh->conv_dim : 0, ST_BOX, ST_BOX);
+        plan_feature(&p, &b->box_fc[i], i < bh->num_fcs ? rois * (size_t)bh->fc_dim : 0, ST_BOX, ST_BOX);
+    }
     plan_add(&p, &b->class_logits, rois * (size_t)K, ST_BOX, ST_BOX);
     plan_add(&p, &b->box_deltas, rois * (size_t)K * 4, ST_BOX, ST_BOX);
     plan_add(&p, &b->detections, dets * 4, ST_BOX, ST_PASTE);
@@ -249,23 +263,24 @@ void model_free(mr_model *m)
     if (!m) return;
     const mr_backend_i *be = m->be.i;
     void *ctx = m->be.ctx;
-    be->layer_free(ctx, m->stem);
+    model_norm_conv_free(m, &m->stem);
     for (int s = 0; s < MR_STAGES; s++) {
         for (int b = 0; m->stage[s].block && b < m->stage[s].blocks; b++) {
             mr_bottleneck *k = &m->stage[s].block[b];
-            be->layer_free(ctx, k->conv1);
-            be->layer_free(ctx, k->conv2);
-            be->layer_free(ctx, k->conv3);
-            be->layer_free(ctx, k->shortcut);
+            model_norm_conv_free(m, &k->conv1);
+            model_norm_conv_free(m, &k->conv2);
+            model_norm_conv_free(m, &k->conv3);
+            model_norm_conv_free(m, &k->shortcut);
         }
         free(m->stage[s].block);
-        be->layer_free(ctx, m->fpn_lateral[s]);
-        be->layer_free(ctx, m->fpn_output[s]);
+        model_norm_conv_free(m, &m->fpn_lateral[s]);
+        model_norm_conv_free(m, &m->fpn_output[s]);
     }
-    mr_layer *heads[] = {m->rpn_conv, m->rpn_logits, m->rpn_deltas, m->fc6, m->fc7, m->cls_score, m->bbox_pred,
-                         m->mask_deconv, m->mask_logits};
+    head_block_free(m, &m->rpn_head);
+    head_block_free(m, &m->box_head);
+    head_block_free(m, &m->mask_head);
+    mr_layer *heads[] = {m->rpn_logits, m->rpn_deltas, m->cls_score, m->bbox_pred, m->mask_deconv, m->mask_logits};
     for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) be->layer_free(ctx, heads[i]);
-    for (int i = 0; i < MR_MAX_MASK_CONVS; i++) be->layer_free(ctx, m->mask_fcn[i]);
     if (m->mask_class_weight.data) be->buffer_free(ctx, m->mask_class_weight.data);
     if (m->arena) be->buffer_free(ctx, m->arena);
     free(m);

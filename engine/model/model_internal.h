@@ -11,11 +11,58 @@
 
 #define MR_STAGES 4      /* res2..res5 */
 #define MR_MAX_LEVELS 5  /* P2..P6 */
-#define MR_MAX_MASK_CONVS 8
+/* The largest input a layer sees: n, h, w (h x w for a landscape
+ * image; the backend also plans for w x h). */
+typedef struct {
+    int n, h, w;
+} mr_extent;
+
+#define MR_HEAD_MAX_CONVS 8 /* box, mask and RPN head convs (config ranges) */
+#define MR_HEAD_MAX_FCS 4
+
+/* How one part of the network normalises its convolutions (the config
+ * section's "norm", "norm_eps", "norm_groups"); `section` names it in
+ * errors. */
+typedef struct {
+    mr_norm_kind kind;
+    float eps;
+    int groups;
+    const char *section;
+} mr_norm_spec;
+
+/* A convolution and its normalisation: none or a batchnorm folded into the
+ * conv at load (group_norm NULL), or the conv followed by a run-time
+ * GroupNorm, which then carries the ReLU and the residual sum. */
+typedef struct {
+    mr_layer *conv;
+    mr_layer *group_norm;
+} mr_norm_conv;
 
 typedef struct {
-    mr_layer *conv1, *conv2, *conv3, *shortcut; /* shortcut only in block 0 */
+    mr_norm_conv conv1, conv2, conv3, shortcut; /* shortcut only in block 0 */
 } mr_bottleneck;
+
+/* One head (engine/model/head_block.c): num_convs 3x3 convs (stride 1,
+ * pad 1), each with its normalisation and a ReLU, then num_fcs fully
+ * connected layers with a ReLU on the flattened result. The classic box head
+ * (0 convs, 2 FCs), the strong baselines' 4conv1fc, the mask head's convs (4
+ * convs, 0 FCs) and the RPN head's shared convs (1 or 2, no norm) are all
+ * rows of this. */
+typedef struct {
+    int num_convs, conv_dim;
+    mr_norm_spec norm;
+    int num_fcs, fc_dim;
+    int cin, resolution;  /* input channels; input side for the first FC (RoI heads) */
+    mr_extent in;         /* the convs' largest input */
+    char conv_name[MR_HEAD_MAX_CONVS][64]; /* weight prefixes; each norm is at "<conv>.norm" */
+    char fc_name[MR_HEAD_MAX_FCS][64];
+} mr_head_spec;
+
+typedef struct {
+    int num_convs, num_fcs, conv_dim, fc_dim;
+    mr_norm_conv conv[MR_HEAD_MAX_CONVS];
+    mr_layer *fc[MR_HEAD_MAX_FCS];
+} mr_head_block;
 
 typedef struct {
     int blocks;
@@ -32,9 +79,10 @@ typedef struct {
     mr_tensor c[MR_STAGES], t1, t2;
     mr_tensor inner[MR_STAGES];
     mr_tensor p[MR_MAX_LEVELS];
-    mr_tensor rpn_hidden, rpn_logits[MR_MAX_LEVELS], rpn_deltas[MR_MAX_LEVELS];
+    mr_tensor norm_tmp; /* a GroupNorm conv's output before a residual or top-down sum */
+    mr_tensor rpn_hidden[2], rpn_logits[MR_MAX_LEVELS], rpn_deltas[MR_MAX_LEVELS];
     mr_tensor proposals, proposal_scores;
-    mr_tensor box_feats, fc6, fc7, class_logits, box_deltas;
+    mr_tensor box_feats, box_conv[2], box_fc[2], class_logits, box_deltas;
     mr_tensor detections, detection_scores, detection_labels;
     mr_tensor mask_feats, mask_a, mask_b, mask_up, mask_logits, mask_probs;
     mr_tensor final_boxes; /* original-image pixels, for the paste */
@@ -48,12 +96,15 @@ struct mr_model {
     int num_anchors;       /* per position */
     float cell_anchors[MR_MAX_LEVELS][MR_MAX_ANCHOR_RATIOS * MR_MAX_ANCHOR_SIZES * 4];
 
-    mr_layer *stem;
+    mr_norm_conv stem;
     mr_stage stage[MR_STAGES];
-    mr_layer *fpn_lateral[MR_STAGES], *fpn_output[MR_STAGES];
-    mr_layer *rpn_conv, *rpn_logits, *rpn_deltas;
-    mr_layer *fc6, *fc7, *cls_score, *bbox_pred;
-    mr_layer *mask_fcn[MR_MAX_MASK_CONVS], *mask_deconv, *mask_logits;
+    mr_norm_conv fpn_lateral[MR_STAGES], fpn_output[MR_STAGES];
+    mr_head_block rpn_head;
+    mr_layer *rpn_logits, *rpn_deltas;
+    mr_head_block box_head;
+    mr_layer *cls_score, *bbox_pred;
+    mr_head_block mask_head;
+    mr_layer *mask_deconv, *mask_logits;
     /* The mask predictor's weights [K,1,1,D] and bias [K] in backend memory,
      * for a backend with mask_class_probs (then mask_logits is NULL). */
     mr_tensor mask_class_weight, mask_class_bias;
@@ -66,22 +117,42 @@ struct mr_model {
     size_t arena_size;
 };
 
-/* The largest input a layer sees: n, h, w (h x w for a landscape
- * image; the backend also plans for w x h). */
-typedef struct {
-    int n, h, w;
-} mr_extent;
-
 /* Loading helpers (model_layers.c). NaN/Inf weights are refused at load, naming
  * the layer: one would silently poison every detection. */
 mr_status model_check_finite(const mr_weights *w, const char *layer, const float *v, size_t n, mr_error *err);
-/* A conv, with its normalisation at `norm` (NULL: none, the conv's bias),
- * whose largest input is `in`. */
-/* reader: the prefix of the one conv that reads this one's output, when it
- * is the only reader (mr_conv_params.int8_out_range); NULL otherwise. */
-mr_status model_conv_layer(mr_model *m, mr_weights *w, const char *prefix, const char *norm, const char *reader,
-                           int cin, int cout, int k, int stride, int pad, int relu, mr_extent in, mr_layer **out,
-                           mr_error *err);
+/* A conv without normalisation (its bias), whose largest input is `in`. */
+mr_status model_conv_layer(mr_model *m, mr_weights *w, const char *prefix, int cin, int cout, int k, int stride,
+                           int pad, int relu, mr_extent in, mr_layer **out, mr_error *err);
+/* A conv with its normalisation at `norm_prefix` as `norm` says (none,
+ * batchnorm folded at load, or GroupNorm after it), whose largest input is
+ * `in`; refused, naming the config key, when the file's normalisation is
+ * not the config's. reader: the prefix of the one conv that reads this
+ * one's output, when it is the only reader (mr_conv_params.int8_out_range);
+ * NULL otherwise (ignored under GroupNorm, which reads it instead). */
+mr_status model_norm_conv_load(mr_model *m, mr_weights *w, const char *prefix, const char *norm_prefix,
+                               const mr_norm_spec *norm, const char *reader, int cin, int cout, int k, int stride,
+                               int pad, int relu, mr_extent in, mr_norm_conv *out, mr_error *err);
+/* y = act(norm(conv(x)) (+ y when accumulate)); y must have the output
+ * shape. Under GroupNorm with accumulate, the conv writes buf.norm_tmp. */
+mr_status model_norm_conv_run(mr_model *m, const mr_norm_conv *u, const mr_tensor *x, mr_tensor *y, int accumulate,
+                              mr_error *err);
+void model_norm_conv_free(mr_model *m, mr_norm_conv *u);
+/* A config section's normalisation. */
+mr_norm_spec model_norm_spec(mr_norm_kind kind, float eps, int groups, const char *section);
+
+/* The heads' block (head_block.c): load, run, free. head_block_forward runs
+ * x [N,R,R,cin] through the convs, alternating between conv_buf[0] and [1],
+ * then the FCs, alternating between fc_buf[0] and [1] (either pair may be
+ * NULL when the block has no such layers); *out is the last output (x
+ * itself for an empty block). */
+mr_status head_block_load(mr_model *m, mr_weights *w, const mr_head_spec *spec, mr_head_block *hb, mr_error *err);
+mr_status head_block_forward(mr_model *m, const mr_head_block *hb, const mr_tensor *x, mr_tensor *const *conv_buf,
+                             mr_tensor *const *fc_buf, const mr_tensor **out, mr_error *err);
+void head_block_free(mr_model *m, mr_head_block *hb);
+/* A linear layer [out, in] (head_block.c); chw = {C, H, W}: its inputs are
+ * stored in PyTorch's flatten order and permuted to NHWC's (H, W, C). */
+mr_status model_linear_layer(mr_model *m, mr_weights *w, const char *prefix, int in, int out, int relu,
+                             const int *chw, mr_layer **dst, mr_error *err);
 /* A feature map at `stride` (a power of 2) of the largest padded input. */
 mr_extent model_level_extent(const mr_model *m, int stride);
 
@@ -105,7 +176,7 @@ mr_status mask_head_forward(mr_model *m, mr_error *err);
  * image, so steady-state passes allocate nothing). */
 
 /* Multi-level RoIAlign of rois [N,4] (resized-image pixels) from P2..P5
- * into out [N,R,R,F] (roi_heads.c; the mask head uses it too). */
+ * into out [N,R,R,F] (model_layers.c: the box and mask heads use it). */
 void model_level_map(const mr_model *m, const mr_pooler_config *pc, mr_level_map *map);
 
 /* The nms.h flags of the config's box conventions (RPN and box head NMS). */

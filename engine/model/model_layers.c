@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "model/model_internal.h"
+#include "ops/group_norm.h"
 
 mr_status tensor_shape(mr_tensor *t, int n, int h, int w, int c, mr_error *err)
 {
@@ -44,12 +45,13 @@ static int layer_keeps_fp32(const mr_config *c, const char *prefix)
     return 0;
 }
 
-/* The conv and its normalisation go to the backend unfolded
- * (conv_init_affine): it folds them (affine_fold.h) or, on CUDA with
- * --no-fold, applies the affine after the conv. */
-mr_status model_conv_layer(mr_model *m, mr_weights *w, const char *prefix, const char *norm, const char *reader,
-                           int cin, int cout, int k, int stride, int pad, int relu, mr_extent in, mr_layer **out,
-                           mr_error *err)
+/* The conv and its folded normalisation (norm: its prefix, NULL for none)
+ * go to the backend unfolded (conv_init_affine): it folds them
+ * (affine_fold.h) or, on CUDA with --no-fold, applies the affine after the
+ * conv. */
+static mr_status conv_layer(mr_model *m, mr_weights *w, const char *prefix, const char *norm, float eps,
+                            int bias_optional, const char *reader, int cin, int cout, int k, int stride, int pad, int relu, mr_extent in,
+                            mr_layer **out, mr_error *err)
 {
     char name[256];
     size_t per_out = (size_t)cin * (size_t)k * (size_t)k;
@@ -62,10 +64,10 @@ mr_status model_conv_layer(mr_model *m, mr_weights *w, const char *prefix, const
     snprintf(name, sizeof name, "%s.bias", prefix);
     if (st == MR_OK) {
         if (weights_find(w, name)) st = weights_read_f32(w, name, 1, bshape, bias, err);
-        else if (norm) memset(bias, 0, sizeof(float) * (size_t)cout);
+        else if (norm || bias_optional) memset(bias, 0, sizeof(float) * (size_t)cout);
         else st = mr_fail(err, MR_ERR_SHAPE, "%s: tensor \"%s\" is missing", w->path, name);
     }
-    if (st == MR_OK && norm) st = weights_read_affine(w, norm, cout, m->cfg.backbone.norm_eps, scale, shift, err);
+    if (st == MR_OK && norm) st = weights_read_affine(w, norm, cout, eps, scale, shift, err);
     size_t count = per_out * (size_t)cout + (size_t)cout * (norm ? 3 : 1);
     if (st == MR_OK) st = model_check_finite(w, prefix, wt, count, err);
     mr_conv_params p = {cin, cout, k, k, stride, pad, 1, 1, relu, in.n, in.h, in.w,
@@ -91,6 +93,133 @@ mr_status model_conv_layer(mr_model *m, mr_weights *w, const char *prefix, const
     }
     free(wt);
     return st;
+}
+
+mr_status model_conv_layer(mr_model *m, mr_weights *w, const char *prefix, int cin, int cout, int k, int stride,
+                           int pad, int relu, mr_extent in, mr_layer **out, mr_error *err)
+{
+    return conv_layer(m, w, prefix, NULL, 0.0f, 0, NULL, cin, cout, k, stride, pad, relu, in, out, err);
+}
+
+mr_norm_spec model_norm_spec(mr_norm_kind kind, float eps, int groups, const char *section)
+{
+    mr_norm_spec s = {kind, eps, groups, section};
+    return s;
+}
+
+static int has_tensor(mr_weights *w, const char *prefix, const char *part)
+{
+    char name[320];
+    snprintf(name, sizeof name, "%s.%s", prefix, part);
+    return weights_find(w, name) != NULL;
+}
+
+/* The file's normalisation at `norm_prefix` against the config's: a
+ * normalisation the config does not apply, or of another kind, would give
+ * quietly wrong detections, so each mismatch is refused naming the key. */
+static mr_status check_norm_form(mr_weights *w, const char *norm_prefix, const mr_norm_spec *norm, mr_error *err)
+{
+    int stats = has_tensor(w, norm_prefix, "running_mean") || has_tensor(w, norm_prefix, "running_var");
+    int affine = has_tensor(w, norm_prefix, "scale") || has_tensor(w, norm_prefix, "shift");
+    int gamma = has_tensor(w, norm_prefix, "weight") || has_tensor(w, norm_prefix, "bias");
+    const char *kind = stats || affine ? "a batchnorm" : "a GroupNorm (weight and bias, no running statistics)";
+    if (norm->kind == MR_NORM_NONE && (stats || affine || gamma))
+        return mr_fail(err, MR_ERR_CONFIG, "%s: the file has %s at \"%s\", but the config's %s.norm is \"none\" "
+                       "(\"%s\" would apply it)", w->path, kind, norm_prefix, norm->section,
+                       stats || affine ? "batchnorm" : "group_norm");
+    if (norm->kind == MR_NORM_GROUP_NORM && (stats || affine))
+        return mr_fail(err, MR_ERR_CONFIG, "%s: \"%s\" is a batchnorm (running statistics or scale/shift), but the "
+                       "config's %s.norm is \"group_norm\"", w->path, norm_prefix, norm->section);
+    if (norm->kind == MR_NORM_BATCHNORM && gamma && !stats && !affine)
+        return mr_fail(err, MR_ERR_CONFIG, "%s: \"%s\" has no running statistics (a GroupNorm?), but the config's "
+                       "%s.norm is \"batchnorm\"", w->path, norm_prefix, norm->section);
+    return MR_OK;
+}
+
+/* GroupNorm's gamma and beta at `norm_prefix`, on the backend. */
+static mr_status group_norm_layer(mr_model *m, mr_weights *w, const char *norm_prefix, const mr_norm_spec *norm,
+                                  int channels, int relu, mr_layer **out, mr_error *err)
+{
+    if (!m->be.i->group_norm_init)
+        return mr_fail(err, MR_ERR_UNSUPPORTED, "%s: the %s backend has no GroupNorm (%s.norm \"group_norm\")",
+                       norm_prefix, m->be.i->name, norm->section);
+    char name[320];
+    float *gb = malloc(sizeof(float) * 2 * (size_t)channels);
+    if (!gb) return mr_fail(err, MR_ERR_OOM, "out of memory loading %s", norm_prefix);
+    int64_t shape[1] = {channels};
+    snprintf(name, sizeof name, "%s.weight", norm_prefix);
+    mr_status st = weights_read_f32(w, name, 1, shape, gb, err);
+    snprintf(name, sizeof name, "%s.bias", norm_prefix);
+    if (st == MR_OK) st = weights_read_f32(w, name, 1, shape, gb + channels, err);
+    if (st == MR_OK) st = model_check_finite(w, norm_prefix, gb, 2 * (size_t)channels, err);
+    if (st == MR_OK) {
+        mr_group_norm_params p = {channels, norm->groups, norm->eps, relu};
+        st = m->be.i->group_norm_init(m->be.ctx, norm_prefix, &p, gb, gb + channels, out, err);
+    }
+    free(gb);
+    return st;
+}
+
+mr_status model_norm_conv_load(mr_model *m, mr_weights *w, const char *prefix, const char *norm_prefix,
+                               const mr_norm_spec *norm, const char *reader, int cin, int cout, int k, int stride,
+                               int pad, int relu, mr_extent in, mr_norm_conv *out, mr_error *err)
+{
+    MR_TRY(check_norm_form(w, norm_prefix, norm, err));
+    if (norm->kind != MR_NORM_GROUP_NORM)
+        return conv_layer(m, w, prefix, norm->kind == MR_NORM_BATCHNORM ? norm_prefix : NULL, norm->eps, 0, reader,
+                          cin, cout, k, stride, pad, relu, in, &out->conv, err);
+    if (cout % norm->groups)
+        return mr_fail(err, MR_ERR_CONFIG, "%s: %s.norm_groups %d does not divide its %d channels", prefix,
+                       norm->section, norm->groups, cout);
+    /* the conv (its own bias, when the file has one, comes before the norm;
+     * the ReLU after it) */
+    MR_TRY(conv_layer(m, w, prefix, NULL, 0.0f, 1, NULL, cin, cout, k, stride, pad, 0, in, &out->conv, err));
+    return group_norm_layer(m, w, norm_prefix, norm, cout, relu, &out->group_norm, err);
+}
+
+mr_status model_norm_conv_run(mr_model *m, const mr_norm_conv *u, const mr_tensor *x, mr_tensor *y, int accumulate,
+                              mr_error *err)
+{
+    const mr_backend_i *be = m->be.i;
+    if (!u->group_norm) return be->conv(m->be.ctx, u->conv, x, y, accumulate, err);
+    if (!accumulate) {
+        MR_TRY(be->conv(m->be.ctx, u->conv, x, y, 0, err));
+        return be->group_norm(m->be.ctx, u->group_norm, y, y, 0, err);
+    }
+    mr_tensor *tmp = &m->buf.norm_tmp;
+    MR_TRY(tensor_shape(tmp, y->n, y->h, y->w, y->c, err));
+    MR_TRY(be->conv(m->be.ctx, u->conv, x, tmp, 0, err));
+    return be->group_norm(m->be.ctx, u->group_norm, tmp, y, 1, err);
+}
+
+void model_norm_conv_free(mr_model *m, mr_norm_conv *u)
+{
+    m->be.i->layer_free(m->be.ctx, u->conv);
+    m->be.i->layer_free(m->be.ctx, u->group_norm);
+    u->conv = u->group_norm = NULL;
+}
+
+void model_level_map(const mr_model *m, const mr_pooler_config *pc, mr_level_map *map)
+{
+    map->min_level = m->cfg.fpn.min_level;
+    map->max_level = 5; /* RoIs pool from P2..P5; P6 only feeds the RPN */
+    map->canonical_size = pc->canonical_size;
+    map->canonical_level = pc->canonical_level;
+    map->eps = pc->level_eps;
+    map->plus_one = m->cfg.box.legacy_plus_one;
+    map->eps_inside_log = pc->level_eps_inside_log;
+}
+
+mr_status model_roi_align(mr_model *m, const mr_pooler_config *pc, const mr_tensor *rois, mr_tensor *out,
+                          mr_error *err)
+{
+    int n = rois->n, F = m->cfg.fpn.out_channels, R = pc->resolution;
+    MR_TRY(tensor_shape(out, n, R, R, F, err));
+    mr_roi_align_params p = {R, R, pc->sampling_ratio, pc->aligned, 1.0f};
+    mr_level_map map;
+    model_level_map(m, pc, &map);
+    const mr_tensor *levels[4] = {&m->buf.p[0], &m->buf.p[1], &m->buf.p[2], &m->buf.p[3]};
+    return m->be.i->roi_align(m->be.ctx, &p, &map, levels, rois, out, err);
 }
 
 /* Output size of the stride-2 steps used everywhere in the network. */

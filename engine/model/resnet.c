@@ -13,10 +13,11 @@ static int conv_out(int in, int k, int stride, int pad) { return (in + 2 * pad -
 mr_status resnet_load(mr_model *m, mr_weights *w, mr_error *err)
 {
     const mr_backbone_config *bc = &m->cfg.backbone;
+    mr_norm_spec norm = model_norm_spec(bc->norm, bc->norm_eps, bc->norm_groups, "backbone");
     int blocks[MR_STAGES];
     config_stage_blocks(&m->cfg, blocks);
-    MR_TRY(model_conv_layer(m, w, "backbone.stem.conv", "backbone.stem.norm", NULL, 3, bc->stem_out_channels, 7, 2, 3, 1,
-                            model_level_extent(m, 1), &m->stem, err));
+    MR_TRY(model_norm_conv_load(m, w, "backbone.stem.conv", "backbone.stem.norm", &norm, NULL, 3, bc->stem_out_channels,
+                                7, 2, 3, 1, model_level_extent(m, 1), &m->stem, err));
     if (bc->num_groups != 1)
         return mr_fail(err, MR_ERR_UNSUPPORTED, "backbone.num_groups %d: grouped (ResNeXt) bottlenecks are not "
                        "supported yet", bc->num_groups);
@@ -31,7 +32,7 @@ mr_status resnet_load(mr_model *m, mr_weights *w, mr_error *err)
         if (!st->block) return mr_fail(err, MR_ERR_OOM, "out of memory");
         for (int b = 0; b < st->blocks; b++) {
             mr_bottleneck *k = &st->block[b];
-            char conv[128], norm[160], reader[128];
+            char conv[128], normp[160], reader[128];
             int stride = b == 0 ? st->stride : 1, block_in = b == 0 ? in : st->out;
             int s1 = bc->stride_in_1x1 ? stride : 1, s3 = bc->stride_in_1x1 ? 1 : stride;
             /* largest inputs: the block's at the previous stage's stride
@@ -43,10 +44,10 @@ mr_status resnet_load(mr_model *m, mr_weights *w, mr_error *err)
 #define LAYER(part, next, cin, cout, ksize, str, pad, relu, ext, dst)                                      \
     do {                                                                                                  \
         snprintf(conv, sizeof conv, "backbone.res%d.%d.%s", s + 2, b, part);                              \
-        snprintf(norm, sizeof norm, "%s.norm", conv);                                                     \
+        snprintf(normp, sizeof normp, "%s.norm", conv);                                                   \
         if (next) snprintf(reader, sizeof reader, "backbone.res%d.%d.%s", s + 2, b, (const char *)next);  \
-        MR_TRY(model_conv_layer(m, w, conv, norm, next ? reader : NULL, cin, cout, ksize, str, pad, relu, \
-                                ext, dst, err));                                                          \
+        MR_TRY(model_norm_conv_load(m, w, conv, normp, &norm, next ? reader : NULL, cin, cout, ksize, str, pad, \
+                                    relu, ext, dst, err));                                                \
     } while (0)
             LAYER("conv1", "conv2", block_in, st->width, 1, s1, 0, 1, x_in, &k->conv1);
             LAYER("conv2", "conv3", st->width, st->width, 3, s3, 1, 1, x_mid, &k->conv2);
@@ -59,20 +60,20 @@ mr_status resnet_load(mr_model *m, mr_weights *w, mr_error *err)
     return MR_OK;
 }
 
-/* Runs one conv into y, shaping y from x and the layer's geometry. */
-static mr_status run_conv(mr_model *m, mr_layer *layer, int k, int stride, int pad, int cout, const mr_tensor *x,
+/* Runs one conv (and its norm) into y, shaping y from x and the layer's geometry. */
+static mr_status run_conv(mr_model *m, const mr_norm_conv *layer, int k, int stride, int pad, int cout, const mr_tensor *x,
                           mr_tensor *y, int accumulate, mr_error *err)
 {
     if (!accumulate)
         MR_TRY(tensor_shape(y, x->n, conv_out(x->h, k, stride, pad), conv_out(x->w, k, stride, pad), cout, err));
-    return m->be.i->conv(m->be.ctx, layer, x, y, accumulate, err);
+    return model_norm_conv_run(m, layer, x, y, accumulate, err);
 }
 
 mr_status resnet_forward(mr_model *m, mr_error *err)
 {
     mr_buffers *b = &m->buf;
     const mr_backbone_config *bc = &m->cfg.backbone;
-    MR_TRY(run_conv(m, m->stem, 7, 2, 3, bc->stem_out_channels, &b->input, &b->stem, 0, err));
+    MR_TRY(run_conv(m, &m->stem, 7, 2, 3, bc->stem_out_channels, &b->input, &b->stem, 0, err));
     mr_pool_params pool = {3, 2, 1};
     MR_TRY(tensor_shape(&b->stem_pool, 1, conv_out(b->stem.h, 3, 2, 1), conv_out(b->stem.w, 3, 2, 1), b->stem.c, err));
     MR_TRY(m->be.i->max_pool(m->be.ctx, &pool, &b->stem, &b->stem_pool, err));
@@ -86,11 +87,11 @@ mr_status resnet_forward(mr_model *m, mr_error *err)
             const mr_tensor *in = i == 0 ? x : out;
             int stride = i == 0 ? st->stride : 1;
             int s1 = bc->stride_in_1x1 ? stride : 1, s3 = bc->stride_in_1x1 ? 1 : stride;
-            MR_TRY(run_conv(m, k->conv1, 1, s1, 0, st->width, in, &b->t1, 0, err));
-            MR_TRY(run_conv(m, k->conv2, 3, s3, 1, st->width, &b->t1, &b->t2, 0, err));
+            MR_TRY(run_conv(m, &k->conv1, 1, s1, 0, st->width, in, &b->t1, 0, err));
+            MR_TRY(run_conv(m, &k->conv2, 3, s3, 1, st->width, &b->t1, &b->t2, 0, err));
             /* The identity (or projected shortcut) is the stage output; conv3 adds into it. */
-            if (k->shortcut) MR_TRY(run_conv(m, k->shortcut, 1, stride, 0, st->out, in, out, 0, err));
-            MR_TRY(run_conv(m, k->conv3, 1, 1, 0, st->out, &b->t2, out, 1, err));
+            if (k->shortcut.conv) MR_TRY(run_conv(m, &k->shortcut, 1, stride, 0, st->out, in, out, 0, err));
+            MR_TRY(run_conv(m, &k->conv3, 1, 1, 0, st->out, &b->t2, out, 1, err));
         }
         x = out;
     }

@@ -1,5 +1,7 @@
 /* The box head: multi-level RoIAlign of the proposals (7x7 from P2..P5),
- * fc6 + ReLU, fc7 + ReLU, the class and box predictors, then
+ * the head block (head_block.c: fc6 + ReLU, fc7 + ReLU for the classic
+ * head; four 3x3 convs with their norm, then fc6, for 4conv1fc), the class
+ * and box predictors, then
  * post-processing (box_post.h) into at most detections_per_image boxes. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,72 +11,29 @@
 #include "model/model_internal.h"
 #include "ops/roi_align.h"
 
-/* Reads a linear layer [out, in]. With chw = {C, H, W}, the input columns
- * are stored in PyTorch's flatten order (C, H, W) and are permuted here to
- * our NHWC order (H, W, C), once, so pooled features need no transpose. */
-static mr_status linear_layer(mr_model *m, mr_weights *w, const char *prefix, int in, int out, int relu,
-                              const int *chw, mr_layer **dst, mr_error *err)
-{
-    char name[256];
-    float *wt = malloc(sizeof(float) * ((size_t)in * (size_t)out * (chw ? 2 : 1) + (size_t)out));
-    if (!wt) return mr_fail(err, MR_ERR_OOM, "out of memory loading %s", prefix);
-    float *bias = wt + (size_t)in * (size_t)out, *perm = bias + out;
-    int64_t wshape[2] = {out, in}, bshape[1] = {out};
-    snprintf(name, sizeof name, "%s.weight", prefix);
-    mr_status st = weights_read_f32(w, name, 2, wshape, wt, err);
-    snprintf(name, sizeof name, "%s.bias", prefix);
-    if (st == MR_OK) st = weights_read_f32(w, name, 1, bshape, bias, err);
-    const float *use = wt;
-    if (st == MR_OK && chw) {
-        int C = chw[0], H = chw[1], W = chw[2];
-        for (int o = 0; o < out; o++)
-            for (int c = 0; c < C; c++)
-                for (int y = 0; y < H; y++)
-                    for (int x = 0; x < W; x++)
-                        perm[(size_t)o * in + ((size_t)y * W + x) * C + c] = wt[(size_t)o * in + ((size_t)c * H + y) * W + x];
-        use = perm;
-    }
-    if (st == MR_OK) st = model_check_finite(w, prefix, wt, (size_t)in * (size_t)out + (size_t)out, err);
-    if (st == MR_OK) {
-        mr_linear_params p = {in, out, relu};
-        st = m->be.i->linear_init(m->be.ctx, prefix, &p, use, bias, dst, err);
-    }
-    free(wt);
-    return st;
-}
-
 mr_status box_head_load(mr_model *m, mr_weights *w, mr_error *err)
 {
     const mr_box_head_config *bh = &m->cfg.box_head;
     int F = m->cfg.fpn.out_channels, R = bh->pooler.resolution, K = m->cfg.classes.num_classes;
-    int chw[3] = {F, R, R};
-    MR_TRY(linear_layer(m, w, "box_head.fc6", F * R * R, bh->fc_dim, 1, chw, &m->fc6, err));
-    MR_TRY(linear_layer(m, w, "box_head.fc7", bh->fc_dim, bh->fc_dim, 1, NULL, &m->fc7, err));
-    MR_TRY(linear_layer(m, w, "box_predictor.cls_score", bh->fc_dim, K, 0, NULL, &m->cls_score, err));
-    return linear_layer(m, w, "box_predictor.bbox_pred", bh->fc_dim, 4 * K, 0, NULL, &m->bbox_pred, err);
-}
-
-void model_level_map(const mr_model *m, const mr_pooler_config *pc, mr_level_map *map)
-{
-    map->min_level = m->cfg.fpn.min_level;
-    map->max_level = 5; /* RoIs pool from P2..P5; P6 only feeds the RPN */
-    map->canonical_size = pc->canonical_size;
-    map->canonical_level = pc->canonical_level;
-    map->eps = pc->level_eps;
-    map->plus_one = m->cfg.box.legacy_plus_one;
-    map->eps_inside_log = pc->level_eps_inside_log;
-}
-
-mr_status model_roi_align(mr_model *m, const mr_pooler_config *pc, const mr_tensor *rois, mr_tensor *out,
-                          mr_error *err)
-{
-    int n = rois->n, F = m->cfg.fpn.out_channels, R = pc->resolution;
-    MR_TRY(tensor_shape(out, n, R, R, F, err));
-    mr_roi_align_params p = {R, R, pc->sampling_ratio, pc->aligned, 1.0f};
-    mr_level_map map;
-    model_level_map(m, pc, &map);
-    const mr_tensor *levels[4] = {&m->buf.p[0], &m->buf.p[1], &m->buf.p[2], &m->buf.p[3]};
-    return m->be.i->roi_align(m->be.ctx, &p, &map, levels, rois, out, err);
+    /* "box_head.conv1".."convN" over every RoI (batched: N = RoIs), then
+     * "box_head.fc6", "fc7", ... (models/README.md) */
+    mr_head_spec head;
+    memset(&head, 0, sizeof head);
+    head.num_convs = bh->num_convs;
+    head.conv_dim = bh->conv_dim;
+    head.norm = model_norm_spec(bh->norm, bh->norm_eps, bh->norm_groups, "box_head");
+    head.num_fcs = bh->num_fcs;
+    head.fc_dim = bh->fc_dim;
+    head.cin = F;
+    head.resolution = R;
+    head.in = (mr_extent){m->max_rois, R, R};
+    for (int i = 0; i < bh->num_convs && i < MR_HEAD_MAX_CONVS; i++)
+        snprintf(head.conv_name[i], sizeof head.conv_name[i], "box_head.conv%d", i + 1);
+    for (int i = 0; i < bh->num_fcs && i < MR_HEAD_MAX_FCS; i++)
+        snprintf(head.fc_name[i], sizeof head.fc_name[i], "box_head.fc%d", i + 6);
+    MR_TRY(head_block_load(m, w, &head, &m->box_head, err));
+    MR_TRY(model_linear_layer(m, w, "box_predictor.cls_score", bh->fc_dim, K, 0, NULL, &m->cls_score, err));
+    return model_linear_layer(m, w, "box_predictor.bbox_pred", bh->fc_dim, 4 * K, 0, NULL, &m->bbox_pred, err);
 }
 
 /* Detectron decodes detections in original pixels: keep those as the final
@@ -104,19 +63,15 @@ mr_status box_head_forward(mr_model *m, mr_error *err)
     mr_buffers *b = &m->buf;
     const mr_backend_i *be = m->be.i;
     const mr_config *c = &m->cfg;
-    int n = b->proposals.n, K = c->classes.num_classes, D = c->box_head.fc_dim;
+    int n = b->proposals.n, K = c->classes.num_classes;
     MR_TRY(model_roi_align(m, &c->box_head.pooler, &b->proposals, &b->box_feats, err));
-    mr_tensor flat = b->box_feats;
-    flat.h = flat.w = 1;
-    flat.c = b->box_feats.h * b->box_feats.w * b->box_feats.c;
-    MR_TRY(tensor_shape(&b->fc6, n, 1, 1, D, err));
-    MR_TRY(be->linear(m->be.ctx, m->fc6, &flat, &b->fc6, err));
-    MR_TRY(tensor_shape(&b->fc7, n, 1, 1, D, err));
-    MR_TRY(be->linear(m->be.ctx, m->fc7, &b->fc6, &b->fc7, err));
+    mr_tensor *conv_bufs[2] = {&b->box_conv[0], &b->box_conv[1]}, *fc_bufs[2] = {&b->box_fc[0], &b->box_fc[1]};
+    const mr_tensor *features = NULL;
+    MR_TRY(head_block_forward(m, &m->box_head, &b->box_feats, conv_bufs, fc_bufs, &features, err));
     MR_TRY(tensor_shape(&b->class_logits, n, 1, 1, K, err));
-    MR_TRY(be->linear(m->be.ctx, m->cls_score, &b->fc7, &b->class_logits, err));
+    MR_TRY(be->linear(m->be.ctx, m->cls_score, features, &b->class_logits, err));
     MR_TRY(tensor_shape(&b->box_deltas, n, 1, 1, 4 * K, err));
-    MR_TRY(be->linear(m->be.ctx, m->bbox_pred, &b->fc7, &b->box_deltas, err));
+    MR_TRY(be->linear(m->be.ctx, m->bbox_pred, features, &b->box_deltas, err));
 
     mr_box_post_params p;
     memset(&p, 0, sizeof p);

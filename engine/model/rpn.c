@@ -1,7 +1,9 @@
-/* The region proposal network: a shared 3x3 conv + ReLU on every FPN level,
+/* The region proposal network: shared 3x3 convs + ReLU on every FPN level
+ * (one, or two for the strong baselines: config rpn.num_convs; a head block),
  * 1x1 objectness and box-delta convs, then proposal selection
  * (proposals.h). The head's NHWC outputs are already in the (y, x, anchor)
  * order the selection walks, so nothing is permuted. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,9 +26,21 @@ mr_status rpn_load(mr_model *m, mr_weights *w, mr_error *err)
     }
     /* shared by every level: the largest is the finest, P2 */
     mr_extent in = model_level_extent(m, 1 << m->cfg.fpn.min_level);
-    MR_TRY(model_conv_layer(m, w, "rpn.conv", NULL, NULL, F, F, 3, 1, 1, 1, in, &m->rpn_conv, err));
-    MR_TRY(model_conv_layer(m, w, "rpn.objectness", NULL, NULL, F, m->num_anchors, 1, 1, 0, 0, in, &m->rpn_logits, err));
-    return model_conv_layer(m, w, "rpn.deltas", NULL, NULL, F, 4 * m->num_anchors, 1, 1, 0, 0, in, &m->rpn_deltas, err);
+    /* the shared convs: "rpn.conv", then "rpn.conv2".."rpn.convN" (models/README.md) */
+    mr_head_spec head;
+    memset(&head, 0, sizeof head);
+    head.num_convs = m->cfg.rpn.num_convs;
+    head.conv_dim = F;
+    head.norm = model_norm_spec(MR_NORM_NONE, 0.0f, 1, "rpn");
+    head.cin = F;
+    head.in = in;
+    for (int i = 0; i < head.num_convs && i < MR_HEAD_MAX_CONVS; i++) {
+        if (i == 0) snprintf(head.conv_name[i], sizeof head.conv_name[i], "rpn.conv");
+        else snprintf(head.conv_name[i], sizeof head.conv_name[i], "rpn.conv%d", i + 1);
+    }
+    MR_TRY(head_block_load(m, w, &head, &m->rpn_head, err));
+    MR_TRY(model_conv_layer(m, w, "rpn.objectness", F, m->num_anchors, 1, 1, 0, 0, in, &m->rpn_logits, err));
+    return model_conv_layer(m, w, "rpn.deltas", F, 4 * m->num_anchors, 1, 1, 0, 0, in, &m->rpn_deltas, err);
 }
 
 static void proposal_params(const mr_model *m, mr_proposal_params *p)
@@ -75,13 +89,13 @@ mr_status rpn_head_forward(mr_model *m, mr_error *err)
     const mr_backend_i *be = m->be.i;
     int A = m->num_anchors;
     for (int l = 0; l < m->num_levels; l++) {
-        const mr_tensor *f = &b->p[l];
-        MR_TRY(tensor_shape(&b->rpn_hidden, 1, f->h, f->w, f->c, err));
-        MR_TRY(be->conv(m->be.ctx, m->rpn_conv, f, &b->rpn_hidden, 0, err));
+        const mr_tensor *f = &b->p[l], *hidden = NULL;
+        mr_tensor *bufs[2] = {&b->rpn_hidden[0], &b->rpn_hidden[1]};
+        MR_TRY(head_block_forward(m, &m->rpn_head, f, bufs, NULL, &hidden, err));
         MR_TRY(tensor_shape(&b->rpn_logits[l], 1, f->h, f->w, A, err));
-        MR_TRY(be->conv(m->be.ctx, m->rpn_logits, &b->rpn_hidden, &b->rpn_logits[l], 0, err));
+        MR_TRY(be->conv(m->be.ctx, m->rpn_logits, hidden, &b->rpn_logits[l], 0, err));
         MR_TRY(tensor_shape(&b->rpn_deltas[l], 1, f->h, f->w, 4 * A, err));
-        MR_TRY(be->conv(m->be.ctx, m->rpn_deltas, &b->rpn_hidden, &b->rpn_deltas[l], 0, err));
+        MR_TRY(be->conv(m->be.ctx, m->rpn_deltas, hidden, &b->rpn_deltas[l], 0, err));
     }
     return MR_OK;
 }

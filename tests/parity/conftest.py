@@ -37,7 +37,32 @@ CASES = {
     "synthetic-320": dict(seed=1, image="synthetic:320x480", min_size=320, max_size=512, config=CONFIG_SMALL),
     # Another photograph, downscaled and non-square: 400x600 -> 320x480.
     "coffee-320": dict(seed=2, image="photo:coffee", min_size=320, max_size=512, config=CONFIG_SMALL),
+    # The strong baselines (issue 48), torchvision's v2 architecture with an R-101 trunk: batchnorm
+    # with random statistics in the trunk, the FPN and both heads, two RPN convs, 4conv1fc.
+    "v2bn-chelsea-800": dict(seed=4, image="photo:chelsea", min_size=800, max_size=1333, config=CONFIG_FULL,
+                             arch="ARCH_V2", config_overrides={
+                                 "fpn": {"norm": "batchnorm"}, "rpn": {"num_convs": 2},
+                                 "box_head": {"num_convs": 4, "num_fcs": 1, "norm": "batchnorm"},
+                                 "mask_head": {"norm": "batchnorm"}}),
+    # GroupNorm(32) in the trunk, the FPN and both heads (detectron2's and Detectron's GN models), 4conv1fc.
+    "gn-rocket-320": dict(seed=5, image="photo:rocket", min_size=320, max_size=512, config=CONFIG_SMALL,
+                          arch="ARCH_GN", config_overrides={
+                              "backbone": {"norm": "group_norm"}, "fpn": {"norm": "group_norm"},
+                              "box_head": {"num_convs": 4, "num_fcs": 1, "norm": "group_norm"},
+                              "mask_head": {"norm": "group_norm"}}),
 }
+
+
+def write_config(base, overrides, path):
+    """`base` (a config file) with `overrides` ({section: {key: value}}) written to `path`."""
+    import json
+    with open(base, encoding="utf-8") as f:
+        cfg = json.load(f)
+    for section, keys in overrides.items():
+        cfg[section].update(keys)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(cfg, f, indent=2)
+    return path
 
 
 class Case:
@@ -46,6 +71,8 @@ class Case:
         if os.environ.get("DETECT_PARITY_SEED"):
             spec["seed"] = int(os.environ["DETECT_PARITY_SEED"])
         self.name, self.spec, self.root = name, spec, root
+        if spec.get("config_overrides"):
+            spec["config"] = write_config(spec["config"], spec["config_overrides"], os.path.join(root, "config.json"))
         self.ref_dir = os.path.join(root, "ref")
         self.e2e_dir = os.path.join(root, "e2e")
         self.iso_dir = os.path.join(root, "isolated")
@@ -74,7 +101,8 @@ def run_reference(case):
     import oracle
     torch.set_num_threads(2)
     s = case.spec
-    model = oracle.build_model(s["seed"], min_size=s["min_size"], max_size=s["max_size"])
+    arch = getattr(oracle, s["arch"]) if s.get("arch") else None
+    model = oracle.build_model(s["seed"], min_size=s["min_size"], max_size=s["max_size"], arch=arch)
     img = oracle.load_image(s["image"], seed=s["seed"])
     oracle.save_png(img, case.png)
     oracle.export_weights(model, case.weights)

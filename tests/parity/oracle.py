@@ -61,10 +61,59 @@ PHOTOS = ("astronaut", "coffee", "chelsea", "rocket")
 # Model and the seeded init recipe (oracle.md §2)
 # ---------------------------------------------------------------------------------------
 
-def build_model(seed, num_classes=81, min_size=800, max_size=1333, bg_bias=0.0):
-    """torchvision MaskRCNN, R-101-FPN, FrozenBN, eval mode, initialised by init_weights()."""
-    bb = resnet_fpn_backbone(backbone_name="resnet101", weights=None, trainable_layers=0)
-    model = MaskRCNN(bb, num_classes=num_classes, min_size=min_size, max_size=max_size).eval()
+# The strong baselines' architectures (shared/reference/zoo_variants.md §1-2), as torchvision's
+# own public classes build them: `arch` keys and what they select.
+#   trunk_norm  "frozen_bn" (classic) | "bn" (v2, LSJ: nn.BatchNorm2d, eval) | "gn" (GroupNorm(32, C))
+#   fpn_norm    None | "bn" | "gn"  (FeaturePyramidNetwork's Conv2dNormActivation blocks, no conv bias)
+#   rpn_convs   1 | 2               (RPNHead conv_depth)
+#   box_convs, box_fcs              0, 2: TwoMLPHead; else FastRCNNConvFCHead((256,7,7), [256]*convs, [1024]*fcs)
+#   head_norm   None | "bn" | "gn"  (the box head's convs)
+#   mask_norm   None | "bn" | "gn"  (MaskRCNNHeads' convs)
+ARCH_CLASSIC = dict(trunk_norm="frozen_bn", fpn_norm=None, rpn_convs=1, box_convs=0, box_fcs=2, head_norm=None,
+                    mask_norm=None)
+ARCH_V2 = dict(trunk_norm="bn", fpn_norm="bn", rpn_convs=2, box_convs=4, box_fcs=1, head_norm="bn", mask_norm="bn")
+ARCH_GN = dict(trunk_norm="gn", fpn_norm="gn", rpn_convs=1, box_convs=4, box_fcs=1, head_norm="gn", mask_norm="gn")
+GN_GROUPS = 32
+
+
+def norm_layer(kind):
+    """The norm_layer callable torchvision's builders take, for an `arch` norm name."""
+    if kind is None:
+        return None
+    return {"frozen_bn": FrozenBatchNorm2d, "bn": nn.BatchNorm2d,
+            "gn": lambda channels: nn.GroupNorm(GN_GROUPS, channels)}[kind]
+
+
+def build_arch_model(arch, depth=101, num_classes=81, min_size=800, max_size=1333):
+    """MaskRCNN of `arch` (ARCH_*), from torchvision's public classes: the v2 builder's body
+    (maskrcnn_resnet50_fpn_v2) with any trunk depth and norms. Not initialised."""
+    from torchvision.models import resnet50, resnet101
+    from torchvision.models.detection.backbone_utils import BackboneWithFPN
+    from torchvision.models.detection.faster_rcnn import FastRCNNConvFCHead
+    from torchvision.models.detection.mask_rcnn import MaskRCNNHeads
+    from torchvision.models.detection.rpn import RPNHead
+    from torchvision.ops.feature_pyramid_network import LastLevelMaxPool
+    a = dict(ARCH_CLASSIC, **arch)
+    trunk = {50: resnet50, 101: resnet101}[depth](weights=None, norm_layer=norm_layer(a["trunk_norm"]))
+    backbone = BackboneWithFPN(trunk, {"layer1": "0", "layer2": "1", "layer3": "2", "layer4": "3"},
+                               [256, 512, 1024, 2048], 256, extra_blocks=LastLevelMaxPool(),
+                               norm_layer=norm_layer(a["fpn_norm"]))
+    heads = dict(rpn_head=RPNHead(256, 3, conv_depth=a["rpn_convs"]),
+                 mask_head=MaskRCNNHeads(256, [256] * 4, 1, norm_layer=norm_layer(a["mask_norm"])))
+    if a["box_convs"] or a["box_fcs"] != 2:
+        heads["box_head"] = FastRCNNConvFCHead((256, 7, 7), [256] * a["box_convs"], [1024] * a["box_fcs"],
+                                               norm_layer=norm_layer(a["head_norm"]))
+    return MaskRCNN(backbone, num_classes=num_classes, min_size=min_size, max_size=max_size, **heads).eval()
+
+
+def build_model(seed, num_classes=81, min_size=800, max_size=1333, bg_bias=0.0, arch=None):
+    """torchvision MaskRCNN, R-101-FPN, FrozenBN, eval mode, initialised by init_weights();
+    with `arch` (ARCH_V2, ARCH_GN, ...), that architecture (build_arch_model)."""
+    if arch is None:
+        bb = resnet_fpn_backbone(backbone_name="resnet101", weights=None, trainable_layers=0)
+        model = MaskRCNN(bb, num_classes=num_classes, min_size=min_size, max_size=max_size).eval()
+    else:
+        model = build_arch_model(arch, num_classes=num_classes, min_size=min_size, max_size=max_size)
     init_weights(model, seed, bg_bias=bg_bias)
     return model
 
@@ -90,14 +139,17 @@ def init_weights(model, seed, bg_bias=0.0):
 
     seen = 0
     for name, m in model.named_modules():
-        if isinstance(m, FrozenBatchNorm2d):
+        # batchnorm in eval mode is FrozenBN's arithmetic: the same random statistics (mean
+        # and var not 0 and 1, so folding them is tested)
+        if isinstance(m, (FrozenBatchNorm2d, nn.BatchNorm2d, nn.GroupNorm)):
             if name.endswith("bn3"):
                 uniform(m.weight, 0.1, 0.3)  # keeps the 33 residual sums bounded
             else:
                 uniform(m.weight, 0.8, 1.2)
             normal(m.bias, 0.1)
-            normal(m.running_mean, 0.1)
-            uniform(m.running_var, 0.5, 1.5)
+            if not isinstance(m, nn.GroupNorm):  # GroupNorm has no running statistics
+                normal(m.running_mean, 0.1)
+                uniform(m.running_var, 0.5, 1.5)
             seen += 1
             continue
         if not isinstance(m, (nn.Conv2d, nn.ConvTranspose2d, nn.Linear)):
