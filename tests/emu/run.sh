@@ -32,7 +32,9 @@
 #      on CUDA against our CPU backend stage by stage and torchvision's
 #      detections and masks in strict fp32 (also --no-fold, and a 4-image
 #      batch whose later images are CUDA-graph replays), then fp16 against
-#      fp32 on random and trained weights.
+#      fp32 on random and trained weights; the same at 320x480 for the strong
+#      baselines' architectures (--arch v2: batchnorm in the trunk, FPN and
+#      heads, two RPN convs, 4conv1fc; --arch gn: GroupNorm throughout).
 # Every step runs; a table at the end; exit 1 if any failed. About 5 minutes
 # on 2 cores. Needs build/ (make all, the unit tests) and build-emu/ (make
 # cuda-emu-lib); `make cuda-emu` builds both first.
@@ -92,6 +94,10 @@ step "the whole pass as one graph (whole_pass.py)" whole_pass.log $PY tests/emu/
     --work build-emu/whole_pass
 step "end to end (gpu_parity.py, torchvision on CPU)" parity.log $PY tests/gpu/gpu_parity.py \
     --work build-emu/parity --ours cuda --torch-device cpu --threads "$(nproc)"
+step "strong baselines, batchnorm heads (gpu_parity.py --arch v2)" parity_v2.log $PY tests/gpu/gpu_parity.py \
+    --work build-emu/parity_v2 --ours cuda --torch-device cpu --threads 1 --arch v2
+step "strong baselines, GroupNorm (gpu_parity.py --arch gn)" parity_gn.log $PY tests/gpu/gpu_parity.py \
+    --work build-emu/parity_gn --ours cuda --torch-device cpu --threads 1 --arch gn
 step "several images in flight (in_flight.py)" in_flight.log $PY tests/emu/in_flight.py --work build-emu/in_flight
 step "a folder of mixed sizes, PNG and JPEG, vs the CPU" mixed.log $PY tests/emu/mixed_batch.py \
     --work build-emu/mixed
@@ -143,6 +149,8 @@ details() { # LOG PATTERN: the log's lines that say what its step checked
 details whole_pass.log "^  (OK|FAIL)|outside its graph"
 details in_flight.log "^  (OK|FAIL)"
 details parity.log "^  (OK|FAIL)|fp16 vs|shapes model|parity checks"
+details parity_v2.log "^  (OK|FAIL)|fp16 vs|parity checks"
+details parity_gn.log "^  (OK|FAIL)|fp16 vs|parity checks"
 echo
 echo "cuda-emu: the CUDA backend on the emulator (tests/emu), $JOBS steps at once"
 failed=0

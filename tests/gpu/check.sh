@@ -122,6 +122,10 @@ fi
 
 step "end-to-end parity and latency (tests/gpu/gpu_parity.py)"
 timeout 360 $PY tests/gpu/gpu_parity.py --work "$WORK" --bench-runs "$BENCH_RUNS" || fail "gpu_parity.py"
+for arch in v2 gn; do # the strong baselines' architectures (issue 48), 320x480, with their latency table
+    timeout 240 $PY tests/gpu/gpu_parity.py --work "$WORK/$arch" --arch "$arch" --bench-runs "$BENCH_RUNS" ||
+        fail "gpu_parity.py --arch $arch"
+done
 
 step "parity suite, our stages on CUDA vs torchvision's CPU reference (test_e2e.py, synthetic case)"
 if [ $(($(date +%s) - T0)) -lt 360 ] && $PY -c "import pytest" 2>/dev/null; then

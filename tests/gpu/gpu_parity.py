@@ -62,6 +62,15 @@ STAGES = ["preprocess", "backbone", "fpn", "rpn", "box_head", "mask_head", "mask
 
 failures = []
 
+# --arch: oracle.py's architecture and the config keys that describe it
+ARCHES = {
+    "classic": (None, {}),
+    "v2": ("ARCH_V2", {"fpn": {"norm": "batchnorm"}, "rpn": {"num_convs": 2},
+                       "box_head": {"num_convs": 4, "num_fcs": 1, "norm": "batchnorm"}, "mask_head": {"norm": "batchnorm"}}),
+    "gn": ("ARCH_GN", {"backbone": {"norm": "group_norm"}, "fpn": {"norm": "group_norm"},
+                       "box_head": {"num_convs": 4, "num_fcs": 1, "norm": "group_norm"}, "mask_head": {"norm": "group_norm"}}),
+}
+
 
 def check(ok, what):
     print(f"  {'OK  ' if ok else 'FAIL'} {what}", flush=True)
@@ -91,12 +100,20 @@ def compare_detections(label, ref, ours, ref_masks, our_masks, cap=100):
     bad_extra = [j for j in extra if not near_tie(os_[j], cuts, TIE_EPS)]
     dscore = max([abs(float(os_[j]) - float(rs[i])) for i, j in pairs], default=0.0)
     ious = [mask_iou(our_masks[j], ref_masks[i]) for i, j in pairs]
+    # torchvision's paste truncates the box expanded by 30/28 to integers: where an expanded
+    # coordinate lies within 1e-3 px of an integer, torch's own float noise moves the mask's
+    # window by a pixel (seen: x1 = 162.99994 in one torch run, 163.00001 in another)
+    def window_tie(b):
+        cx, cy, hw, hh = (b[0] + b[2]) / 2, (b[1] + b[3]) / 2, (b[2] - b[0]) / 2 * 30 / 28, (b[3] - b[1]) / 2 * 30 / 28
+        return any(abs(v - round(v)) < 1e-3 for v in (cx - hw, cy - hh, cx + hw, cy + hh))
+    tiny = [k for k, v in enumerate(ious) if v < 0.98 and window_tie(rb[pairs[k][0]])]
     check(len(rb) > 0, f"{label}: the reference has detections ({len(rb)})")
     check(not bad_missed and not bad_extra,
           f"{label}: detections ours {len(ob)} ref {len(rb)}, matched {len(pairs)}, max score diff {dscore:.1e}, "
           f"unmatched not at a near-tie: {len(bad_missed)} ref-only, {len(bad_extra)} ours-only")
-    check(all(v >= 0.98 for v in ious),
-          f"{label}: mask IoU min {min(ious, default=1.0):.4f} mean {np.mean(ious) if ious else 1.0:.4f}")
+    check(all(v >= 0.98 or k in tiny for k, v in enumerate(ious)),
+          f"{label}: mask IoU min {min(ious, default=1.0):.4f} mean {np.mean(ious) if ious else 1.0:.4f}"
+          + (f" ({len(tiny)} below 0.98 at a window tie of torchvision's integer paste)" if tiny else ""))
 
 
 def compare_stages(label, ref, ours):
@@ -135,10 +152,11 @@ def ours_stage_times(work, png, device, args, runs, env=None):
     return {s: summary[s]["median"] for s in STAGES + ["total"]}
 
 
-def batch_detections(work, device, pngs, precision="fp32", config=CONFIG, weights=None, tag="batch"):
+def batch_detections(work, device, pngs, precision="fp32", config=None, weights=None, tag="batch"):
     """detect --json over `pngs` in one process (decoding ahead on its
     default threads): per image (boxes, scores, labels) and its masks."""
     from test_cli import detect_json_images
+    config = config or CONFIG
     out = os.path.join(work, f"{tag}_{device}_{precision}.json")
     cmd = [os.path.join(BUILD, "detect"), "--config", config, "--weights", weights or os.path.join(work, "w.safetensors"),
            "--device", device, "-q", "--in-flight", "1", "--json", out] + \
@@ -219,6 +237,10 @@ def main():
     ap.add_argument("--torch-device", default="cuda")
     ap.add_argument("--bench-runs", type=int, default=0)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--arch", default="classic", choices=sorted(ARCHES),
+                    help="the strong baselines (issue 48): v2 = batchnorm in the trunk, FPN and heads, 2 RPN convs, "
+                         "4conv1fc; gn = GroupNorm(32) in all of them, 4conv1fc. Run at 320x480 (the coffee photo, "
+                         "seed 5), without the shapes model's fp16 check")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     torch.set_num_threads(a.threads)
@@ -227,10 +249,19 @@ def main():
     dev = torch.device(a.torch_device)
 
     t = time.time()
-    model = oracle.build_model(0, min_size=800, max_size=1333)
+    global CONFIG
+    if a.arch == "classic":
+        model = oracle.build_model(0, min_size=800, max_size=1333)
+        astro = oracle.load_image(os.path.join(REPO, "examples", "astronaut.png"))
+        synth = oracle.make_synthetic_image(800, 1216, 0)
+    else:
+        from conftest import CONFIG_SMALL, write_config
+        arch, overrides = ARCHES[a.arch]
+        model = oracle.build_model(5, min_size=320, max_size=512, arch=getattr(oracle, arch))
+        CONFIG = write_config(CONFIG_SMALL, overrides, os.path.join(a.work, "config.json"))
+        astro = oracle.load_image("photo:coffee")
+        synth = oracle.make_synthetic_image(320, 480, 5)
     oracle.export_weights(model, os.path.join(a.work, "w.safetensors"))
-    astro = oracle.load_image(os.path.join(REPO, "examples", "astronaut.png"))
-    synth = oracle.make_synthetic_image(800, 1216, 0)
     astro_png, synth_png = os.path.join(a.work, "astronaut.png"), os.path.join(a.work, "synthetic_800x1216.png")
     oracle.save_png(astro, astro_png)
     oracle.save_png(synth, synth_png)
@@ -267,7 +298,8 @@ def main():
                            ref["labels"]), batch[k][0], ref_masks, batch[k][1])
     if a.ours == "cuda":
         fp16_accuracy(a.work, model, [astro, synth], [astro_png, synth_png], dev)
-        shapes_fp16(a.work)
+        if a.arch == "classic":
+            shapes_fp16(a.work)
 
     if a.bench_runs > 0:
         print(f"\nlatency per stage, 800x1216, median of {a.bench_runs} runs after warm-up:", flush=True)
