@@ -2,6 +2,7 @@
 """Our CPU time per stage at each precision, on one full-size image, in the same run.
 
     /usr/bin/python3 bench/bench_precision.py [--precisions fp32,bf16,int8] [--rounds 3] [--threads 2]
+                                              [--archs classic,v2]
 
 The seeded R-101-FPN weights and the 800x1216 synthetic scene of `make bench`
 (bench_cpu.py, tests/parity/oracle.py). Each round runs one detect process per
@@ -14,7 +15,14 @@ at >= 0.5, with the pairs' mask IoU; accuracy is measured on the demo
 model, models/shapes/evaluate.py --precision). A precision the CPU lacks
 (bf16 without AVX512_BF16 or AMX) is reported and skipped. int8 first
 calibrates (detect calibrate) on 8 other synthetic scenes of the same size
-(seeds 1-8; the timed one is seed 0); calibration is not timed."""
+(seeds 1-8; the timed one is seed 0); calibration is not timed.
+
+--archs: the architectures, each with its own seeded weights (oracle.py's
+ARCH_*: classic = the zoos' FrozenBN trunk, 2fc head; v2 = the strong baselines,
+detectron2's LSJ and torchvision's v2: batchnorm in the FPN and heads, two RPN
+convs, 4conv1fc; gn = GroupNorm throughout), alternating in each round with
+the precisions; the table adds each architecture's ratio to the first at the
+same precision."""
 
 import argparse
 import json
@@ -78,59 +86,83 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--config", default=os.path.join(REPO, "configs", "mask_rcnn_R-101-FPN_torchvision.json"))
+    ap.add_argument("--archs", default="classic")
     args = ap.parse_args()
     import oracle
+    from conftest import write_config
+    sys.path.insert(0, os.path.join(REPO, "tests", "gpu"))
+    from gpu_parity import ARCHES
 
     precisions = args.precisions.split(",")
+    archs = args.archs.split(",")
+    base_config = args.config
     with tempfile.TemporaryDirectory(prefix="bench_precision_") as tmp:
-        model = oracle.build_model(0)
         img = oracle.make_synthetic_image(800, 1216, 0)
-        png, weights = os.path.join(tmp, "image.png"), os.path.join(tmp, "weights.safetensors")
+        png = os.path.join(tmp, "image.png")
         oracle.save_png(img, png)
-        oracle.export_weights(model, weights)
-        del model
-        if "int8" in precisions:
-            cal = os.path.join(tmp, "calibration")
-            os.makedirs(cal)
-            for k in range(1, 9):
-                oracle.save_png(oracle.make_synthetic_image(800, 1216, k), os.path.join(cal, f"{k}.png"))
-            subprocess.run([os.path.join(REPO, "build", "detect"), "calibrate", "-q", "--threads", str(args.threads),
-                            "--config", args.config, "--weights", weights, cal], check=True)
+        setup = {}  # arch -> (config, weights)
+        for arch in archs:
+            name, overrides = ARCHES[arch]
+            model = oracle.build_model(0, arch=getattr(oracle, name) if name else None)
+            weights = os.path.join(tmp, f"weights_{arch}.safetensors")
+            config = write_config(base_config, overrides, os.path.join(tmp, f"config_{arch}.json"))
+            oracle.export_weights(model, weights)
+            del model
+            setup[arch] = (config, weights)
+            if "int8" in precisions:
+                cal = os.path.join(tmp, "calibration")
+                if not os.path.isdir(cal):
+                    os.makedirs(cal)
+                    for k in range(1, 9):
+                        oracle.save_png(oracle.make_synthetic_image(800, 1216, k), os.path.join(cal, f"{k}.png"))
+                subprocess.run([os.path.join(REPO, "build", "detect"), "calibrate", "-q", "--threads",
+                                str(args.threads), "--config", config, "--weights", weights, cal], check=True)
 
         usable = []
+        config, weights = setup[archs[0]]
         for p in precisions:
             probe = subprocess.run([os.path.join(REPO, "build", "detect"), "-q", "--precision", p, "--config",
-                                    args.config, "--weights", weights, png], capture_output=True, text=True)
+                                    config, "--weights", weights, png], capture_output=True, text=True)
             if probe.returncode != 0:
                 print(f"{p}: skipped: {probe.stderr.strip()}")
             else:
                 usable.append(p)
-        runs = {p: [] for p in usable}
+        cols = [(a, p) for a in archs for p in usable]
+        label = {c: (c[1] if len(archs) == 1 else f"{c[0]} {c[1]}") for c in cols}
+        runs = {c: [] for c in cols}
         rss = {}
         for _ in range(args.rounds):
-            for p in usable:
+            for c in cols:
+                args.config, weights = setup[c[0]]
                 bench_cpu.peak_rss_kb["full"] = 0
-                doc = bench_cpu.run_detect(args, weights, [png], ["--profile-runs", "2", "--precision", p], "full")
-                runs[p] += [{s: r[bench_cpu.OUR_NAME.get(s, s)] for s in bench_cpu.STAGES} for r in doc]
-                rss[p] = max(rss.get(p, 0), bench_cpu.peak_rss_kb["full"])
+                doc = bench_cpu.run_detect(args, weights, [png], ["--profile-runs", "2", "--precision", c[1]], "full")
+                runs[c] += [{s: r[bench_cpu.OUR_NAME.get(s, s)] for s in bench_cpu.STAGES} for r in doc]
+                rss[c] = max(rss.get(c, 0), bench_cpu.peak_rss_kb["full"])
 
-        base = usable[0]
+        # ratios: each precision to the first at the same architecture, each architecture to the first
+        ratios = [(c, (c[0], usable[0])) for c in cols if c[1] != usable[0]]
+        ratios += [(c, (archs[0], c[1])) for c in cols if c[0] != archs[0]]
         print(f"\nCPU, {args.threads} threads, 800x1216, seeded R-101-FPN, median of {args.rounds} alternating "
               f"rounds x 2 runs (seconds)")
-        print(f"{'stage':<12}" + "".join(f"{p:>10}" for p in usable) +
-              "".join(f"{p + '/' + base:>14}" for p in usable[1:]))
+        w = max(12, max(len(label[c]) for c in cols) + 2)
+        print(f"{'stage':<12}" + "".join(f"{label[c]:>{w}}" for c in cols) +
+              "".join(f"{label[a] + ' / ' + label[b]:>{2 * w}}" for a, b in ratios))
         for s in bench_cpu.STAGES + ["total"]:
             med = {}
-            for p in usable:
-                vals = [sum(r.values()) if s == "total" else r[s] for r in runs[p]]
-                med[p] = statistics.median(vals)
-            print(f"{s:<12}" + "".join(f"{med[p]:>10.3f}" for p in usable) +
-                  "".join(f"{med[p] / med[base] if med[base] else float('nan'):>14.2f}" for p in usable[1:]))
-        print("peak RSS MiB " + "".join(f"{rss[p] / 1024:>10.0f}" for p in usable))
+            for c in cols:
+                vals = [sum(r.values()) if s == "total" else r[s] for r in runs[c]]
+                med[c] = statistics.median(vals)
+            print(f"{s:<12}" + "".join(f"{med[c]:>{w}.3f}" for c in cols) +
+                  "".join(f"{med[a] / med[b] if med[b] else float('nan'):>{2 * w}.2f}" for a, b in ratios))
+        print(f"{'peak RSS MiB':<12}" + "".join(f"{rss[c] / 1024:>{w}.0f}" for c in cols))
 
-        ref = detections(args, weights, png, base, os.path.join(tmp, f"{base}.json"))
-        for p in usable[1:]:
-            got = detections(args, weights, png, p, os.path.join(tmp, f"{p}.json"))
+        for arch in archs:
+          args.config, weights = setup[arch]
+          base = usable[0]
+          ref = detections(args, weights, png, base, os.path.join(tmp, f"{arch}_{base}.json"))
+          for p in usable[1:]:
+            got = detections(args, weights, png, p, os.path.join(tmp, f"{arch}_{p}.json"))
+            print(f"{arch}:", end=" ")
             for at in (0.9, 0.5):  # 0.5: as bench_peers.py matches the peers
                 ious = []
                 print(f"{p} vs {base}: {matched(ref, got, iou=at, ious=ious)} of {len(ref)} detections matched "
