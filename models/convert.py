@@ -84,14 +84,72 @@ FORMAT_VERSION = "1"
 
 DEPTHS = {(3, 4, 6, 3): 50, (3, 4, 23, 3): 101, (3, 8, 36, 3): 152}
 _BLOCK_RE = re.compile(r"backbone\.res([2-5])\.(0|[1-9][0-9]*)\.")
+_NORM_RE = re.compile(r"(.+\.norm)\.(weight|bias|running_mean|running_var|scale|shift)\Z")
+_RPN_CONV_RE = re.compile(r"rpn\.conv([2-9]|[1-9][0-9]+)?\.")
+_BOX_CONV_RE = re.compile(r"box_head\.conv([1-9][0-9]*)\.")
+_BOX_FC_RE = re.compile(r"box_head\.fc([6-9]|[1-9][0-9]+)\.")
+GN_PARAMS = zoo_formats.GN_PARAMS
+
+# A norm's form, from the parameters it has (models/README.md "Norms").
+NORM_FORMS = {"batchnorm": BN_PARAMS, "affine": AFFINE_PARAMS, "group_norm": GN_PARAMS}
+_FORM_WORDS = {"batchnorm": "BatchNorm (weight, bias, running_mean, running_var)",
+               "affine": "AffineChannel (scale, shift)",
+               "group_norm": "GroupNorm (weight, bias; no running statistics)"}
+# The parts of the model whose norms share one form, by canonical name prefix.
+PARTS = (("backbone.", "trunk"), ("fpn.", "FPN"), ("rpn.", "RPN head"), ("box_head.", "box head"),
+         ("mask_head.", "mask head"))
+
+
+def _norm_form(params):
+    ps = set(params)
+    if ps & set(AFFINE_PARAMS):
+        return "mixed" if ps & set(BN_PARAMS) else "affine"
+    if ps & {"running_mean", "running_var"}:
+        return "batchnorm"
+    return "group_norm"
+
+
+def _part_of(name):
+    return next((part for prefix, part in PARTS if name.startswith(prefix)), None)
+
+
+def _norm_forms(shapes, describe):
+    """{part: form or None}: the one norm form of each part.  Raises ConvertError naming a norm
+    whose form differs from the rest of its part, or an AffineChannel norm outside the trunk."""
+    norms = collections.OrderedDict()
+    for name in shapes:
+        m = _NORM_RE.match(name)
+        if m:
+            norms.setdefault(m.group(1), []).append(m.group(2))
+    by_part = collections.OrderedDict()
+    for prefix, params in norms.items():
+        form = _norm_form(params)
+        if form != "mixed":  # _Checker reports it with the norm's shapes
+            by_part.setdefault(_part_of(prefix), []).append((prefix, params, form))
+    forms = {}
+    for part, items in by_part.items():
+        count = collections.Counter(f for _, _, f in items)
+        major = max(count, key=lambda f: (count[f], -[f2 for _, _, f2 in items].index(f)))
+        if len(count) > 1:
+            odd = next(it for it in items if it[2] != major)
+            like = next(it for it in items if it[2] == major)
+            raise ConvertError(
+                f"{part} norms of mixed forms: {describe(odd[0] + '.' + odd[1][0])} is "
+                f"{_FORM_WORDS[odd[2]]}, while {count[major]} other {part} norm(s), e.g. "
+                f"{describe(like[0] + '.' + like[1][0])}, are {_FORM_WORDS[major]}; one form per part")
+        if major == "affine" and part != "trunk":
+            raise ConvertError(f"{describe(items[0][0] + '.' + items[0][1][0])}: AffineChannel norms "
+                               f"(scale, shift) are supported in the trunk only, not in the {part}")
+        forms[part] = major
+    return forms
 
 
 class _Checker:
     """Builds the expected canonical name list (in file order) while checking shapes."""
 
-    def __init__(self, shapes, describe):
-        self.shapes, self.describe = shapes, describe
-        self.order, self.required, self.bad = [], [], []
+    def __init__(self, shapes, describe, forms):
+        self.shapes, self.describe, self.forms = shapes, describe, forms
+        self.order, self.required, self.bad, self.no_norm = [], [], [], []
 
     def _note(self, name, required):
         self.order.append(name)
@@ -117,17 +175,26 @@ class _Checker:
             return None
         return got
 
-    def conv_unit(self, conv, norm, shape):
-        """conv weight (+optional bias) and its norm, BatchNorm or AffineChannel form."""
+    def conv_unit(self, conv, norm, shape, part):
+        """conv weight, its bias and its norm.  Trunk convs always have a norm (BatchNorm,
+        AffineChannel or GroupNorm form: the part's) and an optional bias; elsewhere either every
+        conv of the part has a norm (then the bias is optional) or none has (bias required)."""
         got = self.expect(conv + ".weight", shape)
         c = got[0] if got else shape[0]
-        self.expect(conv + ".bias", (c,), required=False)
-        affine = any(self.has(f"{norm}.{p}") for p in AFFINE_PARAMS)
-        bn = any(self.has(f"{norm}.{p}") for p in BN_PARAMS)
-        if affine and bn:
+        form = self.forms.get(part)
+        normed = form is not None or part == "trunk"
+        self.expect(conv + ".bias", (c,), required=not normed)
+        if not normed:
+            return got
+        params = [p for p in BN_PARAMS + AFFINE_PARAMS if self.has(f"{norm}.{p}")]
+        own = _norm_form(params) if params else None
+        if own == "mixed":
             self.bad.append(f"{norm} mixes BatchNorm and AffineChannel parameters")
-        for p in AFFINE_PARAMS if affine else BN_PARAMS:
-            self.expect(f"{norm}.{p}", (c,))
+        elif own is None and part != "trunk":
+            self.no_norm.append((conv, norm, part, form))
+        form = own if own in NORM_FORMS else (form or "batchnorm")
+        for p in NORM_FORMS[form] if own != "mixed" else BN_PARAMS:
+            self.expect(f"{norm}.{p}", (c,), required=own is not None or part == "trunk")
         return got
 
     def wb(self, prefix, shape):
@@ -136,18 +203,32 @@ class _Checker:
         return got
 
 
+def _count(shapes, rx, first=None):
+    """Largest index matched by rx in the names (group 1; None -> `first`), or 0."""
+    out = 0
+    for name in shapes:
+        m = rx.match(name)
+        if m:
+            out = max(out, int(m.group(1)) if m.group(1) is not None else first)
+    return out
+
+
 def check_canonical(shapes, describe=lambda n: n):
     """Validate {canonical name: shape}.  Returns (ordered names, info dict); raises ConvertError
-    naming unexpected, missing or mis-shaped tensors.  describe(name) decorates names in messages."""
+    naming unexpected, missing or mis-shaped tensors, a norm whose form differs from the rest of
+    its part, or a conv without the norm the other convs of its part have.  describe(name)
+    decorates names in messages.  The architecture (norms per part, RPN conv count, box head
+    convs and FCs) is read from the names present; models/README.md lists what is accepted."""
     counts = [0, 0, 0, 0]
     for name in shapes:
         m = _BLOCK_RE.match(name)
         if m:
             s = int(m.group(1)) - 2
             counts[s] = max(counts[s], int(m.group(2)) + 1)
-    ck = _Checker(shapes, describe)
+    forms = _norm_forms(shapes, describe)
+    ck = _Checker(shapes, describe, forms)
 
-    stem = ck.conv_unit("backbone.stem.conv", "backbone.stem.norm", (None, 3, None, None))
+    stem = ck.conv_unit("backbone.stem.conv", "backbone.stem.norm", (None, 3, None, None), "trunk")
     cin = stem[0] if stem else None
     stage_out = {}
     groups = 1
@@ -155,18 +236,18 @@ def check_canonical(shapes, describe=lambda n: n):
         S = si + 2
         for b in range(nblocks):
             p = f"backbone.res{S}.{b}"
-            c1 = ck.conv_unit(p + ".conv1", p + ".conv1.norm", (None, cin, 1, 1))
+            c1 = ck.conv_unit(p + ".conv1", p + ".conv1.norm", (None, cin, 1, 1), "trunk")
             m = c1[0] if c1 else None
-            c2 = ck.conv_unit(p + ".conv2", p + ".conv2.norm", (m, None, 3, 3))
+            c2 = ck.conv_unit(p + ".conv2", p + ".conv2.norm", (m, None, 3, 3), "trunk")
             if c2 and m and (c2[1] <= 0 or m % c2[1]):
                 ck.bad.append(f"{describe(p + '.conv2.weight')} has shape {list(c2)}: "
                               f"input channels do not divide {m}")
             elif c2 and m:
                 groups = m // c2[1]
-            c3 = ck.conv_unit(p + ".conv3", p + ".conv3.norm", (None, m, 1, 1))
+            c3 = ck.conv_unit(p + ".conv3", p + ".conv3.norm", (None, m, 1, 1), "trunk")
             out = c3[0] if c3 else None
             if b == 0:
-                ck.conv_unit(p + ".shortcut", p + ".shortcut.norm", (out, cin, 1, 1))
+                ck.conv_unit(p + ".shortcut", p + ".shortcut.norm", (out, cin, 1, 1), "trunk")
             elif out is not None and cin is not None and out != cin:
                 ck.bad.append(f"{describe(p + '.conv3.weight')} outputs {out} channels, "
                               f"the residual input has {cin}")
@@ -176,33 +257,46 @@ def check_canonical(shapes, describe=lambda n: n):
     lat5 = ck.shape("fpn.lateral5.weight")
     F = lat5[0] if lat5 and len(lat5) == 4 else None
     for S in (2, 3, 4, 5):
-        ck.wb(f"fpn.lateral{S}", (F, stage_out.get(S), 1, 1))
+        ck.conv_unit(f"fpn.lateral{S}", f"fpn.lateral{S}.norm", (F, stage_out.get(S), 1, 1), "FPN")
     for S in (2, 3, 4, 5):
-        ck.wb(f"fpn.output{S}", (F, F, 3, 3))
+        ck.conv_unit(f"fpn.output{S}", f"fpn.output{S}.norm", (F, F, 3, 3), "FPN")
 
-    ck.wb("rpn.conv", (F, F, 3, 3))
+    n_rpn = max(1, _count(shapes, _RPN_CONV_RE, first=1))
+    for i in range(1, n_rpn + 1):
+        ck.wb("rpn.conv" + (str(i) if i > 1 else ""), (F, F, 3, 3))
     obj = ck.wb("rpn.objectness", (None, F, 1, 1))
     A = obj[0] if obj else None
     ck.wb("rpn.deltas", (4 * A if A else None, F, 1, 1))
 
+    n_conv = _count(shapes, _BOX_CONV_RE)
+    cin_box, conv_dim = F, None
+    for i in range(1, n_conv + 1):
+        c = ck.conv_unit(f"box_head.conv{i}", f"box_head.conv{i}.norm", (conv_dim, cin_box, 3, 3), "box head")
+        if i == 1 and c:
+            conv_dim = c[0]
+        cin_box = conv_dim
+    n_fc = max(1, _count(shapes, _BOX_FC_RE) - 5)
     fc6 = ck.wb("box_head.fc6", (None, None))
     pool = None
-    if fc6 and F:
-        pool = math.isqrt(fc6[1] // F)
-        if pool * pool * F != fc6[1]:
+    if fc6 and cin_box:
+        pool = math.isqrt(fc6[1] // cin_box)
+        if pool * pool * cin_box != fc6[1]:
+            what = f"{conv_dim} (box_head.conv{n_conv})" if n_conv else f"{cin_box} (the FPN width)"
             ck.bad.append(f"{describe('box_head.fc6.weight')} has {fc6[1]} inputs, "
-                          f"not {F}*P*P for an integer pooler size P")
+                          f"not {what}*P*P for an integer pooler size P")
             pool = None
-    fc7 = ck.wb("box_head.fc7", (None, fc6[0] if fc6 else None))
-    R = fc7[0] if fc7 else None
+    R = fc6[0] if fc6 else None
+    for i in range(2, n_fc + 1):
+        fc = ck.wb(f"box_head.fc{5 + i}", (None, R))
+        R = fc[0] if fc else None
     cls = ck.wb("box_predictor.cls_score", (None, R))
     K = cls[0] if cls else None
     ck.wb("box_predictor.bbox_pred", (4 * K if K else None, R))
 
-    fcn1 = ck.wb("mask_head.fcn1", (None, F, 3, 3))
+    fcn1 = ck.conv_unit("mask_head.fcn1", "mask_head.fcn1.norm", (None, F, 3, 3), "mask head")
     M = fcn1[0] if fcn1 else None
     for n in (2, 3, 4):
-        ck.wb(f"mask_head.fcn{n}", (M, M, 3, 3))
+        ck.conv_unit(f"mask_head.fcn{n}", f"mask_head.fcn{n}.norm", (M, M, 3, 3), "mask head")
     dec = ck.expect("mask_head.deconv.weight", (M, None, 2, 2))
     D = dec[1] if dec else None
     ck.expect("mask_head.deconv.bias", (D,))
@@ -212,6 +306,13 @@ def check_canonical(shapes, describe=lambda n: n):
     unexpected = [n for n in shapes if n not in allowed]
     if unexpected:
         raise ConvertError(f"unexpected tensor(s): {_names(describe(n) for n in unexpected)}")
+    if ck.no_norm:
+        conv, norm, part, form = ck.no_norm[0]
+        more = f" (and {len(ck.no_norm) - 1} more conv(s))" if len(ck.no_norm) > 1 else ""
+        raise ConvertError(
+            f"{describe(conv + '.weight')} has no norm{more}, while the other {part} convs have "
+            f"{_FORM_WORDS[form]} norms: missing "
+            + ", ".join(describe(f"{norm}.{p}") for p in NORM_FORMS[form]))
     missing = [n for n in ck.required if n not in shapes]
     if missing:
         raise ConvertError(f"missing tensor(s): {_names(describe(n) for n in missing)}")
@@ -223,13 +324,61 @@ def check_canonical(shapes, describe=lambda n: n):
             "cannot infer ResNet depth: blocks per stage res2..res5 = "
             f"{','.join(map(str, counts))}; supported: "
             + "; ".join(f"{d}: {','.join(map(str, c))}" for c, d in DEPTHS.items()))
-    norm = "affine" if any(n.endswith(".norm.scale") for n in shapes) else "batchnorm"
     res2_conv1 = ck.shape("backbone.res2.0.conv1.weight")
     info = dict(depth=depth, blocks=counts, num_classes=K, num_anchors=A, fpn_dim=F,
-                pooler=pool, representation=R, mask_dim=M, groups=groups, norm=norm,
+                pooler=pool, representation=R, mask_dim=M, groups=groups,
+                norm=forms.get("trunk", "batchnorm"),
                 stem_out_channels=stem[0], res2_out_channels=stage_out[2],
-                width_per_group=res2_conv1[0] // groups)
+                width_per_group=res2_conv1[0] // groups,
+                fpn_norm=forms.get("FPN", "none"), rpn_num_convs=n_rpn,
+                box_head_num_convs=n_conv, box_head_conv_dim=conv_dim, box_head_num_fcs=n_fc,
+                box_head_norm=forms.get("box head", "none") if n_conv else "none",
+                mask_head_norm=forms.get("mask head", "none"))
+    info["architecture"] = architecture_of(info)
     return [n for n in ck.order if n in shapes], info
+
+
+# Known architectures: (trunk norm, FPN norm, RPN convs, box head convs, box head FCs, box head
+# norm, mask head norm) -> name.  Trunk "batchnorm" and "affine" both fold at load.
+ARCHITECTURES = {
+    ("bn", "none", 1, 0, 2, "none", "none"): "classic",
+    ("bn", "batchnorm", 2, 4, 1, "batchnorm", "batchnorm"): "bn_heads_rpn2",
+    ("bn", "batchnorm", 1, 4, 1, "batchnorm", "batchnorm"): "bn_heads",
+    ("group_norm", "group_norm", 1, 4, 1, "group_norm", "group_norm"): "gn_heads",
+}
+ARCHITECTURE_WORDS = {
+    "classic": "classic: frozen-BN trunk, FPN without norm, 1 RPN conv, 2fc box head",
+    "bn_heads_rpn2": "BatchNorm heads: BN trunk and FPN, 2 RPN convs, 4conv1fc BN box head, BN mask head "
+                     "(detectron2 new baselines / LSJ, torchvision v2)",
+    "bn_heads": "BatchNorm heads: BN trunk and FPN, 1 RPN conv, 4conv1fc BN box head, BN mask head "
+                "(detectron2 Misc SyncBN)",
+    "gn_heads": "GroupNorm: GN trunk and FPN, 1 RPN conv, 4conv1fc GN box head, GN mask head "
+                "(detectron2 Misc GN, Detectron GN, maskrcnn-benchmark GN)",
+}
+
+
+def _arch_key(info):
+    trunk = "bn" if info["norm"] in ("batchnorm", "affine") else info["norm"]
+    return (trunk, info["fpn_norm"], info["rpn_num_convs"], info["box_head_num_convs"],
+            info["box_head_num_fcs"], info["box_head_norm"], info["mask_head_norm"])
+
+
+def architecture_of(info):
+    """A known architecture's name (ARCHITECTURES), or "custom"."""
+    return ARCHITECTURES.get(_arch_key(info), "custom")
+
+
+def describe_architecture(info):
+    """One line naming the parts found."""
+    def norm(f):
+        return {"batchnorm": "BN", "affine": "AffineChannel", "group_norm": "GN", "none": "no norm"}[f]
+    box = (f"{info['box_head_num_convs']}conv{info['box_head_num_fcs']}fc" if info["box_head_num_convs"]
+           else f"{info['box_head_num_fcs']}fc")
+    parts = (f"trunk {norm(info['norm'])}, FPN {norm(info['fpn_norm'])}, {info['rpn_num_convs']} RPN "
+             f"conv(s), box head {box}" + (f" ({norm(info['box_head_norm'])})" if info["box_head_num_convs"] else "")
+             + f", mask head {norm(info['mask_head_norm'])}")
+    name = info.get("architecture") or architecture_of(info)
+    return f"{name} ({parts})"
 
 
 # ---------------------------------------------------------------------------------------
@@ -288,13 +437,15 @@ _TORCHVISION_COCO_SHA256_PREFIX = "bf2d0c1e"
 
 
 def norm_eps_of(info, source_format, source_sha256):
-    """The FrozenBatchNorm eps the source framework uses with these weights (config key
-    backbone.norm_eps), or None when the file holds folded AffineChannel norms."""
+    """The trunk BatchNorm eps the source framework uses with these weights (config key
+    backbone.norm_eps), or None when the file holds folded AffineChannel norms or GroupNorm
+    (whose eps is the config's backbone.norm_eps too, but is not a property of the weights:
+    1e-5 in every zoo, configs/README.md)."""
     if info["norm"] != "batchnorm":
         return None
     if source_format == "torchvision" and str(source_sha256).startswith(_TORCHVISION_COCO_SHA256_PREFIX):
         return "0"
-    return "1e-05"  # torchvision and detectron2 FrozenBatchNorm2d
+    return "1e-05"  # torchvision and detectron2 FrozenBatchNorm2d, BatchNorm2d, SyncBatchNorm
 
 
 def class_names_of(source_format, num_classes):
@@ -308,26 +459,55 @@ def class_names_of(source_format, num_classes):
 STOCK_WIDTHS = {"stem_out_channels": 64, "res2_out_channels": 256, "width_per_group": 64}
 CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
 
+# The shipped config of each zoo's architecture, as a suffix of configs/mask_rcnn_R-{50,101}-FPN_<format>
+# (suggested only where the file exists: detectron2's SyncBN and GN models are R-50 only).
+CONFIG_SUFFIX = {
+    "classic": "",
+    "bn_heads_rpn2": {"detectron2": "_LSJ", "torchvision": "_v2"},
+    "bn_heads": {"detectron2": "_syncbn"},
+    "gn_heads": {"detectron2": "_gn", "detectron": "_gn", "maskrcnn-benchmark": "_gn"},
+}
+
+
+def _config_arch(cfg):
+    """The architecture a config describes (its keys, with the engine's defaults)."""
+    def get(section, key, default):
+        v = cfg.get(section, {})
+        return v.get(key, default) if isinstance(v, dict) else default
+    trunk = get("backbone", "norm", "batchnorm")
+    return ("bn" if trunk == "batchnorm" else trunk, get("fpn", "norm", "none"), get("rpn", "num_convs", 1),
+            get("box_head", "num_convs", 0), get("box_head", "num_fcs", 2),
+            get("box_head", "norm", "none"), get("mask_head", "norm", "none"))
+
 
 def suggested_config_of(info, source_format):
-    """configs/mask_rcnn_R-{50,101}-FPN_<format>.json (written by the engine's owners) for the zoos'
-    widths; for other widths (a narrow model such as the demo's) the config in configs/ whose backbone
-    widths and class count are the model's, so that the suggestion loads it; "" where none fits
-    (R-152, grouped convolutions, a width no config has)."""
+    """configs/mask_rcnn_R-{50,101}-FPN_<format><variant>.json (CONFIG_SUFFIX: "" for the classic
+    model, e.g. "_LSJ" for detectron2's new baselines) for the zoos' widths, where it exists; for
+    other widths (a narrow model such as the demo's) the config in configs/ whose backbone widths,
+    class count and architecture keys are the model's, so that the suggestion loads it; "" where
+    none fits (R-152, grouped convolutions, a width or an architecture no config has)."""
     if info["depth"] not in (50, 101) or info["groups"] != 1:
         return ""
+    arch = info.get("architecture") or architecture_of(info)
+    suffix = CONFIG_SUFFIX.get(arch)
+    if isinstance(suffix, dict):
+        suffix = suffix.get(source_format)
     if all(info[k] == v for k, v in STOCK_WIDTHS.items()):
-        return f"configs/mask_rcnn_R-{info['depth']}-FPN_{source_format}.json"
+        if suffix is None:
+            return ""
+        name = f"mask_rcnn_R-{info['depth']}-FPN_{source_format}{suffix}.json"
+        return f"configs/{name}" if suffix == "" or os.path.isfile(os.path.join(CONFIGS, name)) else ""
     names = sorted(os.listdir(CONFIGS)) if os.path.isdir(CONFIGS) else []
     for name in sorted(names, key=lambda n: source_format not in n):  # the checkpoint's own zoo first
         try:
             with open(os.path.join(CONFIGS, name), encoding="utf-8") as f:
                 cfg = json.load(f)
             backbone, classes = cfg.get("backbone", {}), cfg.get("classes", {})
+            same_arch = _config_arch(cfg) == _arch_key(info)
         except (OSError, ValueError, AttributeError):
             continue
         if backbone.get("depth") == info["depth"] and classes.get("num_classes") == info["num_classes"] and \
-                all(backbone.get(k, v) == info[k] for k, v in STOCK_WIDTHS.items()):
+                all(backbone.get(k, v) == info[k] for k, v in STOCK_WIDTHS.items()) and same_arch:
             return f"configs/{name}"
     return ""
 
@@ -345,8 +525,18 @@ def make_metadata(info, source_format, source_sha256):
         "stem_out_channels": str(info["stem_out_channels"]),
         "res2_out_channels": str(info["res2_out_channels"]),
         "norm": info["norm"],
+        "architecture": info["architecture"],
+        "fpn_norm": info["fpn_norm"],
+        "rpn_num_convs": str(info["rpn_num_convs"]),
+        "box_head_num_convs": str(info["box_head_num_convs"]),
+        "box_head_num_fcs": str(info["box_head_num_fcs"]),
+        "box_head_fc_dim": str(info["representation"]),
+        "box_head_norm": info["box_head_norm"],
+        "mask_head_norm": info["mask_head_norm"],
         "suggested_config": suggested_config_of(info, source_format),
     }
+    if info["box_head_num_convs"]:
+        meta["box_head_conv_dim"] = str(info["box_head_conv_dim"])
     eps = norm_eps_of(info, source_format, source_sha256)
     if eps is not None:
         meta["norm_eps"] = eps
@@ -414,8 +604,10 @@ def _report(args, info):
               "(ResNeXt; recorded in the metadata; the engine does not run grouped convolutions yet)")
     print(f"{args.dst}: R-{info['depth']} FPN, {info['num_classes']} classes, "
           f"{info['num_anchors']} anchors/position, {info['norm']} norms, {args.dtype}")
+    print(f"  architecture: {describe_architecture(info)}")
     cfg = info["suggested_config"]
-    print(f"suggested config: {cfg}" if cfg else "suggested config: none (no config for this backbone yet)")
+    print(f"suggested config: {cfg}" if cfg else "suggested config: none (no config for this backbone "
+          "and architecture yet)")
 
 
 def main(argv=None):

@@ -21,6 +21,7 @@ except ImportError:  # models/ on sys.path
 
 BN_PARAMS = ("weight", "bias", "running_mean", "running_var")
 AFFINE_PARAMS = ("scale", "shift")
+GN_PARAMS = ("weight", "bias")  # GroupNorm: gamma, beta; statistics are computed per sample
 
 # ---------------------------------------------------------------------------------------
 # Name mapping: per-source rule tables, shared machinery
@@ -43,6 +44,9 @@ class Field:
 _CANON_FIELD_RE = {
     "S": r"[2-5]", "b": r"0|[1-9][0-9]*", "k": r"[123]", "n": r"[1-4]",
     "p": r"weight|bias|running_mean|running_var|scale|shift", "t": r"weight|bias",
+    "r": r"|[2-9]|[1-9][0-9]+",  # RPN conv: rpn.conv (the first), rpn.conv2, rpn.conv3, ...
+    "c": r"[1-9][0-9]*",  # box head conv: box_head.conv1, conv2, ...
+    "f": r"[6-9]|[1-9][0-9]+",  # box head FC: box_head.fc6 (the first), fc7, ...
 }
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
@@ -103,11 +107,12 @@ class SourceFormat:
         self.dynamic_rules, self.transform, self.warn = dynamic_rules, transform, warn
 
     def bind(self, state):
-        """This format with the rules that depend on the names in `state`."""
+        """This format with the rules that depend on the names in `state` (first, so that
+        source_name() prefers them: torchvision's v2 box head FC over the TwoMLPHead name)."""
         if self.dynamic_rules is None:
             return self
         bound = copy.copy(self)
-        bound.rules, bound.dynamic_rules = self.rules + self.dynamic_rules(state), None
+        bound.rules, bound.dynamic_rules = self.dynamic_rules(state) + self.rules, None
         return bound
 
     def source_name(self, canonical_name):
@@ -159,8 +164,11 @@ def _enum(regex, canon, table):
 
 
 _BLOCK = Field(r"0|[1-9][0-9]*", "b")
-_BN = Field(r"weight|bias|running_mean|running_var", "p")
+_BN = Field(r"weight|bias|running_mean|running_var", "p")  # BatchNorm, or GroupNorm's weight|bias
 _WB = Field(r"weight|bias", "t")
+# A 0-based RPN conv index -> the canonical suffix: 0 -> rpn.conv, 1 -> rpn.conv2, 2 -> rpn.conv3.
+_RPN_CONV0 = Field(r"0|[1-9][0-9]*", "r", to_canon=lambda v: "" if v == "0" else str(int(v) + 1),
+                   from_canon=lambda v: "0" if v == "" else str(int(v) - 1))
 
 # ---- torchvision ------------------------------------------------------------------------
 
@@ -173,11 +181,20 @@ _TV_FIELDS = {
     "k": Field(r"[123]", "k"),
     "p": _BN,
     "t": _WB,
+    "r": _RPN_CONV0,  # rpn.head.conv.0/1 -> rpn.conv, rpn.conv2
+    "c": Field(r"0|[1-9][0-9]*", "c", offset=1),  # box_head.0.. (convs) -> conv1..
 }
 
 # (torchvision 0.14 state_dict name, canonical name[, legacy]).  Legacy rows: names saved by
 # torchvision before the Conv2dNormActivation refactor (0.13), which 0.14 still renames on
 # load (FeaturePyramidNetwork / RPNHead / MaskRCNNHeads._load_from_state_dict).
+# The v2 layout (maskrcnn_resnet50_fpn_v2, torchvision/models/detection/mask_rcnn.py, or the same
+# parts around another trunk): Conv2dNormActivation is Sequential(conv, norm[, ReLU]), so index
+# 0 is the conv and 1 its norm (BatchNorm2d, or GroupNorm with weight/bias only) in the FPN
+# (BackboneWithFPN(norm_layer=...)), the box head (FastRCNNConvFCHead: convs 0..N-1, Flatten N,
+# then Linear/ReLU pairs: the FCs are at N+1, N+3, ...: _torchvision_fc_rules) and the mask head
+# (MaskRCNNHeads(norm_layer=...)); RPNHead(conv_depth=2) has rpn.head.conv.{0,1}.0 with bias.
+# The trunk's norms keep their names whatever their kind (resnet*(norm_layer=...)).
 _TV_TABLE = [
     ("backbone.body.conv1.weight", "backbone.stem.conv.weight"),
     ("backbone.body.bn1.{p}", "backbone.stem.norm.{p}"),
@@ -186,15 +203,20 @@ _TV_TABLE = [
     ("backbone.body.layer{L}.{b}.downsample.0.weight", "backbone.res{S}.{b}.shortcut.weight"),
     ("backbone.body.layer{L}.{b}.downsample.1.{p}", "backbone.res{S}.{b}.shortcut.norm.{p}"),
     ("backbone.fpn.inner_blocks.{l}.0.{t}", "fpn.lateral{S}.{t}"),
+    ("backbone.fpn.inner_blocks.{l}.1.{p}", "fpn.lateral{S}.norm.{p}"),
     ("backbone.fpn.layer_blocks.{l}.0.{t}", "fpn.output{S}.{t}"),
-    ("rpn.head.conv.0.0.{t}", "rpn.conv.{t}"),
+    ("backbone.fpn.layer_blocks.{l}.1.{p}", "fpn.output{S}.norm.{p}"),
+    ("rpn.head.conv.{r}.0.{t}", "rpn.conv{r}.{t}"),
     ("rpn.head.cls_logits.{t}", "rpn.objectness.{t}"),
     ("rpn.head.bbox_pred.{t}", "rpn.deltas.{t}"),
     ("roi_heads.box_head.fc6.{t}", "box_head.fc6.{t}"),
     ("roi_heads.box_head.fc7.{t}", "box_head.fc7.{t}"),
+    ("roi_heads.box_head.{c}.0.{t}", "box_head.conv{c}.{t}"),
+    ("roi_heads.box_head.{c}.1.{p}", "box_head.conv{c}.norm.{p}"),
     ("roi_heads.box_predictor.cls_score.{t}", "box_predictor.cls_score.{t}"),
     ("roi_heads.box_predictor.bbox_pred.{t}", "box_predictor.bbox_pred.{t}"),
     ("roi_heads.mask_head.{j}.0.{t}", "mask_head.fcn{n}.{t}"),
+    ("roi_heads.mask_head.{j}.1.{p}", "mask_head.fcn{n}.norm.{p}"),
     ("roi_heads.mask_predictor.conv5_mask.{t}", "mask_head.deconv.{t}"),
     ("roi_heads.mask_predictor.mask_fcn_logits.{t}", "mask_head.logits.{t}"),
     ("backbone.fpn.inner_blocks.{l}.{t}", "fpn.lateral{S}.{t}", True),
@@ -206,6 +228,22 @@ _TV_TABLE = [
 
 def _rules(table, fields):
     return [Rule(row[0], row[1], fields, legacy=len(row) > 2 and row[2]) for row in table]
+
+
+_TV_BOX_CONV = re.compile(r"roi_heads\.box_head\.(0|[1-9][0-9]*)\.0\.weight\Z")
+_TV_BOX_INDEX = re.compile(r"roi_heads\.box_head\.(0|[1-9][0-9]*)\.(weight|bias)\Z")
+
+
+def _torchvision_fc_rules(state):
+    """FastRCNNConvFCHead is one Sequential: N conv blocks (0..N-1), Flatten (N), then
+    Linear + ReLU per FC, so the i-th FC (from 0) is at N+1+2i: box_head.fc{6+i}.  N is the
+    number of conv blocks in `state`.  An index that is no Linear's stays unknown."""
+    convs = sum(1 for n in state if _TV_BOX_CONV.match(n))
+    rows = []
+    for x in sorted({int(m.group(1)) for m in map(_TV_BOX_INDEX.match, state) if m}):
+        if x > convs and (x - convs - 1) % 2 == 0:
+            rows.append((f"roi_heads.box_head.{x}.{{t}}", f"box_head.fc{6 + (x - convs - 1) // 2}.{{t}}"))
+    return _rules(rows, _TV_FIELDS)
 
 
 def _extract_torch(kind, obj, ignored):
@@ -466,7 +504,7 @@ def _extract_detectron(kind, obj, ignored):
 SOURCE_FORMATS = {
     "torchvision": SourceFormat(
         "torchvision", ("torch",), _extract_torch, _rules(_TV_TABLE, _TV_FIELDS),
-        ignore=[_IGNORE_BN_COUNTER]),
+        ignore=[_IGNORE_BN_COUNTER], dynamic_rules=_torchvision_fc_rules),
     "maskrcnn-benchmark": SourceFormat(
         "maskrcnn-benchmark", ("torch",), _extract_torch, _rules(_MB_TABLE, _MB_FIELDS),
         ignore=[("anchor buffers rpn.anchor_generator.cell_anchors.* (the config's anchors)",
