@@ -13,8 +13,9 @@ Tensor names are mapped to our canonical scheme (models/README.md) through a per
 table, format-specific value changes are applied (detectron2's background-last class rows,
 maskrcnn-benchmark's eps-free FrozenBatchNorm folded into AffineChannel form), the result is
 checked (no unknown names, nothing missing, consistent shapes; depth, widths and groups
-inferred from shapes) and written with safetensors_io.save(), with metadata naming the
-source, classes and the config to use.
+inferred from shapes; the architecture read from the names: each part's norm form, RPN convs,
+box head convs and FCs) and written with safetensors_io.save(), with metadata naming the
+source, classes, architecture and the config to use.
 
 On any problem: one line `convert.py: SRC: <problem>` on stderr, exit status 2, and
 DST is not created (the writer renames a finished temporary file into place).

@@ -65,6 +65,7 @@ def _template_regex(template, field_re):
 class Rule:
     def __init__(self, source, canonical, fields, legacy=False):
         self.source, self.canonical, self.fields, self.legacy = source, canonical, fields, legacy
+        self.used = set(_PLACEHOLDER.findall(source))  # fields may share a canonical placeholder
         self.source_re = _template_regex(source, {k: f.regex for k, f in fields.items()})
         self.canon_re = _template_regex(canonical, _CANON_FIELD_RE)
 
@@ -82,7 +83,7 @@ class Rule:
         cvals = m.groupdict()
         try:
             vals = {k: f.from_canon(cvals[f.canon]) for k, f in self.fields.items()
-                    if f.canon in cvals}
+                    if f.canon in cvals and k in self.used}
         except ValueError:
             return None
         name = _PLACEHOLDER.sub(lambda mm: vals[mm.group(1)], self.source)
@@ -98,13 +99,16 @@ class SourceFormat:
     weights of the model (counted and reported); dynamic_rules(state) -> more Rules that
     depend on the file (Detectron's FPN blob names carry the last block index of a stage);
     transform(mapped) -> mapped: value changes that are not renames; warn(ignored) -> list of
-    warnings about ignored tensors."""
+    warnings about ignored tensors; unsupported: (reason, regex) pairs of known layers the
+    engine does not run (deformable convs, cascade stages): an unknown name matching one is
+    reported with the reason."""
 
     def __init__(self, name, containers, extract, rules, ignore=(), dynamic_rules=None,
-                 transform=None, warn=None):
+                 transform=None, warn=None, unsupported=()):
         self.name, self.containers, self.extract, self.rules = name, containers, extract, rules
         self.ignore = [(label, re.compile(rx)) for label, rx in ignore]
         self.dynamic_rules, self.transform, self.warn = dynamic_rules, transform, warn
+        self.unsupported = [(reason, re.compile(rx)) for reason, rx in unsupported]
 
     def bind(self, state):
         """This format with the rules that depend on the names in `state` (first, so that
@@ -146,6 +150,10 @@ class SourceFormat:
                 raise ConvertError(f"{out[canon][0]} and {name} both map to {canon}")
             else:
                 out[canon] = (name, t)
+        for reason, rx in self.unsupported:
+            hits = [n for n in unknown if rx.search(n)]
+            if hits:
+                raise ConvertError(f"unsupported layer for --from {self.name}: {reason}: {_names(hits)}")
         if unknown:
             raise ConvertError(f"unknown tensor name(s) for --from {self.name}: {_names(unknown)}")
         return out
@@ -265,6 +273,15 @@ _IGNORE_BN_COUNTER = ("BatchNorm num_batches_tracked counters", r"(^|\.)num_batc
 
 _MB_FIELDS = dict(_TV_FIELDS, i=Field(r"[1-4]", "S", offset=1))
 
+# GN configs (configs/gn_baselines/*_gn.yaml): StemWithGN / BottleneckWithGN keep the names
+# (bn1..bn3 and downsample.1 are GroupNorms: weight/bias only); with FPN.USE_GN and
+# ROI_MASK_HEAD.USE_GN, modeling/make_layers.py's conv_with_kaiming_uniform / make_conv3x3 return
+# Sequential(conv without bias, GroupNorm): fpn_inner{i}.0 / .1, mask_fcn{n}.0 / .1.  The
+# Xconv1fc box head (FPNXconv1fcFeatureExtractor) is one Sequential `xconvs` of (conv, GN, ReLU)
+# per conv, or (conv with bias, ReLU) without GN, then fc6: _mb_xconv_rules.  The 2fc head with
+# ROI_BOX_HEAD.USE_GN (FPN2MLPFeatureExtractor: make_fc(use_gn) = Sequential(Linear, GroupNorm),
+# fc6.0 / fc6.1) normalises FC outputs, which the engine does not run: refused by name.
+
 _MB_TABLE = [
     ("backbone.body.stem.conv1.weight", "backbone.stem.conv.weight"),
     ("backbone.body.stem.bn1.{p}", "backbone.stem.norm.{p}"),
@@ -274,6 +291,10 @@ _MB_TABLE = [
     ("backbone.body.layer{L}.{b}.downsample.1.{p}", "backbone.res{S}.{b}.shortcut.norm.{p}"),
     ("backbone.fpn.fpn_inner{i}.{t}", "fpn.lateral{S}.{t}"),
     ("backbone.fpn.fpn_layer{i}.{t}", "fpn.output{S}.{t}"),
+    ("backbone.fpn.fpn_inner{i}.0.{t}", "fpn.lateral{S}.{t}"),
+    ("backbone.fpn.fpn_inner{i}.1.{p}", "fpn.lateral{S}.norm.{p}"),
+    ("backbone.fpn.fpn_layer{i}.0.{t}", "fpn.output{S}.{t}"),
+    ("backbone.fpn.fpn_layer{i}.1.{p}", "fpn.output{S}.norm.{p}"),
     ("rpn.head.conv.{t}", "rpn.conv.{t}"),
     ("rpn.head.cls_logits.{t}", "rpn.objectness.{t}"),
     ("rpn.head.bbox_pred.{t}", "rpn.deltas.{t}"),
@@ -282,9 +303,37 @@ _MB_TABLE = [
     ("roi_heads.box.predictor.cls_score.{t}", "box_predictor.cls_score.{t}"),
     ("roi_heads.box.predictor.bbox_pred.{t}", "box_predictor.bbox_pred.{t}"),
     ("roi_heads.mask.feature_extractor.mask_fcn{n}.{t}", "mask_head.fcn{n}.{t}"),
+    ("roi_heads.mask.feature_extractor.mask_fcn{n}.0.{t}", "mask_head.fcn{n}.{t}"),
+    ("roi_heads.mask.feature_extractor.mask_fcn{n}.1.{p}", "mask_head.fcn{n}.norm.{p}"),
     ("roi_heads.mask.predictor.conv5_mask.{t}", "mask_head.deconv.{t}"),
     ("roi_heads.mask.predictor.mask_fcn_logits.{t}", "mask_head.logits.{t}"),
 ]
+
+
+_MB_XCONV = re.compile(r"roi_heads\.box\.feature_extractor\.xconvs\.(0|[1-9][0-9]*)\.(weight|bias)\Z")
+
+
+def _mb_xconv_rules(state):
+    """FPNXconv1fcFeatureExtractor.xconvs: with GroupNorm the k-th conv (from 0) is at 3k and its
+    norm at 3k+1; without, the conv (with bias) is at 2k.  GroupNorm is recognised by a 1-D
+    `weight` among the indices."""
+    found = {}
+    for name, t in state.items():
+        m = _MB_XCONV.match(name)
+        if m:
+            found.setdefault(int(m.group(1)), {})[m.group(2)] = len(getattr(t, "shape", ()))
+    if not found:
+        return []
+    gn = any(d.get("weight") == 1 for d in found.values())
+    step = 3 if gn else 2
+    rows = []
+    for x in sorted(found):
+        k, r = divmod(x, step)
+        if r == 0:
+            rows.append((f"roi_heads.box.feature_extractor.xconvs.{x}.{{t}}", f"box_head.conv{k + 1}.{{t}}"))
+        elif r == 1 and gn:
+            rows.append((f"roi_heads.box.feature_extractor.xconvs.{x}.{{p}}", f"box_head.conv{k + 1}.norm.{{p}}"))
+    return _rules(rows, _MB_FIELDS)
 
 
 def _fold_frozen_bn_no_eps(mapped):
@@ -295,7 +344,8 @@ def _fold_frozen_bn_no_eps(mapped):
     backbone.norm_eps does not apply to it).  Incomplete groups are left for check_canonical
     to report."""
     out = dict(mapped)
-    groups = sorted({n[: -len(".running_var")] for n in mapped if n.endswith(".norm.running_var")})
+    groups = sorted({n[: -len(".running_var")] for n in mapped
+                     if n.endswith(".norm.running_var") and n.startswith("backbone.")})
     for g in groups:
         names = [f"{g}.{p}" for p in BN_PARAMS]
         if not all(n in mapped for n in names):
@@ -336,7 +386,18 @@ def _fold_frozen_bn_no_eps(mapped):
 # config says backbone.norm_eps 1e-5.
 
 _D2_FIELDS = {"S": Field(r"[2-5]", "S"), "b": _BLOCK, "k": Field(r"[123]", "k"),
-              "n": Field(r"[1-4]", "n"), "p": _BN, "t": _WB}
+              "n": Field(r"[1-4]", "n"), "p": _BN, "t": _WB, "r": _RPN_CONV0,
+              "c": Field(r"[1-9][0-9]*", "c"),  # box_head.conv1.. (FastRCNNConvFCHead, from 1)
+              "f": Field(r"[1-9][0-9]*", "f", offset=5)}  # box_head.fc1.. -> fc6..
+
+# The norm layers (SyncBN, NaiveSyncBatchNorm, BN: BatchNorm form; GN: weight/bias only) are the
+# `norm` attribute of detectron2's Conv2d wrapper, so `<conv>.norm.*` everywhere: the trunk
+# (resnet.py), the FPN (fpn.py: lateral/output convs have no bias when normed), the box head
+# (box_head.py FastRCNNConvFCHead: conv{k} (bias only without norm), flatten, fc{k}) and the mask
+# head (mask_head.py MaskRCNNConvUpsampleHead mask_fcn{k}).  StandardRPNHead (rpn.py) with more
+# than one conv holds them in a Sequential `conv` as conv0, conv1, ...; with one it keeps the
+# old name `conv` ("backwards compatibility").  Sources: detectron2 configs/new_baselines/*.py,
+# configs/common/models/mask_rcnn_fpn.py, configs/Misc/mask_rcnn_R_50_FPN_3x_{syncbn,gn}.yaml.
 
 _D2_TABLE = [
     ("backbone.bottom_up.stem.conv1.weight", "backbone.stem.conv.weight"),
@@ -346,15 +407,20 @@ _D2_TABLE = [
     ("backbone.bottom_up.res{S}.{b}.shortcut.weight", "backbone.res{S}.{b}.shortcut.weight"),
     ("backbone.bottom_up.res{S}.{b}.shortcut.norm.{p}", "backbone.res{S}.{b}.shortcut.norm.{p}"),
     ("backbone.fpn_lateral{S}.{t}", "fpn.lateral{S}.{t}"),
+    ("backbone.fpn_lateral{S}.norm.{p}", "fpn.lateral{S}.norm.{p}"),
     ("backbone.fpn_output{S}.{t}", "fpn.output{S}.{t}"),
+    ("backbone.fpn_output{S}.norm.{p}", "fpn.output{S}.norm.{p}"),
     ("proposal_generator.rpn_head.conv.{t}", "rpn.conv.{t}"),
+    ("proposal_generator.rpn_head.conv.conv{r}.{t}", "rpn.conv{r}.{t}"),
     ("proposal_generator.rpn_head.objectness_logits.{t}", "rpn.objectness.{t}"),
     ("proposal_generator.rpn_head.anchor_deltas.{t}", "rpn.deltas.{t}"),
-    ("roi_heads.box_head.fc1.{t}", "box_head.fc6.{t}"),
-    ("roi_heads.box_head.fc2.{t}", "box_head.fc7.{t}"),
+    ("roi_heads.box_head.conv{c}.{t}", "box_head.conv{c}.{t}"),
+    ("roi_heads.box_head.conv{c}.norm.{p}", "box_head.conv{c}.norm.{p}"),
+    ("roi_heads.box_head.fc{f}.{t}", "box_head.fc{f}.{t}"),
     ("roi_heads.box_predictor.cls_score.{t}", "box_predictor.cls_score.{t}"),
     ("roi_heads.box_predictor.bbox_pred.{t}", "box_predictor.bbox_pred.{t}"),
     ("roi_heads.mask_head.mask_fcn{n}.{t}", "mask_head.fcn{n}.{t}"),
+    ("roi_heads.mask_head.mask_fcn{n}.norm.{p}", "mask_head.fcn{n}.norm.{p}"),
     ("roi_heads.mask_head.deconv.{t}", "mask_head.deconv.{t}"),
     ("roi_heads.mask_head.predictor.{t}", "mask_head.logits.{t}"),
 ]
@@ -431,8 +497,19 @@ _DT_FIELDS = {
     "S": Field(r"[2-5]", "S"), "b": _BLOCK, "n": Field(r"[1-4]", "n"),
     "x": _enum(r"[abc]", "k", {"a": "1", "b": "2", "c": "3"}),  # branch2a/b/c -> conv1/2/3
     "q": _enum(r"s|b", "p", {"s": "scale", "b": "shift"}),  # AffineChannel _bn_s/_bn_b
+    "g": _enum(r"s|b", "p", {"s": "weight", "b": "bias"}),  # GroupNorm gamma/beta _gn_s/_gn_b
     "t": _enum(r"w|b", "t", {"w": "weight", "b": "bias"}),
+    "c": Field(r"[1-9][0-9]*", "c"),  # head_conv1.. (add_roi_Xconv1fc_gn_head)
 }
+
+# GN models (configs/04_2018_gn_baselines/e2e_mask_rcnn_R-{50,101}-FPN_{2x,3x}_gn.yaml): every
+# ConvGN (modeling/detector.py) is a bias-less conv `<prefix>_w` followed by SpatialGN named
+# `<prefix>_gn`, whose learnable gamma/beta are `<prefix>_gn_s` / `<prefix>_gn_b` (GroupNorm's
+# scale and bias: NOT a folded BatchNorm, so canonical norm.weight/norm.bias, GroupNorm form).
+# ResNet.py basic_gn_stem (conv1), bottleneck_gn_transformation (res{S}_{b}_branch2{a,b,c}),
+# basic_gn_shortcut (res{S}_0_branch1); FPN.py with FPN.USE_GN (the same prefixes as without:
+# _detectron_fpn_rules); fast_rcnn_heads.py add_roi_Xconv1fc_gn_head (head_conv1..N, then fc6
+# only); mask_rcnn_heads.py mask_rcnn_fcn_head_v1upXconvs_gn (`_mask_fcn{i}`, not `_[mask]_`).
 
 _DT_TABLE = [
     ("conv1_w", "backbone.stem.conv.weight"),
@@ -441,14 +518,21 @@ _DT_TABLE = [
     ("res{S}_{b}_branch2{x}_bn_{q}", "backbone.res{S}.{b}.conv{k}.norm.{p}"),
     ("res{S}_{b}_branch1_w", "backbone.res{S}.{b}.shortcut.weight"),
     ("res{S}_{b}_branch1_bn_{q}", "backbone.res{S}.{b}.shortcut.norm.{p}"),
+    ("conv1_gn_{g}", "backbone.stem.norm.{p}"),
+    ("res{S}_{b}_branch2{x}_gn_{g}", "backbone.res{S}.{b}.conv{k}.norm.{p}"),
+    ("res{S}_{b}_branch1_gn_{g}", "backbone.res{S}.{b}.shortcut.norm.{p}"),
     ("conv_rpn_fpn2_{t}", "rpn.conv.{t}"),
     ("rpn_cls_logits_fpn2_{t}", "rpn.objectness.{t}"),
     ("rpn_bbox_pred_fpn2_{t}", "rpn.deltas.{t}"),
+    ("head_conv{c}_{t}", "box_head.conv{c}.{t}"),
+    ("head_conv{c}_gn_{g}", "box_head.conv{c}.norm.{p}"),
     ("fc6_{t}", "box_head.fc6.{t}"),
     ("fc7_{t}", "box_head.fc7.{t}"),
     ("cls_score_{t}", "box_predictor.cls_score.{t}"),
     ("bbox_pred_{t}", "box_predictor.bbox_pred.{t}"),
     ("_[mask]_fcn{n}_{t}", "mask_head.fcn{n}.{t}"),
+    ("_mask_fcn{n}_{t}", "mask_head.fcn{n}.{t}"),
+    ("_mask_fcn{n}_gn_{g}", "mask_head.fcn{n}.norm.{p}"),
     ("conv5_mask_{t}", "mask_head.deconv.{t}"),
     ("mask_fcn_logits_{t}", "mask_head.logits.{t}"),
 ]
@@ -468,7 +552,9 @@ def _detectron_fpn_rules(state):
     rows = []
     for S, b in sorted(last.items()):
         inner = f"fpn_inner_res{S}_{b}_sum" if S == 5 else f"fpn_inner_res{S}_{b}_sum_lateral"
-        rows += [(inner + "_{t}", f"fpn.lateral{S}.{{t}}"), (f"fpn_res{S}_{b}_sum_{{t}}", f"fpn.output{S}.{{t}}")]
+        rows += [(inner + "_{t}", f"fpn.lateral{S}.{{t}}"), (f"fpn_res{S}_{b}_sum_{{t}}", f"fpn.output{S}.{{t}}"),
+                 (inner + "_gn_{g}", f"fpn.lateral{S}.norm.{{p}}"),
+                 (f"fpn_res{S}_{b}_sum_gn_{{g}}", f"fpn.output{S}.norm.{{p}}")]
     return _rules(rows, _DT_FIELDS)
 
 
@@ -509,13 +595,19 @@ SOURCE_FORMATS = {
         "maskrcnn-benchmark", ("torch",), _extract_torch, _rules(_MB_TABLE, _MB_FIELDS),
         ignore=[("anchor buffers rpn.anchor_generator.cell_anchors.* (the config's anchors)",
                  r"\Arpn\.anchor_generator\.cell_anchors\.[0-9]+\Z"), _IGNORE_BN_COUNTER],
-        transform=_fold_frozen_bn_no_eps),
+        dynamic_rules=_mb_xconv_rules, transform=_fold_frozen_bn_no_eps,
+        unsupported=[("GroupNorm after the box head's FCs (FPN2MLPFeatureExtractor with ROI_BOX_HEAD.USE_GN; "
+                      "use the Xconv1fc GN head)", r"\Aroi_heads\.box\.feature_extractor\.fc[67]\.[01]\.")]),
     "detectron2": SourceFormat(
         "detectron2", ("pickle", "torch"), _extract_d2, _rules(_D2_TABLE, _D2_FIELDS),
         ignore=[("pixel_mean/pixel_std buffers (config keys input.pixel_*)", r"\Apixel_(mean|std)\Z"),
                 ("anchor buffers (the config's anchors)", r"\Aproposal_generator\.anchor_generator\.cell_anchors\.[0-9]+\Z"),
                 _IGNORE_BN_COUNTER],
-        transform=_d2_classes_to_ours),
+        transform=_d2_classes_to_ours,
+        unsupported=[("deformable convolution offsets (DeformBottleneckBlock conv2_offset)",
+                      r"\Abackbone\.bottom_up\.res[2-5]\.[0-9]+\.conv2_offset\."),
+                     ("a cascade of box heads (CascadeROIHeads: box_head.<stage>, box_predictor.<stage>)",
+                      r"\Aroi_heads\.box_(head|predictor)\.[0-9]+\.")]),
     "detectron": SourceFormat(
         "detectron", ("pickle",), _extract_detectron, _rules(_DT_TABLE, _DT_FIELDS),
         ignore=[("optimizer momentum blobs *_momentum", r"_momentum\Z"),

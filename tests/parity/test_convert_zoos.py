@@ -332,9 +332,10 @@ def test_detectron2_errors_and_groups(tmp_path, tiny):
 # ---- maskrcnn-benchmark ------------------------------------------------------------------
 
 def mb_checkpoint(canon, legacy=True, path=None):
+    gn = "mask_head.fcn1.norm.weight" in canon
     sd = collections.OrderedDict()
     for name, a in canon.items():
-        sd["module." + zoo.mb_name(name)] = torch.from_numpy(a)
+        sd["module." + zoo.mb_name(name, gn)] = torch.from_numpy(a)
     for i in range(5):  # AnchorGenerator's BufferList
         sd[f"module.rpn.anchor_generator.cell_anchors.{i}"] = torch.zeros(3, 4)
     ckpt = {"model": sd, "optimizer": {"state": {}, "param_groups": [{"lr": 0.02}]},
@@ -347,13 +348,15 @@ def mb_expected(canon, sd):
     """What maskrcnn-benchmark computes, with its own float32 torch ops
     (layers/batch_norm.py FrozenBatchNorm2d: scale = weight * running_var.rsqrt(),
     bias = bias - running_mean * scale)."""
+    gn = "mask_head.fcn1.norm.weight" in canon
     out = collections.OrderedDict()
     for name in canon:
-        if name.endswith((".running_mean", ".running_var", ".norm.bias")):
+        g = name[: name.rindex(".")]
+        frozen_bn = name.startswith("backbone.") and g + ".running_var" in canon
+        if name.endswith((".running_mean", ".running_var")) or name.endswith(".norm.bias") and frozen_bn:
             continue
-        src = sd["module." + zoo.mb_name(name)]
-        if name.endswith(".norm.weight"):
-            g = name[: -len(".weight")]
+        src = sd["module." + zoo.mb_name(name, gn)]
+        if name.endswith(".norm.weight") and frozen_bn:
             get = lambda p: sd["module." + zoo.mb_name(f"{g}.{p}")]  # noqa: E731
             scale = get("weight") * get("running_var").rsqrt()
             out[g + ".scale"] = scale.numpy()
@@ -440,6 +443,357 @@ def test_oversized_length_prefix_is_refused(tmp_path):
     (tmp_path / "big.pkl").write_bytes(bad)
     err = assert_fails(str(tmp_path / "big.pkl"), str(tmp_path / "o.safetensors"), r"truncated pickle data")
     assert "SystemError" not in err
+
+
+# ---- the stronger architectures: norms in the FPN and heads, 2 RPN convs, 4conv1fc -----------
+# (shared/reference/zoo_variants.md sections 1, 2 and 5)
+
+SMALL_HEADS = dict(fpn=32, rep=64, mask=32)  # the zoos' trunk widths (so a config is suggested), small heads
+
+# What the converter reports for each architecture preset of zoo_checkpoints.ARCHS.
+ARCH_META = {
+    "lsj": dict(architecture="bn_heads_rpn2", norm="batchnorm", fpn_norm="batchnorm", rpn_num_convs="2",
+                box_head_num_convs="4", box_head_num_fcs="1", box_head_norm="batchnorm",
+                mask_head_norm="batchnorm"),
+    "syncbn": dict(architecture="bn_heads", norm="batchnorm", fpn_norm="batchnorm", rpn_num_convs="1",
+                   box_head_num_convs="4", box_head_num_fcs="1", box_head_norm="batchnorm",
+                   mask_head_norm="batchnorm"),
+    "gn": dict(architecture="gn_heads", norm="group_norm", fpn_norm="group_norm", rpn_num_convs="1",
+               box_head_num_convs="4", box_head_num_fcs="1", box_head_norm="group_norm",
+               mask_head_norm="group_norm"),
+}
+CONFIG_ARCH_KEYS = {"norm": ("backbone", "norm"), "fpn_norm": ("fpn", "norm"), "rpn_num_convs": ("rpn", "num_convs"),
+                    "box_head_num_convs": ("box_head", "num_convs"), "box_head_num_fcs": ("box_head", "num_fcs"),
+                    "box_head_norm": ("box_head", "norm"), "mask_head_norm": ("mask_head", "norm")}
+
+
+def arch_model(seed, depth, arch, **kw):
+    return zoo.canonical_model(seed=seed, depth=depth, **zoo.ARCHS[arch], **kw)
+
+
+def assert_arch(meta, r, arch, src, fmt, depth, config, conv_dim, fc_dim, K=81):
+    """The metadata and report of a converted strong-architecture checkpoint, and the suggested
+    config: it exists and says the same architecture, depth and class count."""
+    want = dict(ARCH_META[arch], box_head_conv_dim=str(conv_dim), box_head_fc_dim=str(fc_dim))
+    assert {k: meta.get(k) for k in want} == want
+    assert meta["format"] == "detect-maskrcnn" and meta["source_format"] == fmt
+    assert meta["source_sha256"] == hashlib.sha256(open(src, "rb").read()).hexdigest()
+    assert (meta["depth"], meta["num_classes"]) == (str(depth), str(K))
+    assert meta.get("norm_eps") == (None if want["norm"] == "group_norm" else "1e-05")
+    assert meta["suggested_config"] == config
+    assert f"architecture: {want['architecture']} (" in r.stdout
+    if config:
+        assert f"suggested config: {config}" in r.stdout
+        with open(os.path.join(REPO, config)) as f:
+            cfg = json.load(f)
+        assert cfg["name"] == os.path.basename(config)[:-len(".json")]
+        assert (cfg["backbone"]["depth"], cfg["classes"]["num_classes"]) == (depth, K)
+        for key, (section, field) in CONFIG_ARCH_KEYS.items():
+            assert str(cfg[section][field]) == meta[key], (key, cfg[section][field], meta[key])
+        assert cfg["box_head"]["fc_dim"] == 1024 and cfg["box_head"]["conv_dim"] == 256
+    else:
+        assert "suggested config: none" in r.stdout
+
+
+def d2_pkl(path, sd):
+    with open(path, "wb") as f:
+        pickle.dump({"model": sd, "__author__": "Detectron2 Model Zoo"}, f, protocol=4)
+    return path
+
+
+def test_detectron2_lsj_r101_pkl(tmp_path):
+    """mask_rcnn_R_101_FPN_{100,200,400}ep_LSJ: SyncBN trunk and FPN (convs without bias), 2 RPN
+    convs, 4conv1fc box head and mask convs with BN, as detectron2's model zoo .pkl."""
+    canon = arch_model(10, 101, "lsj")
+    sd, expected = zoo.d2_tensors(canon)
+    # the names of zoo_variants.md section 1d
+    assert {"proposal_generator.rpn_head.conv.conv0.weight", "proposal_generator.rpn_head.conv.conv1.bias",
+            "backbone.fpn_lateral2.norm.running_var", "backbone.fpn_output5.norm.weight",
+            "roi_heads.box_head.conv4.norm.running_mean", "roi_heads.mask_head.mask_fcn4.norm.bias"} <= set(sd)
+    assert not {"proposal_generator.rpn_head.conv.weight", "backbone.fpn_lateral2.bias",
+                "roi_heads.box_head.conv1.bias", "roi_heads.box_head.fc2.weight",
+                "roi_heads.mask_head.mask_fcn1.bias"} & set(sd)
+    assert sd["roi_heads.box_head.fc1.weight"].shape == (1024, 256 * 7 * 7)
+    src = d2_pkl(tmp_path / "model_final_lsj.pkl", sd)
+    tensors, meta, r = convert_ok(src, tmp_path / "lsj.safetensors")
+    assert_tensors(tensors, expected)
+    assert np.array_equal(tensors["rpn.conv2.weight"], sd["proposal_generator.rpn_head.conv.conv1.weight"])
+    assert np.array_equal(tensors["box_head.conv3.norm.running_var"], sd["roi_heads.box_head.conv3.norm.running_var"])
+    assert np.array_equal(tensors["fpn.output4.norm.bias"], sd["backbone.fpn_output4.norm.bias"])
+    assert "box_head.fc7.weight" not in tensors and "fpn.lateral3.bias" not in tensors
+    assert_arch(meta, r, "lsj", src, "detectron2", 101, "configs/mask_rcnn_R-101-FPN_detectron2_LSJ.json", 256, 1024)
+    assert list(tensors)[-1] == "mask_head.logits.bias"
+
+
+def test_detectron2_lsj_r50_pth_training_file(tmp_path):
+    """A LazyConfig training checkpoint (.pth): SyncBatchNorm / BatchNorm2d buffers include
+    num_batches_tracked, ignored and counted."""
+    canon = arch_model(11, 50, "lsj", **SMALL_HEADS)
+    sd, expected = zoo.d2_tensors(canon)
+    model = collections.OrderedDict()
+    for k, v in sd.items():
+        model[k] = torch.from_numpy(v)
+        if k.endswith(".running_var"):
+            model[k[: -len("running_var")] + "num_batches_tracked"] = torch.tensor(270000)
+    n_bn = sum(k.endswith("num_batches_tracked") for k in model)
+    src = tmp_path / "model_final.pth"
+    torch.save({"model": model, "optimizer": {"state": {}}, "iteration": 184999}, src)
+    tensors, meta, r = convert_ok(src, tmp_path / "lsj50.safetensors")
+    assert_tensors(tensors, expected)
+    assert_arch(meta, r, "lsj", src, "detectron2", 50, "configs/mask_rcnn_R-50-FPN_detectron2_LSJ.json", 32, 64)
+    assert f"{n_bn} BatchNorm num_batches_tracked" in r.stdout
+
+
+@pytest.mark.parametrize("arch,config", [("syncbn", "configs/mask_rcnn_R-50-FPN_detectron2_syncbn.json"),
+                                         ("gn", "configs/mask_rcnn_R-50-FPN_detectron2_gn.json")])
+def test_detectron2_misc_norm_models(tmp_path, arch, config):
+    """configs/Misc/mask_rcnn_R_50_FPN_3x_{syncbn,gn}.yaml: 1 RPN conv, 4conv1fc, SyncBN or GN
+    (weight/bias only) in the trunk (stem and shortcut too), the FPN, the box and mask head convs."""
+    canon = arch_model(12, 50, arch, **SMALL_HEADS)
+    sd, expected = zoo.d2_tensors(canon)
+    assert "proposal_generator.rpn_head.conv.weight" in sd and "roi_heads.box_head.conv4.norm.weight" in sd
+    if arch == "gn":
+        assert "backbone.bottom_up.stem.conv1.norm.weight" in sd and "backbone.bottom_up.res2.0.shortcut.norm.bias" in sd
+        assert not [k for k in sd if k.endswith(("running_mean", "running_var"))]
+    src = d2_pkl(tmp_path / f"{arch}.pkl", sd)
+    tensors, meta, r = convert_ok(src, tmp_path / f"{arch}.safetensors")
+    assert_tensors(tensors, expected)
+    assert_arch(meta, r, arch, src, "detectron2", 50, config, 32, 64)
+
+
+def test_detectron_gn_r101(tmp_path):
+    """Detectron e2e_mask_rcnn_R-101-FPN_2x_gn: ConvGN blobs <prefix>_w (no bias) + <prefix>_gn_s /
+    _gn_b (GroupNorm gamma, beta -> norm.weight, norm.bias) in the stem, bottlenecks and
+    shortcuts, the FPN, head_conv1..4 (then fc6 only) and _mask_fcn1..4."""
+    canon = arch_model(13, 101, "gn", **SMALL_HEADS)
+    blobs, expected = zoo.detectron_blobs(canon)
+    d = dict(blobs)
+    for name in ("conv1_w", "conv1_gn_s", "res2_0_branch1_gn_b", "res4_22_branch2c_gn_s", "fpn_inner_res5_2_sum_gn_s",
+                 "fpn_inner_res4_22_sum_lateral_gn_b", "fpn_res2_2_sum_gn_s", "head_conv1_w", "head_conv4_gn_b",
+                 "fc6_w", "_mask_fcn1_gn_s", "_mask_fcn4_w"):
+        assert name in d, name
+    assert not {"fc7_w", "head_conv1_b", "_mask_fcn1_b", "fpn_res2_2_sum_b", "_[mask]_fcn1_w", "res_conv1_bn_s"} & set(d)
+    assert d["fc6_w"].shape == (64, 32 * 7 * 7)
+    src = tmp_path / "model_final.pkl"
+    src.write_bytes(zoo.py2_pickle([("cfg", CFG_YAML), ("blobs", blobs)]))
+    tensors, meta, r = convert_ok(src, tmp_path / "gn.safetensors")
+    assert_tensors(tensors, expected)
+    assert np.array_equal(tensors["backbone.stem.norm.weight"], d["conv1_gn_s"])
+    assert np.array_equal(tensors["fpn.lateral4.norm.bias"], d["fpn_inner_res4_22_sum_lateral_gn_b"])
+    assert np.array_equal(tensors["box_head.conv2.norm.weight"], d["head_conv2_gn_s"])
+    assert_arch(meta, r, "gn", src, "detectron", 101, "configs/mask_rcnn_R-101-FPN_detectron_gn.json", 32, 64)
+    assert r.stderr == ""
+
+
+def test_maskrcnn_benchmark_gn(tmp_path):
+    """configs/gn_baselines/e2e_mask_rcnn_R_50_FPN_Xconv1fc_1x_gn.yaml: GroupNorm bn1..3 in the
+    trunk (not folded: no running statistics), Sequential(conv, GN) FPN and mask convs, the
+    xconvs box head (conv, GN, ReLU) x 4 + fc6."""
+    canon = arch_model(14, 50, "gn", **SMALL_HEADS)
+    src = tmp_path / "gn.pth"
+    sd = mb_checkpoint(canon, legacy=False, path=src)
+    for name in ("module.backbone.body.stem.bn1.weight", "module.backbone.fpn.fpn_inner1.0.weight",
+                 "module.backbone.fpn.fpn_layer4.1.bias", "module.roi_heads.box.feature_extractor.xconvs.9.weight",
+                 "module.roi_heads.box.feature_extractor.xconvs.10.bias",
+                 "module.roi_heads.mask.feature_extractor.mask_fcn4.1.weight"):
+        assert name in sd, name
+    tensors, meta, r = convert_ok(src, tmp_path / "mbgn.safetensors")
+    assert_tensors(tensors, mb_expected(canon, sd))
+    assert np.array_equal(tensors["backbone.res3.1.conv2.norm.weight"], sd["module.backbone.body.layer2.1.bn2.weight"].numpy())
+    assert_arch(meta, r, "gn", src, "maskrcnn-benchmark", 50, "configs/mask_rcnn_R-50-FPN_maskrcnn-benchmark_gn.json",
+                32, 64)
+
+
+def test_torchvision_v2_r50_layout(tmp_path):
+    """maskrcnn_resnet50_fpn_v2's layout (91 classes), written from zoo_variants.md section 2."""
+    canon = arch_model(15, 50, "lsj", K=91, **SMALL_HEADS)
+    sd = collections.OrderedDict()
+    for k, v in canon.items():
+        sd[zoo.tv_name(k, box_convs=4)] = torch.from_numpy(v)
+        if k.endswith("running_var"):
+            sd[zoo.tv_name(k, box_convs=4)[: -len("running_var")] + "num_batches_tracked"] = torch.tensor(0)
+    for name in ("backbone.fpn.inner_blocks.3.1.running_var", "backbone.fpn.layer_blocks.0.0.weight",
+                 "rpn.head.conv.1.0.bias", "roi_heads.box_head.3.1.weight", "roi_heads.box_head.5.weight",
+                 "roi_heads.mask_head.3.1.running_mean"):
+        assert name in sd, name
+    src = tmp_path / "maskrcnn_resnet50_fpn_v2.pth"
+    torch.save(sd, src)
+    tensors, meta, r = convert_ok(src, tmp_path / "v2.safetensors")
+    assert_tensors(tensors, canon)
+    assert_arch(meta, r, "lsj", src, "torchvision", 50, "configs/mask_rcnn_R-50-FPN_torchvision_v2.json", 32, 64, K=91)
+    assert json.loads(meta["class_names"]) == coco_classes.TORCHVISION_91
+
+
+@torch.no_grad()
+def randomize_norms(model, seed):
+    """Random affine and running statistics in every BatchNorm (a fresh one has mean 0, var 1)."""
+    g = torch.Generator().manual_seed(seed)
+    for m in model.modules():
+        if isinstance(m, (torch.nn.BatchNorm2d, torch.nn.GroupNorm)):
+            m.weight.copy_(torch.rand(m.weight.shape, generator=g) + 0.5)
+            m.bias.copy_(torch.randn(m.bias.shape, generator=g))
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.copy_(torch.randn(m.running_mean.shape, generator=g))
+            m.running_var.copy_(torch.rand(m.running_var.shape, generator=g) + 0.5)
+    return model.eval()
+
+
+def tv_model(norm_layer, K=81, rpn_convs=2, depth=101):
+    """torchvision's v2 parts around a ResNet trunk, from public classes only."""
+    from torchvision.models import resnet50, resnet101
+    from torchvision.models.detection import MaskRCNN
+    from torchvision.models.detection.backbone_utils import BackboneWithFPN
+    from torchvision.models.detection.faster_rcnn import FastRCNNConvFCHead
+    from torchvision.models.detection.mask_rcnn import MaskRCNNHeads
+    from torchvision.models.detection.rpn import RPNHead
+    trunk = (resnet101 if depth == 101 else resnet50)(weights=None, norm_layer=norm_layer)
+    bb = BackboneWithFPN(trunk, {"layer1": "0", "layer2": "1", "layer3": "2", "layer4": "3"},
+                         [256, 512, 1024, 2048], 256, norm_layer=norm_layer)
+    return MaskRCNN(bb, num_classes=K, rpn_head=RPNHead(256, 3, conv_depth=rpn_convs),
+                    box_head=FastRCNNConvFCHead((256, 7, 7), [256] * 4, [1024], norm_layer=norm_layer),
+                    mask_head=MaskRCNNHeads(256, [256] * 4, 1, norm_layer=norm_layer))
+
+
+def assert_tv_model_converts(tmp_path, model, arch, depth, config, K=81):
+    sd = model.state_dict()
+    src = tmp_path / "model.pth"
+    torch.save(sd, src)
+    tensors, meta, r = convert_ok(src, tmp_path / "model.safetensors")
+    # the real model's names are those zoo_checkpoints writes for this architecture
+    names = {zoo.tv_name(k, box_convs=4): k for k in zoo.canonical_shapes(depth=depth, K=K, **zoo.ARCHS[arch])}
+    weights = {k: v for k, v in sd.items() if not k.endswith("num_batches_tracked")}
+    assert set(weights) == set(names), sorted(set(weights) ^ set(names))[:10]
+    assert_tensors(tensors, {names[k]: v.numpy() for k, v in weights.items()})
+    assert_arch(meta, r, arch, src, "torchvision", depth, config, 256, 1024, K=K)
+
+
+def test_torchvision_v2_r101_real_model(tmp_path):
+    """The v2 recipe with an R-101 trunk (torchvision publishes no weights for it), built from
+    torchvision's public classes, BatchNorm buffers randomised, saved and converted."""
+    torch.manual_seed(0)
+    model = randomize_norms(tv_model(torch.nn.BatchNorm2d), 1)
+    assert model.roi_heads.box_head[5].weight.shape == (1024, 256 * 7 * 7)
+    assert_tv_model_converts(tmp_path, model, "lsj", 101, "configs/mask_rcnn_R-101-FPN_torchvision_v2.json")
+
+
+def test_torchvision_groupnorm_model(tmp_path):
+    """The same parts with GroupNorm(32) norm layers everywhere (weight/bias, no statistics): it
+    converts; no config ships for it."""
+    import functools
+    torch.manual_seed(1)
+    model = randomize_norms(tv_model(functools.partial(torch.nn.GroupNorm, 32), rpn_convs=1, depth=50), 2)
+    assert_tv_model_converts(tmp_path, model, "gn", 50, "")
+
+
+def test_strong_architecture_errors(tmp_path):
+    dst = str(tmp_path / "err.safetensors")
+    sd, _ = zoo.d2_tensors(arch_model(16, 50, "lsj", **zoo.TINY))
+    n = [0]
+
+    def write(d):
+        n[0] += 1
+        return str(d2_pkl(tmp_path / f"e{n[0]}.pkl", d))
+
+    # one box head norm of GroupNorm form among BatchNorms
+    mixed = {k: v for k, v in sd.items() if not re.fullmatch(r"roi_heads\.box_head\.conv3\.norm\.running_\w+", k)}
+    assert_fails(write(mixed), dst, r"box head norms of mixed forms: box_head\.conv3\.norm\.weight "
+                 r"\(detectron2: roi_heads\.box_head\.conv3\.norm\.weight\) is GroupNorm", r"are BatchNorm")
+    # a box head conv without its norm
+    nonorm = {k: v for k, v in sd.items() if not k.startswith("roi_heads.box_head.conv2.norm.")}
+    assert_fails(write(nonorm), dst, r"box_head\.conv2\.weight \(detectron2: roi_heads\.box_head\.conv2\.weight\) "
+                 r"has no norm, while the other box head convs have BatchNorm",
+                 r"missing box_head\.conv2\.norm\.weight \(detectron2: roi_heads\.box_head\.conv2\.norm\.weight\)")
+    # an FPN conv without its norm (the bias it would then need is missing too: the norm is named)
+    nofpn = {k: v for k, v in sd.items() if not k.startswith("backbone.fpn_output3.norm.")}
+    assert_fails(write(nofpn), dst, r"fpn\.output3\.weight \(detectron2: backbone\.fpn_output3\.weight\) has no norm")
+    # the second RPN conv's bias missing
+    rpn = {k: v for k, v in sd.items() if k != "proposal_generator.rpn_head.conv.conv1.bias"}
+    assert_fails(write(rpn), dst, r"missing tensor\(s\): rpn\.conv2\.bias \(detectron2: "
+                 r"proposal_generator\.rpn_head\.conv\.conv1\.bias\)")
+    # layers the engine does not run
+    cascade = dict(sd, **{"roi_heads.box_head.1.fc1.weight": sd["roi_heads.box_head.fc1.weight"]})
+    assert_fails(write(cascade), dst, r"unsupported layer for --from detectron2: a cascade of box heads",
+                 r"roi_heads\.box_head\.1\.fc1\.weight")
+    dcn = dict(sd, **{"backbone.bottom_up.res3.0.conv2_offset.weight": np.zeros((18, 8, 3, 3), np.float32)})
+    assert_fails(write(dcn), dst, r"unsupported layer for --from detectron2: deformable convolution offsets",
+                 r"backbone\.bottom_up\.res3\.0\.conv2_offset\.weight")
+    extra = dict(sd, **{"roi_heads.box_head.conv2.conv_offset.weight": np.zeros((18, 8, 3, 3), np.float32)})
+    assert_fails(write(extra), dst, r"unknown tensor name\(s\) for --from detectron2: "
+                 r"roi_heads\.box_head\.conv2\.conv_offset\.weight")
+
+    # a trunk BatchNorm among GroupNorms
+    gsd, _ = zoo.d2_tensors(arch_model(17, 50, "gn", **zoo.TINY))
+    c = gsd["backbone.bottom_up.res3.1.conv2.norm.weight"].shape
+    bn = dict(gsd, **{"backbone.bottom_up.res3.1.conv2.norm.running_mean": np.zeros(c, np.float32),
+                      "backbone.bottom_up.res3.1.conv2.norm.running_var": np.ones(c, np.float32)})
+    assert_fails(write(bn), dst, r"trunk norms of mixed forms: backbone\.res3\.1\.conv2\.norm\.weight "
+                 r"\(detectron2: backbone\.bottom_up\.res3\.1\.conv2\.norm\.weight\) is BatchNorm", r"are GroupNorm")
+
+    # Detectron GN: a missing gamma is named by its blob
+    blobs, _ = zoo.detectron_blobs(arch_model(18, 50, "gn", **zoo.TINY))
+    p = tmp_path / "dt.pkl"
+    p.write_bytes(zoo.py2_pickle([("cfg", CFG_YAML), ("blobs", [(k, v) for k, v in blobs if k != "head_conv2_gn_s"])]))
+    assert_fails(str(p), dst, r"missing tensor\(s\): box_head\.conv2\.norm\.weight \(detectron: head_conv2_gn_s\)")
+
+    # maskrcnn-benchmark's 2fc head with GroupNorm after the FCs (FPN2MLPFeatureExtractor, USE_GN)
+    msd = mb_checkpoint(arch_model(19, 50, "gn", **zoo.TINY), legacy=False, path=tmp_path / "mb.pth")
+    fc = {k: v for k, v in msd.items() if ".xconvs." not in k and ".fc6." not in k}
+    fc.update({"module.roi_heads.box.feature_extractor.fc6.0.weight": torch.zeros(32, 16 * 49),
+               "module.roi_heads.box.feature_extractor.fc6.1.weight": torch.ones(32),
+               "module.roi_heads.box.feature_extractor.fc6.1.bias": torch.zeros(32)})
+    torch.save({"model": fc}, tmp_path / "mbfc.pth")
+    assert_fails(str(tmp_path / "mbfc.pth"), dst, r"unsupported layer for --from maskrcnn-benchmark: GroupNorm after "
+                 r"the box head's FCs", r"roi_heads\.box\.feature_extractor\.fc6\.0\.weight")
+
+    # torchvision: an index of FastRCNNConvFCHead that holds no Linear (6 is a ReLU)
+    canon = arch_model(20, 50, "lsj", **zoo.TINY)
+    tsd = {zoo.tv_name(k, box_convs=4): torch.from_numpy(v) for k, v in canon.items()}
+    tsd["roi_heads.box_head.6.weight"] = torch.zeros(3)
+    torch.save(tsd, tmp_path / "tv.pth")
+    assert_fails(str(tmp_path / "tv.pth"), dst, r"unknown tensor name\(s\) for --from torchvision: roi_heads\.box_head\.6\.weight")
+
+
+def test_suggested_configs_by_architecture():
+    """Which shipped config each zoo's architecture and depth gets (none where the zoo has no
+    such model: detectron2's SyncBN and GN models are R-50 only, torchvision ships no GN)."""
+    import convert
+    base = dict(depth=101, groups=1, num_classes=81, stem_out_channels=64, res2_out_channels=256, width_per_group=64)
+    archs = {
+        "classic": dict(norm="batchnorm", fpn_norm="none", rpn_num_convs=1, box_head_num_convs=0, box_head_num_fcs=2,
+                        box_head_norm="none", mask_head_norm="none"),
+        "lsj": dict(norm="batchnorm", fpn_norm="batchnorm", rpn_num_convs=2, box_head_num_convs=4, box_head_num_fcs=1,
+                    box_head_norm="batchnorm", mask_head_norm="batchnorm"),
+        "syncbn": dict(norm="batchnorm", fpn_norm="batchnorm", rpn_num_convs=1, box_head_num_convs=4,
+                       box_head_num_fcs=1, box_head_norm="batchnorm", mask_head_norm="batchnorm"),
+        "gn": dict(norm="group_norm", fpn_norm="group_norm", rpn_num_convs=1, box_head_num_convs=4, box_head_num_fcs=1,
+                   box_head_norm="group_norm", mask_head_norm="group_norm"),
+        "odd": dict(norm="batchnorm", fpn_norm="batchnorm", rpn_num_convs=3, box_head_num_convs=4, box_head_num_fcs=1,
+                    box_head_norm="batchnorm", mask_head_norm="none"),
+    }
+    want = {
+        ("lsj", "detectron2", 101): "configs/mask_rcnn_R-101-FPN_detectron2_LSJ.json",
+        ("lsj", "detectron2", 50): "configs/mask_rcnn_R-50-FPN_detectron2_LSJ.json",
+        ("lsj", "torchvision", 101): "configs/mask_rcnn_R-101-FPN_torchvision_v2.json",
+        ("lsj", "torchvision", 50): "configs/mask_rcnn_R-50-FPN_torchvision_v2.json",
+        ("syncbn", "detectron2", 50): "configs/mask_rcnn_R-50-FPN_detectron2_syncbn.json",
+        ("gn", "detectron2", 50): "configs/mask_rcnn_R-50-FPN_detectron2_gn.json",
+        ("gn", "detectron", 101): "configs/mask_rcnn_R-101-FPN_detectron_gn.json",
+        ("gn", "detectron", 50): "configs/mask_rcnn_R-50-FPN_detectron_gn.json",
+        ("gn", "maskrcnn-benchmark", 50): "configs/mask_rcnn_R-50-FPN_maskrcnn-benchmark_gn.json",
+    }
+    for arch, a in archs.items():
+        for fmt in ("detectron", "detectron2", "maskrcnn-benchmark", "torchvision"):
+            for depth in (50, 101):
+                info = dict(base, **a, depth=depth)
+                got = convert.suggested_config_of(info, fmt)
+                expect = f"configs/mask_rcnn_R-{depth}-FPN_{fmt}.json" if arch == "classic" else \
+                    want.get((arch, fmt, depth), "")
+                assert got == expect, (arch, fmt, depth, got)
+                if got:
+                    assert os.path.isfile(os.path.join(REPO, got)), got
+    assert convert.architecture_of(dict(archs["odd"])) == "custom"
+    # the affine trunk (Detectron, maskrcnn-benchmark) is the classic model
+    assert convert.architecture_of(dict(archs["classic"], norm="affine")) == "classic"
 
 
 # ---- models/download.sh (offline: this machine cannot reach the zoos' hosts) ----------------

@@ -6,9 +6,18 @@ written from the zoos' documented layouts (shared/reference/conventions.md §3,
 tests/parity/detectron2_r101_keys.txt, maskrcnn-benchmark's modeling/ sources), not from
 models/convert.py's tables, so the tests compare two independent descriptions.
 
-The canonical model is generated first ({canonical name: array}, BatchNorm form), then each
-zoo's file is derived from it: renamed, and with the zoo's own value layout (Detectron's
-AffineChannel blobs, detectron2's background-last classes).
+The canonical model is generated first ({canonical name: array}, BatchNorm form, or GroupNorm
+form with norm="gn"), then each zoo's file is derived from it: renamed, and with the zoo's own
+value layout (Detectron's AffineChannel blobs, detectron2's background-last classes).
+
+The stronger architectures (ARCHS: detectron2's LSJ new baselines and torchvision v2 "lsj",
+detectron2 Misc SyncBN "syncbn", the GroupNorm models of detectron2, Detectron and
+maskrcnn-benchmark "gn") add norms to the FPN and the heads, RPN and box head convs; their zoo
+names are written here from shared/reference/zoo_variants.md sections 1, 2 and 5 and the zoos'
+sources (detectron2 fpn.py/rpn.py/box_head.py/mask_head.py, Detectron ResNet.py/FPN.py/
+fast_rcnn_heads.py/mask_rcnn_heads.py ConvGN blobs `<prefix>_gn_{s,b}`, maskrcnn-benchmark
+make_layers.py / roi_box_feature_extractors.py FPNXconv1fcFeatureExtractor, torchvision
+Conv2dNormActivation / FastRCNNConvFCHead Sequential indices).
 """
 
 import collections
@@ -19,17 +28,42 @@ import numpy as np
 
 BLOCKS = {50: (3, 4, 6, 3), 101: (3, 4, 23, 3)}
 BN = ("weight", "bias", "running_mean", "running_var")
+GN = ("weight", "bias")
+
+# Architecture presets (keyword arguments of canonical_shapes).
+ARCHS = {
+    "classic": {},
+    "lsj": dict(fpn_norm="bn", rpn_convs=2, box_convs=4, box_fcs=1, box_norm="bn", mask_norm="bn"),
+    "syncbn": dict(fpn_norm="bn", rpn_convs=1, box_convs=4, box_fcs=1, box_norm="bn", mask_norm="bn"),
+    "gn": dict(norm="gn", fpn_norm="gn", rpn_convs=1, box_convs=4, box_fcs=1, box_norm="gn", mask_norm="gn"),
+}
 
 
 def canonical_shapes(depth=101, K=81, stem=64, width=64, res2=256, fpn=256, rep=1024, mask=256,
-                     groups=1, A=3, pool=7):
+                     groups=1, A=3, pool=7, norm="bn", fpn_norm=None, rpn_convs=1, box_convs=0,
+                     box_fcs=2, box_norm=None, mask_norm=None, conv_dim=None):
     """{canonical name: shape} in file order (models/README.md); width = res2 bottleneck width
-    (64 for ResNet, groups*width_per_group for ResNeXt)."""
+    (64 for ResNet, groups*width_per_group for ResNeXt).  norm: the trunk's ("bn" BatchNorm
+    form, "gn" GroupNorm form); fpn_norm/box_norm/mask_norm: None (convs with bias), "bn" or
+    "gn" (convs without bias, then the norm); box_convs 3x3 convs of conv_dim (default fpn)
+    channels, then box_fcs FCs."""
     s = collections.OrderedDict()
+    conv_dim = conv_dim or fpn
+    norm_kind = norm
+
+    def norm_of(prefix, c, kind):
+        for p in (BN if kind == "bn" else GN):
+            s[f"{prefix}.{p}"] = (c,)
 
     def norm(prefix, c):
-        for p in BN:
-            s[f"{prefix}.{p}"] = (c,)
+        norm_of(prefix, c, norm_kind)
+
+    def conv(prefix, shape, kind):
+        s[prefix + ".weight"] = shape
+        if kind is None:
+            s[prefix + ".bias"] = (shape[0],)
+        else:
+            norm_of(prefix + ".norm", shape[0], kind)
 
     s["backbone.stem.conv.weight"] = (stem, 3, 7, 7)
     norm("backbone.stem.norm", stem)
@@ -50,16 +84,27 @@ def canonical_shapes(depth=101, K=81, stem=64, width=64, res2=256, fpn=256, rep=
             cin = out
         outs[S] = out
     for S in (2, 3, 4, 5):
-        s[f"fpn.lateral{S}.weight"], s[f"fpn.lateral{S}.bias"] = (fpn, outs[S], 1, 1), (fpn,)
+        conv(f"fpn.lateral{S}", (fpn, outs[S], 1, 1), fpn_norm)
     for S in (2, 3, 4, 5):
-        s[f"fpn.output{S}.weight"], s[f"fpn.output{S}.bias"] = (fpn, fpn, 3, 3), (fpn,)
-    for name, shape in (("rpn.conv", (fpn, fpn, 3, 3)), ("rpn.objectness", (A, fpn, 1, 1)),
-                        ("rpn.deltas", (4 * A, fpn, 1, 1)), ("box_head.fc6", (rep, fpn * pool * pool)),
-                        ("box_head.fc7", (rep, rep)), ("box_predictor.cls_score", (K, rep)),
-                        ("box_predictor.bbox_pred", (4 * K, rep)), ("mask_head.fcn1", (mask, fpn, 3, 3)),
-                        ("mask_head.fcn2", (mask, mask, 3, 3)), ("mask_head.fcn3", (mask, mask, 3, 3)),
-                        ("mask_head.fcn4", (mask, mask, 3, 3)), ("mask_head.deconv", (mask, mask, 2, 2)),
-                        ("mask_head.logits", (K, mask, 1, 1))):
+        conv(f"fpn.output{S}", (fpn, fpn, 3, 3), fpn_norm)
+    for i in range(1, rpn_convs + 1):
+        conv("rpn.conv" + (str(i) if i > 1 else ""), (fpn, fpn, 3, 3), None)
+    heads = [("rpn.objectness", (A, fpn, 1, 1)), ("rpn.deltas", (4 * A, fpn, 1, 1))]
+    for name, shape in heads:
+        s[name + ".weight"], s[name + ".bias"] = shape, (shape[0],)
+    cin = fpn
+    for i in range(1, box_convs + 1):
+        conv(f"box_head.conv{i}", (conv_dim, cin, 3, 3), box_norm)
+        cin = conv_dim
+    fin = cin * pool * pool
+    for i in range(box_fcs):
+        conv(f"box_head.fc{6 + i}", (rep, fin), None)
+        fin = rep
+    for name, shape in (("box_predictor.cls_score", (K, rep)), ("box_predictor.bbox_pred", (4 * K, rep))):
+        s[name + ".weight"], s[name + ".bias"] = shape, (shape[0],)
+    for i in range(1, 5):
+        conv(f"mask_head.fcn{i}", (mask, fpn if i == 1 else mask, 3, 3), mask_norm)
+    for name, shape in (("mask_head.deconv", (mask, mask, 2, 2)), ("mask_head.logits", (K, mask, 1, 1))):
         s[name + ".weight"], s[name + ".bias"] = shape, (shape[0],)
     return s
 
@@ -90,26 +135,42 @@ def last_blocks(canon):
 
 # ---- names: canonical -> each zoo ---------------------------------------------------------
 
-def detectron_name(canon, last):
-    """Caffe2 blob name of a canonical tensor (norms: AffineChannel _bn_s/_bn_b)."""
+_SB = {"weight": "s", "bias": "b"}  # Detectron GroupNorm gamma/beta blobs (SpatialGN _s/_b)
+
+
+def detectron_name(canon, last, gn_heads=False):
+    """Caffe2 blob name of a canonical tensor.  Trunk norms: AffineChannel `_bn_s/_bn_b` (scale,
+    shift) or, in the GN models, ConvGN's `_gn_s/_gn_b` (norm weight, bias); the GN models name
+    the mask convs `_mask_fcn{i}` (mask_rcnn_fcn_head_v1upXconvs_gn) and the box head convs
+    `head_conv{i}` (add_roi_Xconv1fc_gn_head)."""
     wb = {"weight": "w", "bias": "b", "scale": "s", "shift": "b"}
+
+    def norm_suffix(p):
+        return "_bn_" + wb[p] if p in ("scale", "shift") else "_gn_" + _SB[p]
+
     m = re.fullmatch(r"backbone\.stem\.conv\.weight", canon)
     if m:
         return "conv1_w"
-    m = re.fullmatch(r"backbone\.stem\.norm\.(scale|shift)", canon)
+    m = re.fullmatch(r"backbone\.stem\.norm\.(\w+)", canon)
     if m:
-        return "res_conv1_bn_" + wb[m.group(1)]
+        return "res_conv1_bn_" + wb[m.group(1)] if m.group(1) in ("scale", "shift") else "conv1_gn_" + _SB[m.group(1)]
     m = re.fullmatch(r"backbone\.res(\d)\.(\d+)\.(conv(\d)|shortcut)\.(norm\.)?(\w+)", canon)
     if m:
         S, b, unit, k, norm, p = m.groups()
         branch = "branch1" if unit == "shortcut" else "branch2" + "abc"[int(k) - 1]
-        return f"res{S}_{b}_{branch}_{'bn_' if norm else ''}{wb[p]}"
-    m = re.fullmatch(r"fpn\.(lateral|output)(\d)\.(\w+)", canon)
+        return f"res{S}_{b}_{branch}" + (norm_suffix(p) if norm else "_" + wb[p])
+    m = re.fullmatch(r"fpn\.(lateral|output)(\d)\.(norm\.)?(\w+)", canon)
     if m:
-        kind, S, p = m.group(1), int(m.group(2)), wb[m.group(3)]
+        kind, S, norm, p = m.group(1), int(m.group(2)), m.group(3), m.group(4)
         if kind == "output":
-            return f"fpn_res{S}_{last[S]}_sum_{p}"
-        return f"fpn_inner_res{S}_{last[S]}_sum{'' if S == 5 else '_lateral'}_{p}"
+            prefix = f"fpn_res{S}_{last[S]}_sum"
+        else:
+            prefix = f"fpn_inner_res{S}_{last[S]}_sum{'' if S == 5 else '_lateral'}"
+        return prefix + ("_gn_" + _SB[p] if norm else "_" + wb[p])
+    m = re.fullmatch(r"(box_head\.conv|mask_head\.fcn)(\d)\.(norm\.)?(\w+)", canon)
+    if m and (m.group(1) == "box_head.conv" or gn_heads):
+        prefix = ("head_conv" if m.group(1) == "box_head.conv" else "_mask_fcn") + m.group(2)
+        return prefix + ("_gn_" + _SB[m.group(4)] if m.group(3) else "_" + wb[m.group(4)])
     heads = {"rpn.conv": "conv_rpn_fpn2", "rpn.objectness": "rpn_cls_logits_fpn2",
              "rpn.deltas": "rpn_bbox_pred_fpn2", "box_head.fc6": "fc6", "box_head.fc7": "fc7",
              "box_predictor.cls_score": "cls_score", "box_predictor.bbox_pred": "bbox_pred",
@@ -120,7 +181,9 @@ def detectron_name(canon, last):
     return f"{heads[prefix]}_{wb[p]}"
 
 
-def d2_name(canon):
+def d2_name(canon, rpn_convs=1):
+    """detectron2 name.  Norms are the Conv2d wrapper's `norm` attribute everywhere; the RPN head
+    with N > 1 convs holds them as conv.conv0..conv{N-1}, with one conv as `conv` (rpn.py)."""
     m = re.fullmatch(r"backbone\.stem\.conv\.weight", canon)
     if m:
         return "backbone.bottom_up.stem.conv1.weight"
@@ -128,24 +191,36 @@ def d2_name(canon):
         return "backbone.bottom_up.stem.conv1.norm." + canon.split(".")[-1]
     if canon.startswith("backbone.res"):
         return "backbone.bottom_up." + canon[len("backbone."):]
-    m = re.fullmatch(r"fpn\.(lateral|output)(\d)\.(\w+)", canon)
+    m = re.fullmatch(r"fpn\.(lateral|output)(\d)\.(.+)", canon)
     if m:
         return f"backbone.fpn_{m.group(1)}{m.group(2)}.{m.group(3)}"
-    table = {"rpn.conv": "proposal_generator.rpn_head.conv",
-             "rpn.objectness": "proposal_generator.rpn_head.objectness_logits",
+    m = re.fullmatch(r"rpn\.conv(\d*)\.(\w+)", canon)
+    if m:
+        i = int(m.group(1) or 1)
+        return ("proposal_generator.rpn_head.conv." if rpn_convs == 1
+                else f"proposal_generator.rpn_head.conv.conv{i - 1}.") + m.group(2)
+    m = re.fullmatch(r"box_head\.conv(\d+)\.(.+)", canon)
+    if m:
+        return f"roi_heads.box_head.conv{m.group(1)}.{m.group(2)}"
+    m = re.fullmatch(r"box_head\.fc(\d+)\.(\w+)", canon)
+    if m:
+        return f"roi_heads.box_head.fc{int(m.group(1)) - 5}.{m.group(2)}"
+    m = re.fullmatch(r"mask_head\.fcn(\d)\.(.+)", canon)
+    if m:
+        return f"roi_heads.mask_head.mask_fcn{m.group(1)}.{m.group(2)}"
+    table = {"rpn.objectness": "proposal_generator.rpn_head.objectness_logits",
              "rpn.deltas": "proposal_generator.rpn_head.anchor_deltas",
-             "box_head.fc6": "roi_heads.box_head.fc1", "box_head.fc7": "roi_heads.box_head.fc2",
              "box_predictor.cls_score": "roi_heads.box_predictor.cls_score",
              "box_predictor.bbox_pred": "roi_heads.box_predictor.bbox_pred",
              "mask_head.deconv": "roi_heads.mask_head.deconv", "mask_head.logits": "roi_heads.mask_head.predictor"}
-    for i in range(1, 5):
-        table[f"mask_head.fcn{i}"] = f"roi_heads.mask_head.mask_fcn{i}"
     prefix, p = canon.rsplit(".", 1)
     return f"{table[prefix]}.{p}"
 
 
-def mb_name(canon):
-    """maskrcnn-benchmark state_dict name (without the DistributedDataParallel 'module.')."""
+def mb_name(canon, gn_heads=False):
+    """maskrcnn-benchmark state_dict name (without the DistributedDataParallel 'module.').  With
+    GN (gn_heads): FPN and mask convs are Sequential(conv, GroupNorm) (.0 / .1), the box head is
+    FPNXconv1fcFeatureExtractor's xconvs = (conv, GN, ReLU) * N, then fc6."""
     if canon == "backbone.stem.conv.weight":
         return "backbone.body.stem.conv1.weight"
     if canon.startswith("backbone.stem.norm."):
@@ -157,10 +232,19 @@ def mb_name(canon):
         rest = re.sub(r"^conv(\d)\.norm\.", r"bn\1.", rest)
         rest = rest.replace("shortcut.norm.", "downsample.1.").replace("shortcut.weight", "downsample.0.weight")
         return p + rest
-    m = re.fullmatch(r"fpn\.(lateral|output)(\d)\.(\w+)", canon)
+    m = re.fullmatch(r"fpn\.(lateral|output)(\d)\.(norm\.)?(\w+)", canon)
     if m:
         kind = "inner" if m.group(1) == "lateral" else "layer"
-        return f"backbone.fpn.fpn_{kind}{int(m.group(2)) - 1}.{m.group(3)}"
+        seq = (".1." if m.group(3) else ".0.") if gn_heads else "."
+        return f"backbone.fpn.fpn_{kind}{int(m.group(2)) - 1}{seq}{m.group(4)}"
+    m = re.fullmatch(r"box_head\.conv(\d)\.(norm\.)?(\w+)", canon)
+    if m:
+        k = int(m.group(1)) - 1
+        return f"roi_heads.box.feature_extractor.xconvs.{3 * k + (1 if m.group(2) else 0)}.{m.group(3)}"
+    m = re.fullmatch(r"mask_head\.fcn(\d)\.(norm\.)?(\w+)", canon)
+    if m:
+        seq = (".1." if m.group(2) else ".0.") if gn_heads else "."
+        return f"roi_heads.mask.feature_extractor.mask_fcn{m.group(1)}{seq}{m.group(3)}"
     table = {"rpn.conv": "rpn.head.conv", "rpn.objectness": "rpn.head.cls_logits", "rpn.deltas": "rpn.head.bbox_pred",
              "box_head.fc6": "roi_heads.box.feature_extractor.fc6",
              "box_head.fc7": "roi_heads.box.feature_extractor.fc7",
@@ -168,8 +252,6 @@ def mb_name(canon):
              "box_predictor.bbox_pred": "roi_heads.box.predictor.bbox_pred",
              "mask_head.deconv": "roi_heads.mask.predictor.conv5_mask",
              "mask_head.logits": "roi_heads.mask.predictor.mask_fcn_logits"}
-    for i in range(1, 5):
-        table[f"mask_head.fcn{i}"] = f"roi_heads.mask.feature_extractor.mask_fcn{i}"
     prefix, p = canon.rsplit(".", 1)
     return f"{table[prefix]}.{p}"
 
@@ -202,6 +284,30 @@ def tv_legacy_name(canon):
     return f"{table[prefix]}.{p}"
 
 
+def tv_name(canon, box_convs=0):
+    """torchvision >= 0.13 state_dict name (maskrcnn_resnet50_fpn_v2's layout when the model has
+    norms in the FPN and heads): Conv2dNormActivation = Sequential(conv, norm[, ReLU]), so .0 is
+    the conv and .1 its norm; FastRCNNConvFCHead = [conv blocks] * box_convs, Flatten, then
+    (Linear, ReLU) per FC, so FC j (from 0) is roi_heads.box_head.{box_convs + 1 + 2j}."""
+    m = re.fullmatch(r"fpn\.(lateral|output)(\d)\.(norm\.)?(\w+)", canon)
+    if m:
+        kind = "inner" if m.group(1) == "lateral" else "layer"
+        return f"backbone.fpn.{kind}_blocks.{int(m.group(2)) - 2}.{'1' if m.group(3) else '0'}.{m.group(4)}"
+    m = re.fullmatch(r"rpn\.conv(\d*)\.(\w+)", canon)
+    if m:
+        return f"rpn.head.conv.{int(m.group(1) or 1) - 1}.0.{m.group(2)}"
+    m = re.fullmatch(r"box_head\.conv(\d+)\.(norm\.)?(\w+)", canon)
+    if m:
+        return f"roi_heads.box_head.{int(m.group(1)) - 1}.{'1' if m.group(2) else '0'}.{m.group(3)}"
+    m = re.fullmatch(r"box_head\.fc(\d+)\.(\w+)", canon)
+    if m and box_convs:
+        return f"roi_heads.box_head.{box_convs + 1 + 2 * (int(m.group(1)) - 6)}.{m.group(2)}"
+    m = re.fullmatch(r"mask_head\.fcn(\d)\.(norm\.)?(\w+)", canon)
+    if m:
+        return f"roi_heads.mask_head.{int(m.group(1)) - 1}.{'1' if m.group(2) else '0'}.{m.group(3)}"
+    return tv_legacy_name(canon)
+
+
 # ---- each zoo's tensors, and what the converted file must hold -----------------------------
 
 def detectron_blobs(canon, seed=1):
@@ -211,15 +317,16 @@ def detectron_blobs(canon, seed=1):
     FPN and heads only), fc1000_* and zero biases of the bias-less backbone convs (ImageNet
     init leftovers)."""
     last = last_blocks(canon)
+    gn_heads = "mask_head.fcn1.norm.weight" in canon
     rng = np.random.default_rng(seed)
     blobs, expected = {}, collections.OrderedDict()
     for name, a in canon.items():
         if name.endswith((".running_mean", ".running_var")):
             continue
         c = name
-        if ".norm." in name:
+        if ".norm." in name and name[: name.rindex(".")] + ".running_var" in canon:  # BN: AffineChannel
             c = name[: name.rindex(".")] + (".scale" if name.endswith(".weight") else ".shift")
-        blob = detectron_name(c, last)
+        blob = detectron_name(c, last, gn_heads)
         blobs[blob] = a
         expected[c] = a
         if not blob.startswith(("conv1", "res")):  # (a real file has them for res3..res5 too:
@@ -239,6 +346,7 @@ def d2_tensors(canon):
     """(detectron2 state dict, expected canonical tensors computed from it).  detectron2 keeps
     background as the LAST cls_score row and has no background rows in bbox_pred (4*80) and
     the mask predictor (80)."""
+    rpn_convs = sum(1 for n in canon if re.fullmatch(r"rpn\.conv\d*\.weight", n))
     sd = collections.OrderedDict()
     for name, a in canon.items():
         if name.startswith("box_predictor.cls_score."):
@@ -247,10 +355,10 @@ def d2_tensors(canon):
             a = a[4:]
         elif name.startswith("mask_head.logits."):
             a = a[1:]
-        sd[d2_name(name)] = np.ascontiguousarray(a)
+        sd[d2_name(name, rpn_convs)] = np.ascontiguousarray(a)
     expected = collections.OrderedDict()
     for name in canon:
-        a = sd[d2_name(name)]
+        a = sd[d2_name(name, rpn_convs)]
         if name.startswith("box_predictor.cls_score."):
             a = np.concatenate([a[-1:], a[:-1]])
         elif name.startswith("box_predictor.bbox_pred."):
