@@ -193,6 +193,15 @@ static const char *const shipped_configs[] = {
     "configs/mask_rcnn_R-101-FPN_maskrcnn-benchmark.json",
     "configs/mask_rcnn_R-50-FPN_maskrcnn-benchmark.json",
     "configs/mask_rcnn_R-101-FPN_shapes.json",
+    "configs/mask_rcnn_R-101-FPN_detectron2_LSJ.json",
+    "configs/mask_rcnn_R-50-FPN_detectron2_LSJ.json",
+    "configs/mask_rcnn_R-50-FPN_detectron2_syncbn.json",
+    "configs/mask_rcnn_R-50-FPN_detectron2_gn.json",
+    "configs/mask_rcnn_R-101-FPN_detectron_gn.json",
+    "configs/mask_rcnn_R-50-FPN_detectron_gn.json",
+    "configs/mask_rcnn_R-50-FPN_maskrcnn-benchmark_gn.json",
+    "configs/mask_rcnn_R-50-FPN_torchvision_v2.json",
+    "configs/mask_rcnn_R-101-FPN_torchvision_v2.json",
 };
 
 static void test_shipped_configs_spell_out_every_key(void **state)
