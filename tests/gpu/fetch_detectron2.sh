@@ -8,7 +8,9 @@
 # 6 MB, 1.4 MB compressed), which bench_gpu.py appends to sys.path, so packages the machine
 # already has are used before these:
 #   detectron2/  the Python package (no layers/csrc, no _C)
-#   configs/     Base-RCNN-FPN.yaml and COCO-InstanceSegmentation/mask_rcnn_R_101_FPN_3x.yaml
+#   configs/     Base-RCNN-FPN.yaml, COCO-InstanceSegmentation/mask_rcnn_R_101_FPN_3x.yaml, and for
+#                tests/gpu/d2_strong_parity.py the LazyConfigs common/ and new_baselines/ and
+#                Misc/mask_rcnn_R_50_FPN_3x_gn.yaml
 #   site/        what the import of detectron2.config and detectron2.modeling needs that
 #                Python 3.12 with torch and torchvision may lack, unpacked (no pip install):
 #                fvcore, iopath, yacs, omegaconf + antlr4-python3-runtime, termcolor, tabulate,
@@ -32,7 +34,8 @@ PY=${PYTHON:-python3}
 REV=${REV:-HEAD}
 cd "$(dirname "$0")"
 DST=$PWD/deps/detectron2
-CONFIGS="configs/Base-RCNN-FPN.yaml configs/COCO-InstanceSegmentation/mask_rcnn_R_101_FPN_3x.yaml"
+CONFIGS="configs/Base-RCNN-FPN.yaml configs/COCO-InstanceSegmentation/mask_rcnn_R_101_FPN_3x.yaml
+configs/Misc/mask_rcnn_R_50_FPN_3x_gn.yaml configs/common configs/new_baselines"
 # Pinned within detectron2's setup.py ranges (fvcore <0.1.6, iopath <0.1.10, omegaconf <2.4 with
 # the antlr4 runtime it pins).
 PURE="fvcore==0.1.5.post20221221 iopath==0.1.9 yacs==0.1.8 omegaconf==2.3.1 antlr4-python3-runtime==4.9.3
@@ -49,9 +52,9 @@ if git --git-dir="$SRC" rev-parse --verify -q "$REV^{commit}" >/dev/null 2>&1; t
     git --git-dir="$SRC" archive "$commit" detectron2 $CONFIGS | tar -x -C "$DST"
     origin="$commit ($(git --git-dir="$SRC" log -1 --format=%cs "$commit"))"
 elif [ -f "$SRC/detectron2/__init__.py" ]; then
-    mkdir -p "$DST/configs/COCO-InstanceSegmentation"
+    mkdir -p "$DST/configs/COCO-InstanceSegmentation" "$DST/configs/Misc"
     cp -r "$SRC/detectron2" "$DST/"
-    for f in $CONFIGS; do cp "$SRC/$f" "$DST/$f"; done
+    for f in $CONFIGS; do cp -r "$SRC/$f" "$DST/$f"; done
     origin="$(git -C "$SRC" rev-parse HEAD 2>/dev/null || echo "(no git)") (a source tree)"
 else
     echo "$SRC is neither a git directory with $REV nor a source tree with detectron2/__init__.py" >&2
@@ -60,7 +63,7 @@ fi
 # No compiled extension: its C++/CUDA sources and any built _C go.
 rm -rf "$DST/detectron2/layers/csrc"
 find "$DST/detectron2" \( -name "_C*.so" -o -name "__pycache__" \) -prune -exec rm -rf {} +
-for f in $CONFIGS; do [ -f "$DST/$f" ] || { echo "$SRC lacks $f" >&2; exit 1; }; done
+for f in $CONFIGS; do [ -e "$DST/$f" ] || { echo "$SRC lacks $f" >&2; exit 1; }; done
 
 $PY -m pip download -q --no-deps -d "$TMP/dl" $PURE
 $PY -m pip download -q --no-deps --only-binary :all: --python-version 3.12 --implementation cp \
