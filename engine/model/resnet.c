@@ -1,8 +1,11 @@
 /* The ResNet body: stem (7x7/2 conv + folded norm + ReLU, 3x3/2 max pool)
  * and four stages of bottleneck blocks, res2..res5, whose outputs are C2..C5.
- * Each conv has its normalisation folded in at load; the residual sum and
+ * Each conv has its batchnorm folded in at load; the residual sum and
  * the ReLU ride on conv3's output pass, written in place into the stage
- * output, so a block is exactly three (four with the shortcut) launches. */
+ * output, so a block is exactly three (four with the shortcut) launches.
+ * Under GroupNorm (config backbone.norm, the GN models) each conv is
+ * followed by its GroupNorm, which carries the ReLU and, after conv3, the
+ * residual sum (model_norm_conv_run). */
 #include <stdio.h>
 #include <stdlib.h>
 
