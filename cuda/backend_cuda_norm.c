@@ -31,8 +31,8 @@ mr_status cuda_group_norm(void *vctx, mr_layer *l, const mr_tensor *x, mr_tensor
     cuda_ctx *c = vctx;
     if (l->kind != CUDA_LAYER_GROUP_NORM)
         return mr_fail(err, MR_ERR_INTERNAL, "%s: group_norm given a layer that is not a GroupNorm", l->name);
-    if (c->graph_mode == CUDA_GRAPH_REPLAYING) return MR_OK; /* the stage's graph runs it */
     MR_TRY(group_norm_check(l->name, &l->gn, x, y, accumulate, err));
+    if (c->graph_mode == CUDA_GRAPH_REPLAYING) return MR_OK; /* the stage's graph runs it */
     MR_TRY(cuda_group_norm_launch(c->stream, l->name, &l->gn, x, y, l->d_scale, l->d_bias, accumulate, err));
     return cuda_after_launch(c, l->name, err);
 }
