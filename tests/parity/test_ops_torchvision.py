@@ -334,6 +334,8 @@ def test_multiscale_roi_align_matches_torchvision(lib, sampling):
     (5, 14, 14, 256, 32, 1, 1, 0.0),    # the mask head's RoI batch, residual and ReLU
     (1, 25, 38, 64, 1, 0, 0, 3.0),      # one group (LayerNorm over C, H, W)
     (2, 9, 11, 48, 48, 1, 0, -2.0),     # one channel a group (InstanceNorm)
+    (2, 9, 11, 80, 10, 0, 1, 0.0),      # runs of 8 groups of 8 channels, the last one short
+    (1, 9, 11, 200, 2, 1, 0, 1.0),      # groups of 100 channels, wider than the CPU's 64 lanes
     (1, 200, 336, 256, 32, 1, 0, 4.0),  # res2 of an 800x1344 input
 ])
 def test_group_norm_matches_torch(lib, n, h, w, c, groups, relu, accumulate, offset):

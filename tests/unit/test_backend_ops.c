@@ -616,6 +616,8 @@ static const gn_case g_gn_cases[] = {
     {1, 13, 17, 64, 8, 1, 0, 0.0f, 0, 0},
     {1, 13, 17, 64, 1, 0, 0, 0.0f, 0, 0},    /* one group: all channels */
     {3, 13, 17, 48, 48, 1, 0, 0.0f, 0, 0},   /* one channel each, 48 not a power of two */
+    {3, 7, 7, 80, 10, 1, 1, 0.0f, 0, 0},     /* 10 groups of 8: the CPU's runs of groups, the last one short */
+    {1, 7, 7, 200, 2, 0, 1, 0.0f, 0, 0},     /* groups of 100 channels: wider than the CPU's 64 lanes */
     {1, 13, 17, 64, 8, 0, 0, 100.0f, 0, 0},  /* mean 100, std 0.58 */
     {3, 13, 17, 256, 32, 1, 0, 0.0f, 1, 0},  /* in place */
     {1, 7, 7, 64, 8, 0, 0, -3.0f, 1, 0},
