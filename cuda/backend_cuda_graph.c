@@ -12,8 +12,9 @@
  *                again, and the next call tries again, up to
  *                CUDA_GRAPH_TRIES failures, then op by op for good;
  *   afterwards   fn runs with graph_mode = REPLAYING, in which conv,
- *                max_pool and upsample_nearest only return (fn still sets the
- *                model's tensor shapes), then the graph is launched.
+ *                group_norm, max_pool and upsample_nearest only return (fn
+ *                still sets the model's tensor shapes), then the graph is
+ *                launched.
  *
  * A graph holds the device pointers it was captured with: the model's
  * arena, the weights, the cuDNN workspace. They are fixed after plan; plan
@@ -197,8 +198,8 @@ mr_status cuda_replay_stats(void *vctx, mr_replay_stats *out)
 mr_status cuda_graph_forbid(const cuda_ctx *c, const char *op, mr_error *err)
 {
     if (c->graph_mode == CUDA_GRAPH_EAGER) return MR_OK;
-    return mr_fail(err, MR_ERR_INTERNAL, "%s: called inside a replayable stage (backend.h: only conv, max_pool and "
-                   "upsample_nearest may be)", op);
+    return mr_fail(err, MR_ERR_INTERNAL, "%s: called inside a replayable stage (backend.h: only conv, group_norm, "
+                   "max_pool and upsample_nearest may be)", op);
 }
 
 mr_status cuda_graph_op(const cuda_ctx *c, const char *op, int *replaying, mr_error *err)
@@ -206,7 +207,7 @@ mr_status cuda_graph_op(const cuda_ctx *c, const char *op, int *replaying, mr_er
     *replaying = c->graph_mode == CUDA_GRAPH_REPLAYING;
     if (c->graph_mode == CUDA_GRAPH_EAGER || c->device_counts) return MR_OK;
     return mr_fail(err, MR_ERR_INTERNAL, "%s: called inside a replayable stage with counts on the host (backend.h: "
-                   "only conv, max_pool and upsample_nearest may be)", op);
+                   "only conv, group_norm, max_pool and upsample_nearest may be)", op);
 }
 
 mr_status cuda_image_params_writable(cuda_ctx *c, cuda_image_part part, const char *op, mr_error *err)

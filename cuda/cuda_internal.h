@@ -6,6 +6,7 @@
  *   backend_cuda_weights.c  layer objects, weight and bias uploads (every layer kind)
  *   backend_cuda_layers.c   conv (cuDNN)
  *   backend_cuda_gemm.c     linear, deconv2x2 and the fp16->fp32 1x1 convs (cuBLAS)
+ *   backend_cuda_norm.c     group_norm (its layer: gamma and beta on the device)
  *   backend_cuda_graph.c    replayable stages as CUDA graphs
  *   backend_cuda_detect.c   max_pool, upsample, roi_align, mask_probs, mask_paste
  *   backend_cuda_post.c     rpn_proposals and box_detections wholly on the GPU
@@ -13,6 +14,7 @@
  *   affine.cu               y = act(x*scale[c] + bias[c] (+ residual)), float4 / 8 halves
  *   elem.cuh                float/half loads and stores of the templated kernels
  *   deconv.cu               depth-to-space of the deconv2x2 GEMM, + bias, ReLU
+ *   group_norm.cu           GroupNorm, one block per (sample, group) (group_norm.h math)
  *   pool.cu                 max pool, nearest upsample
  *   roi_align.cu            multi-level RoIAlign in one launch (roi_align.h math)
  *   rpn_rank.cu             the RPN's per-level ranking by logit (CUB radix sort)
@@ -152,7 +154,7 @@ typedef struct {
     int verified; /* cuDNN accepted this entry's call once (before that, a refusal falls back) */
 } cuda_conv_entry;
 
-typedef enum { CUDA_LAYER_CONV, CUDA_LAYER_LINEAR, CUDA_LAYER_DECONV2X2 } cuda_layer_kind;
+typedef enum { CUDA_LAYER_CONV, CUDA_LAYER_LINEAR, CUDA_LAYER_DECONV2X2, CUDA_LAYER_GROUP_NORM } cuda_layer_kind;
 
 struct mr_layer {
     cuda_layer_kind kind;
@@ -160,6 +162,7 @@ struct mr_layer {
     mr_conv_params conv;
     mr_linear_params linear;
     mr_deconv2x2_params deconv;
+    mr_group_norm_params gn; /* group norm: its gamma in d_scale, its beta in d_bias (floats) */
     /* conv: OHWI (cuDNN's NHWC filter layout); linear: [out, in];
      * deconv: [cin, 4*cout], column (ki*2 + kj)*cout + co. Halves in an
      * fp16 context (cuda_upload_weights), floats otherwise. */
@@ -292,6 +295,10 @@ void cuda_layer_free(void *ctx, mr_layer *layer);
 mr_status cuda_conv(void *ctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y, int accumulate, mr_error *err);
 mr_status cuda_linear(void *ctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y, mr_error *err);
 mr_status cuda_deconv2x2(void *ctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y, mr_error *err);
+mr_status cuda_group_norm_init(void *ctx, const char *name, const mr_group_norm_params *p, const float *gamma,
+                               const float *beta, mr_layer **out, mr_error *err);
+mr_status cuda_group_norm(void *ctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y, int accumulate,
+                          mr_error *err);
 
 mr_status cuda_max_pool(void *ctx, const mr_pool_params *p, const mr_tensor *x, mr_tensor *y, mr_error *err);
 mr_status cuda_upsample_nearest(void *ctx, const mr_tensor *x, mr_tensor *y, mr_error *err);
@@ -327,6 +334,10 @@ mr_status cuda_affine_launch(cudaStream_t s, const char *op, mr_elem_type t, voi
 mr_status cuda_depth_to_space_launch(cudaStream_t s, const char *op, mr_elem_type t, const void *tmp,
                                      const float *bias, void *y, int n, int h, int w, int cout, int relu,
                                      mr_error *err);
+/* GroupNorm (group_norm.cu) of x into y, float or half alike, gamma and
+ * beta [C] device floats; the shapes checked by group_norm_check. */
+mr_status cuda_group_norm_launch(cudaStream_t s, const char *op, const mr_group_norm_params *p, const mr_tensor *x,
+                                 mr_tensor *y, const float *gamma, const float *beta, int accumulate, mr_error *err);
 /* Validates the shapes as the CPU backend does. */
 mr_status cuda_max_pool_launch(cudaStream_t s, const mr_pool_params *p, const mr_tensor *x, mr_tensor *y,
                                mr_error *err);

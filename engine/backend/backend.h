@@ -6,9 +6,10 @@
  * this table; backend_registry.h opens a backend by name.
  *
  * Memory: tensors passed to these ops live in the backend's memory
- * (buffer_alloc). Layers (convolutions, linear layers) are prepared once at
- * load time from host weights in PyTorch layouts (OIHW, [out,in]); the
- * backend keeps them in whatever layout it runs fastest.
+ * (buffer_alloc). Layers (convolutions, linear layers, GroupNorms) are
+ * prepared once at load time from host weights in PyTorch layouts (OIHW,
+ * [out,in], per-channel vectors); the backend keeps them in whatever layout
+ * it runs fastest.
  *
  * The detection ops (roi_align, rpn_proposals, box_detections, mask_probs,
  * mask_paste) take the params struct of their op header; each backend
@@ -30,7 +31,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 
-typedef struct mr_layer mr_layer; /* a backend-prepared conv/linear layer */
+typedef struct mr_layer mr_layer; /* a backend-prepared conv, linear, deconv or GroupNorm layer */
 
 /* The most stage_mark calls in one forward pass (model_detect uses 8). */
 #define MR_STAGE_MARKS 8
@@ -149,8 +150,8 @@ typedef struct {
      * replay the record in one launch (the CUDA backend's graphs), still
      * calling fn first so that the model's own bookkeeping (tensor shapes)
      * runs; while it replays, the ops fn calls only return. Inside fn only
-     * conv, max_pool and upsample_nearest may be called. NULL: the model
-     * calls fn itself. */
+     * conv, group_norm, max_pool and upsample_nearest may be called. NULL:
+     * the model calls fn itself. */
     mr_status (*replayable)(void *ctx, const char *name, uint64_t key, mr_status (*fn)(void *arg, mr_error *err),
                             void *arg, mr_error *err);
 
@@ -203,22 +204,22 @@ typedef struct {
     /* w is PyTorch's ConvTranspose2d layout [cin, cout, 2, 2]. */
     mr_status (*deconv2x2_init)(void *ctx, const char *name, const mr_deconv2x2_params *p,
                                 const float *w_io22, const float *bias, mr_layer **out, mr_error *err);
+    /* GroupNorm (ops/group_norm.h) with its per-channel gamma and beta, prepared at load. */
+    mr_status (*group_norm_init)(void *ctx, const char *name, const mr_group_norm_params *p, const float *gamma,
+                                 const float *beta, mr_layer **out, mr_error *err);
     void (*layer_free)(void *ctx, mr_layer *layer);
 
     /* y must already have the output shape; accumulate adds into y. */
     mr_status (*conv)(void *ctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y, int accumulate, mr_error *err);
     mr_status (*linear)(void *ctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y, mr_error *err);
     mr_status (*deconv2x2)(void *ctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y, mr_error *err);
-    mr_status (*max_pool)(void *ctx, const mr_pool_params *p, const mr_tensor *x, mr_tensor *y, mr_error *err);
-    /* y = nearest-neighbour resize of x to y's H, W (PyTorch's "nearest"). */
-    mr_status (*upsample_nearest)(void *ctx, const mr_tensor *x, mr_tensor *y, mr_error *err);
-    /* GroupNorm (ops/group_norm.h) with its per-channel gamma and beta, prepared at load. */
-    mr_status (*group_norm_init)(void *ctx, const char *name, const mr_group_norm_params *p, const float *gamma,
-                                 const float *beta, mr_layer **out, mr_error *err);
     /* y = act(group_norm(x) * gamma + beta + (accumulate ? y_before : 0)); x and y NHWC of the same shape,
      * distinct buffers (x == y allowed only when accumulate is 0). */
     mr_status (*group_norm)(void *ctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y, int accumulate,
                             mr_error *err);
+    mr_status (*max_pool)(void *ctx, const mr_pool_params *p, const mr_tensor *x, mr_tensor *y, mr_error *err);
+    /* y = nearest-neighbour resize of x to y's H, W (PyTorch's "nearest"). */
+    mr_status (*upsample_nearest)(void *ctx, const mr_tensor *x, mr_tensor *y, mr_error *err);
 
     /* Multi-level RoIAlign: rois [N,1,1,4] (resized-image pixels) sampled
      * from levels[roi_level - map->min_level] into out [N,R,R,C]. */

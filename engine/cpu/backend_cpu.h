@@ -69,7 +69,7 @@ typedef struct {
     size_t post_scratch_size;
 } cpu_ctx;
 
-typedef enum { CPU_LAYER_CONV, CPU_LAYER_LINEAR, CPU_LAYER_DECONV2X2 } cpu_layer_kind;
+typedef enum { CPU_LAYER_CONV, CPU_LAYER_LINEAR, CPU_LAYER_DECONV2X2, CPU_LAYER_GROUP_NORM } cpu_layer_kind;
 
 typedef struct {
     int n, h, w, accumulate;
@@ -101,9 +101,10 @@ struct mr_layer {
     mr_conv_params conv;
     mr_linear_params linear;
     mr_deconv2x2_params deconv;
+    mr_group_norm_params gn;
     /* conv: one master copy, OIHW until the first primitive reorders it into
      * the layout it prefers (weights_md says which); linear: [out,in];
-     * deconv: [cin, 2*2*cout]. */
+     * deconv: [cin, 2*2*cout]; group norm: gamma [C] (and `bias` its beta). */
     float *weights;
     dnnl_memory_desc_t weights_md;
     float *bias;
@@ -207,6 +208,11 @@ void cpu_layer_free(void *ctx, mr_layer *layer);
 mr_status cpu_conv(void *ctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y, int accumulate, mr_error *err);
 mr_status cpu_linear(void *ctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y, mr_error *err);
 mr_status cpu_deconv2x2(void *ctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y, mr_error *err);
+/* GroupNorm (backend_cpu_norm.c). */
+mr_status cpu_group_norm_init(void *ctx, const char *name, const mr_group_norm_params *p, const float *gamma,
+                              const float *beta, mr_layer **out, mr_error *err);
+mr_status cpu_group_norm(void *ctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y, int accumulate,
+                         mr_error *err);
 
 mr_status cpu_roi_align(void *ctx, const mr_roi_align_params *p, const mr_level_map *map,
                         const mr_tensor *const *levels, const mr_tensor *rois, mr_tensor *out, mr_error *err);

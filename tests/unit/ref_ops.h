@@ -134,4 +134,39 @@ static inline void ref_upsample_nearest(int n, int ih, int iw, int oh, int ow, i
                 }
 }
 
+/* GroupNorm (torch.nn.functional.group_norm, then the residual and ReLU):
+ * per sample and group, the mean and then the biased variance of the
+ * group's h*w*C/G values in double (two passes), y = act((x - mean) /
+ * sqrt(var + eps) * gamma[c] + beta[c] (+ y_before)) in double. x, y
+ * [n, h, w, C] NHWC; y may be x without accumulate. */
+static inline void ref_group_norm(const mr_group_norm_params *p, int n, int h, int w, const float *x,
+                                  const float *gamma, const float *beta, int accumulate, const float *y_before,
+                                  float *y)
+{
+    const int C = p->channels, cpg = C / p->groups;
+    const size_t hw = (size_t)h * (size_t)w;
+    for (int in = 0; in < n; in++)
+        for (int g = 0; g < p->groups; g++) {
+            const size_t base = (size_t)in * hw * (size_t)C + (size_t)g * (size_t)cpg;
+            double sum = 0.0, sq = 0.0, count = (double)hw * cpg;
+            for (size_t i = 0; i < hw; i++)
+                for (int c = 0; c < cpg; c++) sum += x[base + i * (size_t)C + (size_t)c];
+            const double mean = sum / count;
+            for (size_t i = 0; i < hw; i++)
+                for (int c = 0; c < cpg; c++) {
+                    double d = x[base + i * (size_t)C + (size_t)c] - mean;
+                    sq += d * d;
+                }
+            const double rstd = 1.0 / sqrt(sq / count + (double)p->eps);
+            for (size_t i = 0; i < hw; i++)
+                for (int c = 0; c < cpg; c++) {
+                    size_t at = base + i * (size_t)C + (size_t)c;
+                    double v = (x[at] - mean) * rstd * gamma[g * cpg + c] + beta[g * cpg + c];
+                    if (accumulate) v += y_before[at];
+                    if (p->relu && v < 0.0) v = 0.0;
+                    y[at] = (float)v;
+                }
+        }
+}
+
 #endif

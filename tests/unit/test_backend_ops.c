@@ -45,6 +45,9 @@
 #define TOL_CONV 1e-5
 #define TOL_LINEAR 1e-5
 #define TOL_DECONV 1e-5
+/* GroupNorm against a double reference: the statistics' float rounding
+ * (the GPU's Welford sums) is all that differs. */
+#define TOL_GROUP_NORM 1e-5
 #define TOL_EXACT 0.0
 #define TOL_SIGMOID 1e-6
 #define TOL_ROI_CONST 1e-6
@@ -581,6 +584,144 @@ static void case_deconv2x2(fixture *f, tally *t, const void *params)
     free(w);
     free(b);
     free(hx);
+    free(hy);
+    free(ref);
+}
+
+/* -------------------------------------------------------------- group_norm */
+
+typedef struct {
+    int n, h, w, c, groups;
+    int relu, accumulate;
+    float offset;  /* inputs uniform in [offset - 1, offset + 1]: a mean far from 0 */
+    int in_place;  /* y is x (without accumulate) */
+    int from_conv; /* x (and the residual) written by a 1x1 conv first: the CPU backend holds them blocked */
+} gn_case;
+
+static const gn_case g_gn_cases[] = {
+    /*  n    h    w    c   G relu acc  off  inpl conv */
+    {1, 1, 1, 32, 32, 0, 0, 0.0f, 0, 0},     /* one value a group: var 0, y = beta */
+    {3, 1, 1, 256, 32, 1, 0, 0.0f, 0, 0},
+    {3, 1, 1, 64, 8, 0, 1, 0.0f, 0, 0},
+    {1, 7, 7, 32, 32, 0, 0, 0.0f, 0, 0},     /* one channel a group */
+    {3, 7, 7, 32, 32, 1, 1, 0.0f, 0, 0},
+    {1, 7, 7, 256, 32, 1, 0, 0.0f, 0, 0},    /* detectron2's GN(32, 256) */
+    {3, 7, 7, 256, 32, 0, 1, 0.0f, 0, 0},
+    {1, 7, 7, 64, 8, 1, 1, 0.0f, 0, 0},
+    {3, 7, 7, 64, 8, 0, 0, 0.0f, 0, 0},
+    {1, 13, 17, 32, 32, 1, 0, 0.0f, 0, 0},
+    {3, 13, 17, 256, 32, 1, 1, 0.0f, 0, 0},  /* a bottleneck's last norm: residual + relu */
+    {1, 13, 17, 256, 32, 0, 0, 0.0f, 0, 0},
+    {3, 13, 17, 64, 8, 0, 1, 0.0f, 0, 0},
+    {1, 13, 17, 64, 8, 1, 0, 0.0f, 0, 0},
+    {1, 13, 17, 64, 1, 0, 0, 0.0f, 0, 0},    /* one group: all channels */
+    {3, 13, 17, 48, 48, 1, 0, 0.0f, 0, 0},   /* one channel each, 48 not a power of two */
+    {3, 7, 7, 80, 10, 1, 1, 0.0f, 0, 0},     /* 10 groups of 8: the CPU's runs of groups, the last one short */
+    {1, 7, 7, 200, 2, 0, 1, 0.0f, 0, 0},     /* groups of 100 channels: wider than the CPU's 64 lanes */
+    {1, 13, 17, 64, 8, 0, 0, 100.0f, 0, 0},  /* mean 100, std 0.58 */
+    {3, 13, 17, 256, 32, 1, 0, 0.0f, 1, 0},  /* in place */
+    {1, 7, 7, 64, 8, 0, 0, -3.0f, 1, 0},
+    {3, 13, 17, 256, 32, 1, 1, 0.0f, 0, 1},  /* after a conv: blocked input and residual on the CPU */
+    {1, 7, 7, 64, 8, 0, 0, 0.0f, 0, 1},
+    {1, 13, 17, 64, 8, 1, 0, 0.0f, 1, 1},    /* after a conv, in place */
+    {0, 13, 17, 256, 32, 1, 1, 0.0f, 0, 0},  /* N = 0: a no-op */
+    {1, 200, 336, 256, 32, 1, 0, 4.0f, 0, 0}, /* res2 at 800x1344: 537,600 values a group, mean 4 */
+};
+
+/* A 1x1 C -> C conv of the host values h into a new device tensor
+ * [n,hh,w,c] (guard after it); *ref receives its double reference, which
+ * replaces h as what the group norm sees. NULL when the conv failed (counted). */
+static float *gn_conv_input(fixture *f, tally *t, const char *label, mr_layer *conv, const mr_conv_params *cp,
+                            const float *cw, const float *cb, const float *h, int n, int hh, int w, float *ref)
+{
+    size_t count = (size_t)n * hh * w * cp->cin;
+    float *src = dev_upload(f, h, count), *d = dev_output(f, NULL, count);
+    mr_tensor ts = mr_tensor_make(src, n, hh, w, cp->cin), td = mr_tensor_make(d, n, hh, w, cp->cout);
+    mr_error err = {0};
+    mr_status s = f->be.i->conv(f->be.ctx, conv, &ts, &td, 0, &err);
+    dev_free(f, src);
+    if (!status_ok(t, label, s, &err)) {
+        dev_free(f, d);
+        return NULL;
+    }
+    ref_conv(cp, n, hh, w, hh, w, h, cw, cb, 0, NULL, ref);
+    return d;
+}
+
+/* The case's input and output on the device: uploaded, or (from_conv)
+ * written by a 1x1 conv, whose double reference then replaces hx (and hy0)
+ * as what the norm sees. Returns 0 when a conv failed (counted). */
+static int gn_operands(fixture *f, tally *t, const char *label, const gn_case *c, mr_layer *conv,
+                       const mr_conv_params *cp, const float *cw, const float *cb, float *hx, float *hy0, float **dx,
+                       float **dy)
+{
+    size_t xs = (size_t)c->n * c->h * c->w * c->c;
+    *dx = *dy = NULL;
+    if (!c->from_conv) {
+        *dx = c->in_place ? dev_output(f, hx, xs) : dev_upload(f, hx, xs);
+        *dy = c->in_place ? *dx : dev_output(f, hy0, xs);
+        return 1;
+    }
+    float *tmp = fmalloc(xs);
+    *dx = gn_conv_input(f, t, label, conv, cp, cw, cb, hx, c->n, c->h, c->w, tmp);
+    memcpy(hx, tmp, xs * sizeof(float));
+    if (*dx && c->accumulate) {
+        *dy = gn_conv_input(f, t, label, conv, cp, cw, cb, hy0, c->n, c->h, c->w, tmp);
+        memcpy(hy0, tmp, xs * sizeof(float));
+    } else if (*dx) {
+        *dy = c->in_place ? *dx : dev_output(f, NULL, xs);
+    }
+    free(tmp);
+    return *dx && *dy;
+}
+
+static void case_group_norm(fixture *f, tally *t, const void *params)
+{
+    NEED(f, group_norm_init);
+    NEED(f, group_norm);
+    const gn_case *c = params;
+    mr_group_norm_params p = {c->c, c->groups, 1e-5f, c->relu};
+    mr_conv_params cp = {c->c, c->c, 1, 1, 1, 0, 1, 1, 0, 0, 0, 0, 0, 0.0f, 0, 0.0f, 0};
+    size_t xs = (size_t)c->n * c->h * c->w * c->c;
+    float *gamma = fmalloc((size_t)c->c), *beta = fmalloc((size_t)c->c);
+    float *hx = fmalloc(xs), *hy0 = fmalloc(xs), *hy = fmalloc(xs), *ref = fmalloc(xs), *cw = NULL, *cb = NULL;
+    fill_uniform(gamma, (size_t)c->c, 0.5f, 1.5f);
+    fill_uniform(beta, (size_t)c->c, -0.5f, 0.5f);
+    fill_uniform(hx, xs, c->offset - 1.0f, c->offset + 1.0f);
+    fill_uniform(hy0, xs, -1.0f, 1.0f);
+    char label[200];
+    label_case(f, label, sizeof label, "N=%d %dx%dx%d G%d %s%s%s%s%s", c->n, c->h, c->w, c->c, c->groups,
+               c->relu ? "relu " : "", c->accumulate ? "acc " : "", c->in_place ? "in place " : "",
+               c->from_conv ? "after conv " : "", c->offset != 0.0f ? "offset mean" : "");
+    mr_layer *layer = NULL, *conv = NULL;
+    mr_error err = {0};
+    int ready = status_ok(t, label, f->be.i->group_norm_init(f->be.ctx, "test.gn", &p, gamma, beta, &layer, &err),
+                          &err);
+    if (ready && c->from_conv) {
+        conv_weights(&cp, &cw, &cb);
+        ready = status_ok(t, label, f->be.i->conv_init(f->be.ctx, "test.gn.conv", &cp, cw, cb, &conv, &err), &err);
+    }
+    float *dx = NULL, *dy = NULL;
+    if (ready && gn_operands(f, t, label, c, conv, &cp, cw, cb, hx, hy0, &dx, &dy)) {
+        /* after a conv, the conv's own error (bf16) carries over into the normalised map */
+        double tol = c->from_conv && f->bd->conv_tol ? f->bd->conv_tol : TOL_GROUP_NORM;
+        mr_tensor tx = mr_tensor_make(dx, c->n, c->h, c->w, c->c), ty = mr_tensor_make(dy, c->n, c->h, c->w, c->c);
+        if (status_ok(t, label, f->be.i->group_norm(f->be.ctx, layer, &tx, &ty, c->accumulate, &err), &err)) {
+            dev_get(f, hy, dy, xs);
+            ref_group_norm(&p, c->n, c->h, c->w, hx, gamma, beta, c->accumulate, hy0, ref);
+            check_close(t, label, hy, ref, xs, tol, guard_intact(f, dy, xs));
+        }
+    }
+    if (dx) dev_free(f, dx);
+    if (dy && dy != dx) dev_free(f, dy);
+    if (conv) f->be.i->layer_free(f->be.ctx, conv);
+    if (layer) f->be.i->layer_free(f->be.ctx, layer);
+    free(cw);
+    free(cb);
+    free(gamma);
+    free(beta);
+    free(hx);
+    free(hy0);
     free(hy);
     free(ref);
 }
@@ -1403,6 +1544,40 @@ static void case_errors(fixture *f, tally *t, const void *params)
         t->cases++;
         t->skips++;
     }
+    if (f->be.i->group_norm_init && f->be.i->group_norm) {
+        const char *gname = "backbone.res2.0.conv1.norm";
+        mr_group_norm_params bad = {30, 4, 1e-5f, 0}, gp = {32, 8, 1e-5f, 1};
+        layer = NULL;
+        memset(&err, 0, sizeof err);
+        s = f->be.i->group_norm_init(f->be.ctx, gname, &bad, w, b, &layer, &err);
+        expect_shape_error(f, t, "group_norm_init of 30 channels in 4 groups", s, &err, gname);
+        if (s == MR_OK) f->be.i->layer_free(f->be.ctx, layer);
+        layer = NULL;
+        memset(&err, 0, sizeof err);
+        if (status_ok(t, "[errors] group_norm_init", f->be.i->group_norm_init(f->be.ctx, gname, &gp, w, b, &layer,
+                                                                               &err), &err)) {
+            mr_tensor gx = mr_tensor_make(dx, 1, 7, 5, 32), gy = mr_tensor_make(dy, 1, 7, 5, 32);
+            mr_tensor g16 = mr_tensor_make(dx, 1, 7, 5, 16), gshort = mr_tensor_make(dy, 1, 7, 4, 32);
+            mr_tensor gpart = mr_tensor_make(dx + 32, 1, 7, 5, 32);
+            memset(&err, 0, sizeof err);
+            s = f->be.i->group_norm(f->be.ctx, layer, &g16, &gy, 0, &err);
+            expect_shape_error(f, t, "group_norm of 32 channels given 16", s, &err, gname);
+            memset(&err, 0, sizeof err);
+            s = f->be.i->group_norm(f->be.ctx, layer, &gx, &gshort, 0, &err);
+            expect_shape_error(f, t, "group_norm 7x5 -> 7x4", s, &err, gname);
+            memset(&err, 0, sizeof err);
+            s = f->be.i->group_norm(f->be.ctx, layer, &gx, &gx, 1, &err);
+            expect_shape_error(f, t, "group_norm adding into its own input", s, &err, gname);
+            memset(&err, 0, sizeof err);
+            s = f->be.i->group_norm(f->be.ctx, layer, &gx, &gpart, 0, &err);
+            expect_shape_error(f, t, "group_norm into a part of its input", s, &err, gname);
+            f->be.i->layer_free(f->be.ctx, layer);
+        }
+    } else {
+        printf("  SKIP %s: errors: the backend has no group_norm\n", f->bd->name);
+        t->cases++;
+        t->skips++;
+    }
     dev_free(f, dx);
     dev_free(f, dy);
     free(w);
@@ -1506,6 +1681,7 @@ static const op_desc g_ops[] = {
     {"conv_shapes", case_conv_shapes, CASES(g_conv_shape_layers)},
     {"linear", case_linear, CASES(g_linear_cases)},
     {"deconv2x2", case_deconv2x2, CASES(g_deconv_cases)},
+    {"group_norm", case_group_norm, CASES(g_gn_cases)},
     {"max_pool", case_max_pool, CASES(g_pool_cases)},
     {"upsample_nearest", case_upsample_nearest, CASES(g_upsample_cases)},
     {"roi_align", case_roi_align, CASES(g_roi_cases)},

@@ -11,7 +11,8 @@
  * error ||fp16 - ref|| / ||ref||: 2e-3 for the layers (an fp16 output
  * alone is within 2^-11 = 4.9e-4 of each value), exact for max pooling and
  * nearest upsampling (a max or a copy of halves is a half), 1e-3 for
- * RoIAlign. Also: feature_dtype, the fp16 -> fp32 1x1 convs (RPN heads,
+ * RoIAlign; GroupNorm on half maps (statistics in float) within 2e-3.
+ * Also: feature_dtype, the fp16 -> fp32 1x1 convs (RPN heads,
  * mask logits), linear layers with fp32 outputs (box predictor), and the
  * type errors a model bug would meet.
  *
@@ -376,6 +377,51 @@ static void test_roi_align(void **state)
 }
 
 /* What the model plans, and the errors a wrongly typed tensor meets. */
+/* GroupNorm on half maps: statistics and arithmetic in float, the output
+ * rounded once (a residual read as a half), in place too; in both fp16
+ * contexts (the norm is the same op folded or not). */
+static void test_group_norm(void **state)
+{
+    NEED_GPU(state);
+    contexts *c = *state;
+    static const struct {
+        int n, h, w, ch, groups, relu, accumulate, in_place;
+    } cases[] = {{1, 25, 38, 256, 32, 1, 0, 0}, {3, 14, 14, 64, 8, 0, 1, 0}, {2, 13, 17, 32, 32, 1, 1, 0},
+                 {1, 13, 17, 64, 8, 1, 0, 1}, {0, 13, 17, 64, 8, 1, 1, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mr_group_norm_params p = {cases[i].ch, cases[i].groups, 1e-5f, cases[i].relu};
+        int n = cases[i].n, h = cases[i].h, w = cases[i].w, C = cases[i].ch;
+        size_t count = (size_t)n * h * w * C;
+        float *gamma = random_halves((size_t)C, 0.5f, 1.5f), *beta = random_halves((size_t)C, -0.5f, 0.5f);
+        float *x = random_halves(count, -2.0f, 3.0f), *y0 = random_halves(count, -1.0f, 1.0f);
+        float *ref = malloc(sizeof(float) * (count ? count : 1));
+        assert_non_null(ref);
+        mr_backend *be = i % 2 ? &c->f16_nofold : &c->f16;
+        mr_layer *l = NULL;
+        mr_error err = {0};
+        if (be->i->group_norm_init(be->ctx, "fp16.gn", &p, gamma, beta, &l, &err) != MR_OK) fail_msg("%s", err.msg);
+        mr_tensor tx = dev_tensor(be, x, n, h, w, C, MR_ELEM_F16);
+        mr_tensor ty = cases[i].in_place ? tx : dev_tensor(be, y0, n, h, w, C, MR_ELEM_F16);
+        if (be->i->group_norm(be->ctx, l, &tx, &ty, cases[i].accumulate, &err) != MR_OK)
+            fail_msg("group_norm: %s", err.msg);
+        float *got = dev_read(be, &ty);
+        be->i->layer_free(be->ctx, l);
+        dev_free(be, &tx);
+        if (!cases[i].in_place) dev_free(be, &ty);
+        ref_group_norm(&p, n, h, w, x, gamma, beta, cases[i].accumulate, y0, ref);
+        char what[96];
+        snprintf(what, sizeof what, "group_norm N=%d %dx%dx%d G%d%s%s%s", n, h, w, C, p.groups, p.relu ? " relu" : "",
+                 cases[i].accumulate ? " acc" : "", cases[i].in_place ? " in place" : "");
+        expect_close(what, got, ref, count, TOL_LAYER);
+        free(got);
+        free(ref);
+        free(gamma);
+        free(beta);
+        free(x);
+        free(y0);
+    }
+}
+
 static void test_types(void **state)
 {
     NEED_GPU(state);
@@ -425,6 +471,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_types),   cmocka_unit_test(test_conv),          cmocka_unit_test(test_linear),
         cmocka_unit_test(test_deconv),  cmocka_unit_test(test_pool_upsample), cmocka_unit_test(test_roi_align),
+        cmocka_unit_test(test_group_norm),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,6 +1,7 @@
 /* The CUDA backend's replayable stages (backend.h replayable,
  * cuda/backend_cuda_graph.c): a small stage (3x3 conv + ReLU, max pool,
- * 1x1 conv accumulating into its output, nearest upsample) run through
+ * GroupNorm + ReLU in place, 1x1 conv accumulating into its output,
+ * nearest upsample) run through
  * `replayable` on new input data each time gives bit for bit what the same
  * ops give issued one by one, on the first run (op by op), the second
  * (captured) and later ones (replayed). That the later runs are replays is
@@ -28,7 +29,7 @@ enum { H = 24, W = 36, CIN = 8, CMID = 16 };
 
 typedef struct {
     mr_backend be;
-    mr_layer *conv_a, *conv_b, *conv_other;
+    mr_layer *conv_a, *conv_b, *conv_other, *norm;
     mr_tensor x, t, u, v, up;
     float *v0; /* v's contents before each run (the accumulated residual) */
 } stage;
@@ -97,6 +98,7 @@ static mr_status stage_ops(void *arg, mr_error *err)
     mr_pool_params pool = {3, 2, 1};
     MR_TRY(b->conv(s->be.ctx, s->conv_a, &s->x, &s->t, 0, err));
     MR_TRY(b->max_pool(s->be.ctx, &pool, &s->t, &s->u, err));
+    MR_TRY(b->group_norm(s->be.ctx, s->norm, &s->u, &s->u, 0, err));
     MR_TRY(b->conv(s->be.ctx, g_use_other ? s->conv_other : s->conv_b, &s->u, &s->v, 1, err));
     return b->upsample_nearest(s->be.ctx, &s->v, &s->up, err);
 }
@@ -119,6 +121,12 @@ static int setup(void **state)
     s.conv_a = conv_layer(&s, CIN, CMID, 3, 1);
     s.conv_b = conv_layer(&s, CMID, CMID, 1, 0);
     s.conv_other = conv_layer(&s, CMID, CMID, 1, 0);
+    mr_group_norm_params gp = {CMID, 4, 1e-5f, 1};
+    float *gamma = randoms(CMID), *beta = randoms(CMID);
+    if (s.be.i->group_norm_init(s.be.ctx, "graph.norm", &gp, gamma, beta, &s.norm, &err) != MR_OK)
+        fail_msg("%s", err.msg);
+    free(gamma);
+    free(beta);
     /* graphs need a planned context (its scratch fixed) */
     mr_backend_plan plan = {H, W, 5, 3, {0}, 100, 50, 0, 50, 10, 3, 28, 1, 256};
     for (int l = 0; l < 5; l++) plan.level_anchors[l] = 3 * (H >> l) * (W >> l) + 3;
@@ -146,6 +154,7 @@ static int teardown(void **state)
     s->be.i->layer_free(s->be.ctx, s->conv_a);
     s->be.i->layer_free(s->be.ctx, s->conv_b);
     s->be.i->layer_free(s->be.ctx, s->conv_other);
+    s->be.i->layer_free(s->be.ctx, s->norm);
     free(s->v0);
     s->be.i->destroy(s->be.ctx);
     return 0;

@@ -2,7 +2,7 @@
  * CUDA backend's graphs rely on it, and this part can be checked without a
  * GPU. The CPU backend wrapped in a table whose replayable records each
  * call and runs fn, and whose other ops fail the test when called inside
- * fn unless backend.h allows them there (conv, max_pool,
+ * fn unless backend.h allows them there (conv, group_norm, max_pool,
  * upsample_nearest). With the shipped shapes model on two example scenes:
  *   - model_detect calls replayable for exactly backbone, fpn and rpn_head,
  *     in that order, each with the padded input size as key;
@@ -102,6 +102,11 @@ static mr_status w_conv(void *c, mr_layer *l, const mr_tensor *x, mr_tensor *y, 
     note_op("conv", 1);
     return g_cpu.i->conv(c, l, x, y, acc, e);
 }
+static mr_status w_group_norm(void *c, mr_layer *l, const mr_tensor *x, mr_tensor *y, int acc, mr_error *e)
+{
+    note_op("group_norm", 1);
+    return g_cpu.i->group_norm(c, l, x, y, acc, e);
+}
 static mr_status w_max_pool(void *c, const mr_pool_params *p, const mr_tensor *x, mr_tensor *y, mr_error *e)
 {
     note_op("max_pool", 1);
@@ -185,6 +190,7 @@ static mr_backend wrapped(void)
     t = *g_cpu.i;
     t.replayable = w_replayable;
     t.conv = w_conv;
+    t.group_norm = w_group_norm;
     t.max_pool = w_max_pool;
     t.upsample_nearest = w_upsample;
     t.linear = w_linear;
