@@ -241,6 +241,11 @@ def main():
                     help="the strong baselines (issue 48): v2 = batchnorm in the trunk, FPN and heads, 2 RPN convs, "
                          "4conv1fc; gn = GroupNorm(32) in all of them, 4conv1fc. Run at 320x480 (the coffee photo, "
                          "seed 5), without the shapes model's fp16 check")
+    ap.add_argument("--rois", type=int, default=0,
+                    help="--arch only: the RPN keeps this many proposals (rpn.pre/post_nms_top_n) instead of 1000, "
+                         "for the emulator, which runs GroupNorm's many small blocks slowly")
+    ap.add_argument("--fp32-only", action="store_true",
+                    help="--arch only: strict fp32 and the batch, without --no-fold, TF32 and fp16 (the emulator)")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     torch.set_num_threads(a.threads)
@@ -258,6 +263,9 @@ def main():
         from conftest import CONFIG_SMALL, write_config
         arch, overrides = ARCHES[a.arch]
         model = oracle.build_model(5, min_size=320, max_size=512, arch=getattr(oracle, arch))
+        if a.rois:
+            overrides = dict(overrides, rpn=dict(overrides.get("rpn", {}), pre_nms_top_n=a.rois, post_nms_top_n=a.rois))
+            model.rpn._pre_nms_top_n["testing"] = model.rpn._post_nms_top_n["testing"] = a.rois
         CONFIG = write_config(CONFIG_SMALL, overrides, os.path.join(a.work, "config.json"))
         astro = oracle.load_image("photo:coffee")
         synth = oracle.make_synthetic_image(320, 480, 5)
@@ -272,7 +280,7 @@ def main():
     cpu = stage_runner(a.work, "cpu", astro_png, ["--device", "cpu"] + thr)
     ours = stage_runner(a.work, "ours", astro_png, ["--device", a.ours, "--precision", "fp32"] + thr)
     compare_stages(f"{a.ours} vs cpu", cpu, ours)
-    if a.ours == "cuda":
+    if a.ours == "cuda" and not a.fp32_only:
         nofold = stage_runner(a.work, "ours_nofold", astro_png, ["--device", "cuda", "--precision", "fp32",
                                                                   "--no-fold"])
         compare_stages("cuda --no-fold vs cpu", cpu, nofold)
@@ -296,7 +304,7 @@ def main():
     for k in (0, 2, 3):
         compare_detections(f"{a.ours} batch image {k + 1} of 4 vs torchvision", (ref["boxes"], ref["scores"],
                            ref["labels"]), batch[k][0], ref_masks, batch[k][1])
-    if a.ours == "cuda":
+    if a.ours == "cuda" and not a.fp32_only:
         fp16_accuracy(a.work, model, [astro, synth], [astro_png, synth_png], dev)
         if a.arch == "classic":
             shapes_fp16(a.work)
