@@ -162,10 +162,9 @@ def main():
           ref = detections(args, weights, png, base, os.path.join(tmp, f"{arch}_{base}.json"))
           for p in usable[1:]:
             got = detections(args, weights, png, p, os.path.join(tmp, f"{arch}_{p}.json"))
-            print(f"{arch}:", end=" ")
             for at in (0.9, 0.5):  # 0.5: as bench_peers.py matches the peers
                 ious = []
-                print(f"{p} vs {base}: {matched(ref, got, iou=at, ious=ious)} of {len(ref)} detections matched "
+                print(f"{arch}: {p} vs {base}: {matched(ref, got, iou=at, ious=ious)} of {len(ref)} detections matched "
                       f"(class, box IoU >= {at}), their mask IoU mean {statistics.mean(ious) if ious else 0:.3f}, "
                       f"min {min(ious) if ious else 0:.3f}; {len(got)} detections")
 
