@@ -217,6 +217,26 @@ static mr_status plan_buffers(mr_model *m, mr_error *err)
     return MR_OK;
 }
 
+/* A tensor of the network's own layers that the config did not load: a
+ * second RPN conv under rpn.num_convs 1, box head convs under
+ * box_head.num_convs 0, a fifth mask conv. Running without it would give
+ * quietly wrong detections, so it is refused, naming the keys; tensors
+ * outside the network's names only get a warning (model_load). */
+static mr_status check_unused_layers(const mr_weights *w, mr_error *err)
+{
+    static const char *const network[] = {"backbone.", "fpn.", "rpn.", "box_head.", "box_predictor.", "mask_head."};
+    for (int i = 0; i < w->count; i++) {
+        if (w->entries[i].used) continue;
+        for (size_t k = 0; k < sizeof network / sizeof network[0]; k++)
+            if (strncmp(w->entries[i].name, network[k], strlen(network[k])) == 0)
+                return mr_fail(err, MR_ERR_CONFIG, "%s: tensor \"%s\" is a layer this config does not run: the "
+                               "config's architecture keys (backbone.depth, rpn.num_convs, box_head.num_convs and "
+                               "num_fcs, mask_head.num_convs; configs/README.md) must describe the weights", w->path,
+                               w->entries[i].name);
+    }
+    return MR_OK;
+}
+
 mr_status model_load(mr_model **out, const mr_config *cfg, const char *weights_path, mr_backend backend,
                      const mr_int8_ranges *int8_ranges, mr_error *err)
 {
@@ -240,6 +260,7 @@ mr_status model_load(mr_model **out, const mr_config *cfg, const char *weights_p
     if (st == MR_OK) st = rpn_load(m, &w, err);
     if (st == MR_OK) st = box_head_load(m, &w, err);
     if (st == MR_OK) st = mask_head_load(m, &w, err);
+    if (st == MR_OK) st = check_unused_layers(&w, err);
     if (st == MR_OK) {
         char unused[512];
         int n = weights_unused(&w, unused, sizeof unused);

@@ -134,3 +134,21 @@ def test_reduced_precision_covers_the_new_layers(strong, tmp_path):
         r = precision_drift(runs["fp32"], runs[p], 20)
         print(f"[detectron2 {strong.name}] {p} vs fp32: {r['text']}")
         assert len(runs[p]["boxes"]) > 0 and r["found_top"] >= need, r["text"]
+
+
+def test_unrun_layers_refused(strong, tmp_path):
+    """A config that would skip layers the file has (a fourth mask conv under num_convs 3, the second
+    RPN conv under rpn.num_convs 1): refused naming the tensor, not run without them."""
+    import subprocess
+    cases = [("mask_head", "num_convs", 3, "mask_head.fcn4")]
+    if strong.name == "lsj":
+        cases.append(("rpn", "num_convs", 1, "rpn.conv2"))
+    for section, key, value, named in cases:
+        with open(strong.config) as f:
+            cfg = json.load(f)
+        cfg[section][key] = value
+        bad = tmp_path / f"{section}.json"
+        bad.write_text(json.dumps(cfg))
+        r = subprocess.run([os.path.join(BUILD, "detect"), "-q", "--device", "cpu", "--config", str(bad),
+                            "--weights", strong.weights, strong.png], capture_output=True, text=True)
+        assert r.returncode == 2 and named in r.stderr and "does not run" in r.stderr, r.stderr
