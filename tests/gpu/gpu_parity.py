@@ -244,6 +244,9 @@ def main():
     ap.add_argument("--rois", type=int, default=0,
                     help="--arch only: the RPN keeps this many proposals (rpn.pre/post_nms_top_n) instead of 1000, "
                          "for the emulator, which runs GroupNorm's many small blocks slowly")
+    ap.add_argument("--full-size", action="store_true",
+                    help="--arch only: the chelsea photo at 800x1203 and the 800x1216 scene, with the full-size "
+                         "torchvision config, instead of 320x480")
     ap.add_argument("--fp32-only", action="store_true",
                     help="--arch only: strict fp32 and the batch, without --no-fold, TF32 and fp16 (the emulator)")
     a = ap.parse_args()
@@ -260,15 +263,17 @@ def main():
         astro = oracle.load_image(os.path.join(REPO, "examples", "astronaut.png"))
         synth = oracle.make_synthetic_image(800, 1216, 0)
     else:
-        from conftest import CONFIG_SMALL, write_config
+        from conftest import CONFIG_FULL, CONFIG_SMALL, write_config
         arch, overrides = ARCHES[a.arch]
-        model = oracle.build_model(5, min_size=320, max_size=512, arch=getattr(oracle, arch))
+        lo, hi = (800, 1333) if a.full_size else (320, 512)
+        model = oracle.build_model(5, min_size=lo, max_size=hi, arch=getattr(oracle, arch))
         if a.rois:
             overrides = dict(overrides, rpn=dict(overrides.get("rpn", {}), pre_nms_top_n=a.rois, post_nms_top_n=a.rois))
             model.rpn._pre_nms_top_n["testing"] = model.rpn._post_nms_top_n["testing"] = a.rois
-        CONFIG = write_config(CONFIG_SMALL, overrides, os.path.join(a.work, "config.json"))
-        astro = oracle.load_image("photo:coffee")
-        synth = oracle.make_synthetic_image(320, 480, 5)
+        CONFIG = write_config(CONFIG_FULL if a.full_size else CONFIG_SMALL, overrides,
+                              os.path.join(a.work, "config.json"))
+        astro = oracle.load_image("photo:chelsea" if a.full_size else "photo:coffee")
+        synth = oracle.make_synthetic_image(800, 1216, 5) if a.full_size else oracle.make_synthetic_image(320, 480, 5)
     oracle.export_weights(model, os.path.join(a.work, "w.safetensors"))
     astro_png, synth_png = os.path.join(a.work, "astronaut.png"), os.path.join(a.work, "synthetic_800x1216.png")
     oracle.save_png(astro, astro_png)
