@@ -102,8 +102,9 @@ def main():
         oracle.save_png(img, png)
         setup = {}  # arch -> (config, weights)
         for arch in archs:
-            name, overrides = ARCHES[arch]
+            name = ARCHES[arch]
             model = oracle.build_model(0, arch=getattr(oracle, name) if name else None)
+            overrides = oracle.config_keys(getattr(oracle, name)) if name else {}
             weights = os.path.join(tmp, f"weights_{arch}.safetensors")
             config = write_config(base_config, overrides, os.path.join(tmp, f"config_{arch}.json"))
             oracle.export_weights(model, weights)

@@ -168,9 +168,6 @@ mr_status model_norm_conv_load(mr_model *m, mr_weights *w, const char *prefix, c
     if (norm->kind != MR_NORM_GROUP_NORM)
         return conv_layer(m, w, prefix, norm->kind == MR_NORM_BATCHNORM ? norm_prefix : NULL, norm->eps, 0, reader,
                           cin, cout, k, stride, pad, relu, in, &out->conv, err);
-    if (cout % norm->groups)
-        return mr_fail(err, MR_ERR_CONFIG, "%s: %s.norm_groups %d does not divide its %d channels", prefix,
-                       norm->section, norm->groups, cout);
     /* the conv (its own bias, when the file has one, comes before the norm;
      * the ReLU after it) */
     MR_TRY(conv_layer(m, w, prefix, NULL, 0.0f, 1, NULL, cin, cout, k, stride, pad, 0, in, &out->conv, err));

@@ -62,14 +62,8 @@ STAGES = ["preprocess", "backbone", "fpn", "rpn", "box_head", "mask_head", "mask
 
 failures = []
 
-# --arch: oracle.py's architecture and the config keys that describe it
-ARCHES = {
-    "classic": (None, {}),
-    "v2": ("ARCH_V2", {"fpn": {"norm": "batchnorm"}, "rpn": {"num_convs": 2},
-                       "box_head": {"num_convs": 4, "num_fcs": 1, "norm": "batchnorm"}, "mask_head": {"norm": "batchnorm"}}),
-    "gn": ("ARCH_GN", {"backbone": {"norm": "group_norm"}, "fpn": {"norm": "group_norm"},
-                       "box_head": {"num_convs": 4, "num_fcs": 1, "norm": "group_norm"}, "mask_head": {"norm": "group_norm"}}),
-}
+# --arch: oracle.py's architecture (its config keys: oracle.config_keys)
+ARCHES = {"classic": None, "v2": "ARCH_V2", "gn": "ARCH_GN"}
 
 
 def check(ok, what):
@@ -264,11 +258,12 @@ def main():
         synth = oracle.make_synthetic_image(800, 1216, 0)
     else:
         from conftest import CONFIG_FULL, CONFIG_SMALL, write_config
-        arch, overrides = ARCHES[a.arch]
+        arch = ARCHES[a.arch]
+        overrides = oracle.config_keys(getattr(oracle, arch))
         lo, hi = (800, 1333) if a.full_size else (320, 512)
         model = oracle.build_model(5, min_size=lo, max_size=hi, arch=getattr(oracle, arch))
         if a.rois:
-            overrides = dict(overrides, rpn=dict(overrides.get("rpn", {}), pre_nms_top_n=a.rois, post_nms_top_n=a.rois))
+            overrides["rpn"].update(pre_nms_top_n=a.rois, post_nms_top_n=a.rois)
             model.rpn._pre_nms_top_n["testing"] = model.rpn._post_nms_top_n["testing"] = a.rois
         CONFIG = write_config(CONFIG_FULL if a.full_size else CONFIG_SMALL, overrides,
                               os.path.join(a.work, "config.json"))

@@ -40,16 +40,10 @@ CASES = {
     # The strong baselines (issue 48), torchvision's v2 architecture with an R-101 trunk: batchnorm
     # with random statistics in the trunk, the FPN and both heads, two RPN convs, 4conv1fc.
     "v2bn-chelsea-800": dict(seed=4, image="photo:chelsea", min_size=800, max_size=1333, config=CONFIG_FULL,
-                             arch="ARCH_V2", config_overrides={
-                                 "fpn": {"norm": "batchnorm"}, "rpn": {"num_convs": 2},
-                                 "box_head": {"num_convs": 4, "num_fcs": 1, "norm": "batchnorm"},
-                                 "mask_head": {"norm": "batchnorm"}}),
+                             arch="ARCH_V2"),
     # GroupNorm(32) in the trunk, the FPN and both heads (detectron2's and Detectron's GN models), 4conv1fc.
     "gn-rocket-320": dict(seed=5, image="photo:rocket", min_size=320, max_size=512, config=CONFIG_SMALL,
-                          arch="ARCH_GN", config_overrides={
-                              "backbone": {"norm": "group_norm"}, "fpn": {"norm": "group_norm"},
-                              "box_head": {"num_convs": 4, "num_fcs": 1, "norm": "group_norm"},
-                              "mask_head": {"norm": "group_norm"}}),
+                          arch="ARCH_GN"),
 }
 
 
@@ -71,8 +65,10 @@ class Case:
         if os.environ.get("DETECT_PARITY_SEED"):
             spec["seed"] = int(os.environ["DETECT_PARITY_SEED"])
         self.name, self.spec, self.root = name, spec, root
-        if spec.get("config_overrides"):
-            spec["config"] = write_config(spec["config"], spec["config_overrides"], os.path.join(root, "config.json"))
+        if spec.get("arch"):  # the base config with the keys that describe the architecture
+            import oracle
+            spec["config"] = write_config(spec["config"], oracle.config_keys(getattr(oracle, spec["arch"])),
+                                          os.path.join(root, "config.json"))
         self.ref_dir = os.path.join(root, "ref")
         self.e2e_dir = os.path.join(root, "e2e")
         self.iso_dir = os.path.join(root, "isolated")

@@ -76,6 +76,18 @@ ARCH_GN = dict(trunk_norm="gn", fpn_norm="gn", rpn_convs=1, box_convs=4, box_fcs
 GN_GROUPS = 32
 
 
+def config_keys(arch):
+    """The engine's config keys ({section: {key: value}}, configs/README.md) that describe `arch`,
+    derived from it: what a config for such weights sets on top of its zoo's conventions (GN_GROUPS
+    and the eps 1e-5 of torch's norms are the keys' defaults)."""
+    a = dict(ARCH_CLASSIC, **arch)
+    norm = {None: "none", "frozen_bn": "batchnorm", "bn": "batchnorm", "gn": "group_norm"}
+    return {"backbone": {"norm": norm[a["trunk_norm"]]}, "fpn": {"norm": norm[a["fpn_norm"]]},
+            "rpn": {"num_convs": a["rpn_convs"]},
+            "box_head": {"num_convs": a["box_convs"], "num_fcs": a["box_fcs"], "norm": norm[a["head_norm"]]},
+            "mask_head": {"norm": norm[a["mask_norm"]]}}
+
+
 def norm_layer(kind):
     """The norm_layer callable torchvision's builders take, for an `arch` norm name."""
     if kind is None:
