@@ -16,6 +16,7 @@ and detect_device_args() gives the same device to the tests that run
 detect itself."""
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -132,7 +133,36 @@ def run_engine(case, out, feeds):
     assert r.returncode == 0, f"{' '.join(cmd)}\n{r.stderr}"
 
 
-@pytest.fixture(scope="session", params=sorted(CASES))
+# Temporary space. pytest 7.2 keeps every tmp_path and factory folder until the session ends, and
+# this suite writes about 15 GB of weights and stage dumps: more than a tmpfs /tmp holds (the clean
+# Debian root's, scripts/fresh_debian.sh: half the RAM, 12 GB here). So a passed test's tmp_path
+# goes when it passes, and a fixture's folder when the fixture is torn down, unless a test of the
+# session has failed (then everything stays, to be looked at).
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, "rep_" + rep.when, rep)
+
+
+@pytest.fixture(autouse=True)
+def drop_tmp_path_when_passed(request):
+    yield
+    path = request.node.funcargs.get("tmp_path")
+    rep = getattr(request.node, "rep_call", None)
+    if path is not None and rep is not None and rep.passed:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def drop_unless_failed(request, path):
+    """A fixture's folder, at its teardown, unless a test of the session failed."""
+    if not request.session.testsfailed:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+# Module scope (only test_e2e.py uses it): pytest then finishes one case before the next, so one
+# case's dumps are on disk at a time.
+@pytest.fixture(scope="module", params=sorted(CASES))
 def case(request, tmp_path_factory):
     c = Case(request.param, str(tmp_path_factory.mktemp(request.param)))
     run_reference(c)
@@ -142,7 +172,8 @@ def case(request, tmp_path_factory):
                               "--feed-fpn", c.ref_dir,
                               "--feed-proposals", os.path.join(c.root, "ref_proposals.npy"),
                               "--feed-detections", c.ref_dir])
-    return c
+    yield c
+    drop_unless_failed(request, c.root)
 
 
 @pytest.fixture(scope="session")

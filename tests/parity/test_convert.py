@@ -19,6 +19,8 @@ import zipfile
 import numpy as np
 import pytest
 
+from conftest import drop_unless_failed
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
@@ -87,7 +89,7 @@ def run_convert(src, dst, *extra):
 
 
 @pytest.fixture(scope="module")
-def work(tmp_path_factory):
+def work(request, tmp_path_factory):
     torch.set_num_threads(2)
     d = tmp_path_factory.mktemp("convert")
     model = oracle.build_model(seed=3, num_classes=81)
@@ -97,7 +99,8 @@ def work(tmp_path_factory):
     out = d / "model.safetensors"
     r = run_convert(pth, out, "-q")
     assert r.returncode == 0, r.stderr
-    return dict(dir=d, sd=sd, pth=pth, out=out)
+    yield dict(dir=d, sd=sd, pth=pth, out=out)
+    drop_unless_failed(request, d)
 
 
 def assert_same_as_source(tensors, sd):

@@ -48,7 +48,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import BUILD, REPO, run_engine
+from conftest import BUILD, REPO, drop_unless_failed, run_engine
 from metrics import iou_matrix, mask_iou, near_tie, nchw_to_nhwc, normalised_l2, proposal_recall
 
 FEATURE_TOL = 1e-4
@@ -158,7 +158,7 @@ def engine(case, out, feeds=(), config=None):
 
 
 @pytest.fixture(scope="module")
-def d2(tmp_path_factory):
+def d2(request, tmp_path_factory):
     import torch
     import oracle
     import oracle_d2
@@ -202,7 +202,8 @@ def d2(tmp_path_factory):
                     "--feed-proposals", os.path.join(ref_dir, "07_rpn_proposals.npy"), "--feed-detections", dets])
     print(f"\n[detectron2] seed {SEED}: reference (build, export, staged forward twice) {t_ref:.1f} s, "
           f"engine e2e {t_e2e:.1f} s, isolated {time.time() - t1:.1f} s\n" + oracle.summary(c.ref))
-    return c
+    yield c
+    drop_unless_failed(request, c.root)
 
 
 # ---------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 import test_detectron2_e2e as d2e
-from conftest import BUILD
+from conftest import BUILD, drop_unless_failed
 
 # oracle's architecture per case, and what the detectron2 config must change beyond
 # oracle.config_keys(): GroupNorm models keep the stride in the 3x3 conv (STRIDE_IN_1X1 False)
@@ -68,7 +68,8 @@ def strong(request, tmp_path_factory):
     c.ref = oracle.run_staged(model, img, check=True)
     c.e2e = d2e.engine(c, os.path.join(c.root, "e2e"))
     print(f"\n[detectron2 {name}] " + oracle.summary(c.ref))
-    return c
+    yield c
+    drop_unless_failed(request, c.root)
 
 
 def test_strong_e2e(strong):
