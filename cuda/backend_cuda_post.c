@@ -259,7 +259,7 @@ static size_t box_host_bytes(const mr_box_post_params *p, int rois)
     mr_scratch sc = {NULL, 0};
     scratch_take(&sc, sizeof(float) * 4 * n);
     scratch_take(&sc, sizeof(float) * K * n);
-    scratch_take(&sc, sizeof(float) * 4 * K * n);
+    scratch_take(&sc, sizeof(float) * (size_t)box_post_delta_cols((int)K, p->class_agnostic) * n);
     scratch_take(&sc, sizeof(float) * 6 * cap);
     scratch_take(&sc, box_post_scratch_bytes(p, rois));
     return sc.used;
@@ -276,12 +276,13 @@ static mr_status box_detections_host(cuda_ctx *c, const mr_box_post_params *p, c
     MR_TRY(cuda_host_reserve(c, box_host_bytes(p, rois->n), op, err));
     mr_scratch sc = {c->host, 0};
     float *hr = scratch_take(&sc, sizeof(float) * 4 * n), *hl = scratch_take(&sc, sizeof(float) * K * n);
-    float *hd = scratch_take(&sc, sizeof(float) * 4 * K * n), *hb = scratch_take(&sc, sizeof(float) * 6 * cap);
+    size_t cols = (size_t)box_post_delta_cols((int)K, p->class_agnostic);
+    float *hd = scratch_take(&sc, sizeof(float) * cols * n), *hb = scratch_take(&sc, sizeof(float) * 6 * cap);
     float *hs = hb + 4 * cap, *hlab = hs + cap;
     void *scratch = scratch_take(&sc, box_post_scratch_bytes(p, rois->n));
     MR_TRY(to_host(c, hr, rois->data, sizeof(float) * 4 * n, op, err));
     MR_TRY(to_host(c, hl, logits->data, sizeof(float) * K * n, op, err));
-    MR_TRY(to_host(c, hd, deltas->data, sizeof(float) * 4 * K * n, op, err));
+    MR_TRY(to_host(c, hd, deltas->data, sizeof(float) * cols * n, op, err));
     int d = box_post_cpu(p, hr, hl, hd, rois->n, hb, hs, hlab, scratch);
     MR_TRY(to_device(c, boxes->data, hb, sizeof(float) * 4 * (size_t)d, op, err));
     MR_TRY(to_device(c, scores->data, hs, sizeof(float) * (size_t)d, op, err));
@@ -299,7 +300,8 @@ mr_status cuda_box_detections(void *vctx, const mr_box_post_params *p, const mr_
     size_t cap = (size_t)p->out_capacity;
     if (p->max_dets > p->out_capacity || boxes->cap < 4 * cap || scores->cap < cap || labels->cap < cap)
         return mr_fail(err, MR_ERR_SHAPE, "%s: outputs hold fewer than %d rows", op, p->out_capacity);
-    if (logits->n != rois->n || deltas->n != rois->n || logits->c != p->num_classes || deltas->c != 4 * p->num_classes)
+    if (logits->n != rois->n || deltas->n != rois->n || logits->c != p->num_classes ||
+        deltas->c != box_post_delta_cols(p->num_classes, p->class_agnostic))
         return mr_fail(err, MR_ERR_SHAPE, "%s: logits/deltas do not match %d rois of %d classes", op, rois->n,
                        p->num_classes);
     int replaying = 0;

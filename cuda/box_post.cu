@@ -52,7 +52,7 @@ static __global__ void candidate_kernel(mr_box_post_params p, const float *image
         }
         c.score = probs[r * K + k];
         int ok = c.score > p.score_thresh &&
-                 box_post_candidate(&p, rois + 4 * r, deltas + (r * (size_t)K + (size_t)k) * 4, c.box);
+                 box_post_candidate(&p, rois + 4 * r, deltas + box_post_delta_offset(&p, r, k), c.box);
         cand[i] = c;
         valid[i] = (unsigned char)ok;
     }

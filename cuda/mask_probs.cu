@@ -1,11 +1,13 @@
 /* probs[d, i] = sigmoid(logits[d, i, labels[d]]): the mask of each
- * detection's own class, logits [D, M, M, K] NHWC, probs [D, M, M, 1].
+ * detection's own class (or channel 0 of a one-channel, class-agnostic
+ * predictor: ops/mask_probs.h), logits [D, M, M, K] NHWC, probs [D, M, M, 1].
  * One thread per output pixel; 1 / (1 + expf(-x)) as on the CPU.
  * With the labels' count on the device (backend.h) the host has not seen
  * them: rows past the count are 0, and a label outside 0..K-1 (which the
  * host path reports as an error) gives NaN, never a read outside the
  * logits. */
 #include "cuda_launch.cuh"
+#include "ops/mask_probs.h"
 
 static __global__ void mask_probs_kernel(const float *logits, const float *labels, const int *count, float *probs,
                                          int D, int plane, int K)
@@ -18,12 +20,12 @@ static __global__ void mask_probs_kernel(const float *logits, const float *label
             probs[i] = 0.0f;
             continue;
         }
-        float l = labels[d];
-        if (!(l > -1.0f && l < (float)K)) { /* the host check's test; NaN fails it */
+        int channel = mask_channel_of(labels[d], K);
+        if (channel < 0) { /* the host check's test; NaN fails it */
             probs[i] = nanf("");
             continue;
         }
-        probs[i] = 1.0f / (1.0f + expf(-logits[i * (size_t)K + (size_t)(int)l]));
+        probs[i] = 1.0f / (1.0f + expf(-logits[i * (size_t)K + (size_t)channel]));
     }
 }
 

@@ -183,6 +183,8 @@ typedef struct {
     mr_decode_coordinates decode_coordinates; /* "decode_coordinates": "resized" | "original" */
     int clip_final_boxes;       /* "clip_final_boxes": false; true clips the boxes scaled to the original
                                    image and drops empty ones (detectron2's detector_postprocess) */
+    int class_agnostic_regression; /* "class_agnostic_regression": false; true: one box (4 deltas) per RoI
+                                   for every class (detectron2 CLS_AGNOSTIC_BBOX_REG, mmdet reg_class_agnostic) */
 } mr_box_head_config;
 
 typedef enum { MR_MASK_THRESH_GT = 0, MR_MASK_THRESH_GE } mr_mask_thresh_rule;
@@ -208,12 +210,20 @@ typedef struct {
     mr_mask_thresh_rule threshold_rule; /* "threshold_rule": ">" | ">="           */
     int paste_padding;          /* "paste_padding": 1 (pad 28->30, expand box 30/28; torchvision rule) */
     mr_mask_paste_rule paste_rule; /* "paste_rule": "torchvision" | "detectron2" */
+    int class_agnostic;         /* "class_agnostic": false; true: one mask logit channel for every class
+                                   (detectron2 CLS_AGNOSTIC_MASK, mmdet class_agnostic) */
 } mr_mask_head_config;
+
+/* Which side of the decoded dw, dh bbox_xform_clip bounds (box_coder.h):
+ * UPPER: min(d, clip) (torchvision, Detectron, detectron2);
+ * SYMMETRIC: clamp(d, -clip, clip) (mmdetection's delta2bbox, max_ratio). */
+typedef enum { MR_XFORM_CLIP_UPPER = 0, MR_XFORM_CLIP_SYMMETRIC } mr_xform_clip_rule;
 
 typedef struct {
     int legacy_plus_one;        /* "legacy_plus_one": false; Detectron's w = x2-x1+1 */
     mr_nms_rule nms_rule;       /* "nms_rule": ">" | ">="; Detectron's cython_nms suppresses at IoU >= thresh */
     float bbox_xform_clip;      /* "bbox_xform_clip": log(1000/16)               */
+    mr_xform_clip_rule bbox_xform_clip_rule; /* "bbox_xform_clip_rule": "upper" | "symmetric" */
 } mr_box_config;
 
 typedef struct {

@@ -19,6 +19,7 @@ _Static_assert(sizeof(mr_decode_coordinates) == sizeof(int), "enum size");
 _Static_assert(sizeof(mr_mask_paste_rule) == sizeof(int), "enum size");
 _Static_assert(sizeof(mr_nms_rule) == sizeof(int), "enum size");
 _Static_assert(sizeof(mr_norm_kind) == sizeof(int), "enum size");
+_Static_assert(sizeof(mr_xform_clip_rule) == sizeof(int), "enum size");
 
 const char *const cfg_coco_names[CFG_COCO_NUM_CLASSES] = {
     "__background__", "person", "bicycle", "car", "motorcycle", "airplane", "bus", "train", "truck",
@@ -108,6 +109,7 @@ void config_defaults(mr_config *cfg)
 
     cfg->box.legacy_plus_one = 0;
     cfg->box.bbox_xform_clip = log(1000.0 / 16.0);
+    cfg->box.bbox_xform_clip_rule = MR_XFORM_CLIP_UPPER;
 
     mr_box_head_config *bh = &cfg->box_head;
     set_pooler(&bh->pooler, 7);
@@ -129,6 +131,7 @@ void config_defaults(mr_config *cfg)
     bh->min_size = 1e-2;
     bh->detections_per_image = 100;
     bh->keep_ties = 0;
+    bh->class_agnostic_regression = 0;
 
     mr_mask_head_config *mh = &cfg->mask_head;
     set_pooler(&mh->pooler, 14);
@@ -140,6 +143,7 @@ void config_defaults(mr_config *cfg)
     mh->threshold = 0.5;
     mh->threshold_rule = MR_MASK_THRESH_GT;
     mh->paste_padding = 1;
+    mh->class_agnostic = 0;
 
     cfg->classes.num_classes = CFG_COCO_NUM_CLASSES;
     for (int i = 0; i < CFG_COCO_NUM_CLASSES; i++)
@@ -172,6 +176,8 @@ static const char *const decode_coordinates_names[] = {
 static const char *const paste_rule_names[] = {
     [MR_MASK_PASTE_TORCHVISION] = "torchvision", [MR_MASK_PASTE_DETECTRON2] = "detectron2", NULL};
 static const char *const nms_rule_names[] = {[MR_NMS_RULE_GT] = ">", [MR_NMS_RULE_GE] = ">=", NULL};
+static const char *const xform_clip_rule_names[] = {
+    [MR_XFORM_CLIP_UPPER] = "upper", [MR_XFORM_CLIP_SYMMETRIC] = "symmetric", NULL};
 static const char *const norm_names[] = {
     [MR_NORM_NONE] = "none", [MR_NORM_BATCHNORM] = "batchnorm", [MR_NORM_GROUP_NORM] = "group_norm", NULL};
 static const int depth_choices[] = {50, 101, 152, 0};
@@ -255,6 +261,7 @@ static const cfg_key box_keys[] = {
     K_BOOL(mr_box_config, legacy_plus_one),
     K_ENUM(mr_box_config, nms_rule, nms_rule_names),
     K_POS_FLOAT(mr_box_config, bbox_xform_clip, 64),
+    K_ENUM(mr_box_config, bbox_xform_clip_rule, xform_clip_rule_names),
 };
 
 static const cfg_key pooler_keys[] = {
@@ -287,6 +294,7 @@ static const cfg_key box_head_keys[] = {
     K_BOOL(mr_box_head_config, keep_ties),
     K_ENUM(mr_box_head_config, decode_coordinates, decode_coordinates_names),
     K_BOOL(mr_box_head_config, clip_final_boxes),
+    K_BOOL(mr_box_head_config, class_agnostic_regression),
 };
 
 static const cfg_key mask_head_keys[] = {
@@ -300,6 +308,7 @@ static const cfg_key mask_head_keys[] = {
     K_ENUM(mr_mask_head_config, threshold_rule, threshold_rule_names),
     K_INT(mr_mask_head_config, paste_padding, 0, 64),
     K_ENUM(mr_mask_head_config, paste_rule, paste_rule_names),
+    K_BOOL(mr_mask_head_config, class_agnostic),
 };
 
 static const cfg_key classes_keys[] = {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cpu/backend_cpu.h"
+#include "ops/mask_probs.h"
 
 static mr_status post_scratch(cpu_ctx *c, size_t bytes, void **out, mr_error *err)
 {
@@ -72,7 +73,8 @@ mr_status cpu_box_detections(void *ctx, const mr_box_post_params *p, const mr_te
     size_t cap = (size_t)p->out_capacity;
     if (p->max_dets > p->out_capacity || boxes->cap < 4 * cap || scores->cap < cap || labels->cap < cap)
         return mr_fail(err, MR_ERR_SHAPE, "box_detections: outputs hold fewer than %d rows", p->out_capacity);
-    if (logits->n != rois->n || deltas->n != rois->n || logits->c != p->num_classes || deltas->c != 4 * p->num_classes)
+    if (logits->n != rois->n || deltas->n != rois->n || logits->c != p->num_classes ||
+        deltas->c != box_post_delta_cols(p->num_classes, p->class_agnostic))
         return mr_fail(err, MR_ERR_SHAPE, "box_detections: logits/deltas do not match %d rois of %d classes", rois->n,
                        p->num_classes);
     MR_TRY(cpu_read(ctx, rois, err));
@@ -100,10 +102,11 @@ mr_status cpu_mask_probs(void *ctx, const mr_tensor *logits, const mr_tensor *la
     MR_TRY(cpu_read(ctx, labels, err));
     cpu_wrote(ctx, probs);
     for (int d = 0; d < logits->n; d++) {
-        int label = (int)labels->data[d];
-        if (label < 0 || label >= K)
-            return mr_fail(err, MR_ERR_RANGE, "mask_probs: detection %d has label %d, outside 0..%d", d, label, K - 1);
-        const float *logit = logits->data + (size_t)d * plane * K + label;
+        int channel = mask_channel_of(labels->data[d], K);
+        if (channel < 0)
+            return mr_fail(err, MR_ERR_RANGE, "mask_probs: detection %d has label %g, outside 0..%d", d,
+                           (double)labels->data[d], K - 1);
+        const float *logit = logits->data + (size_t)d * plane * K + channel;
         float *prob = probs->data + (size_t)d * plane;
         for (int i = 0; i < plane; i++) prob[i] = 1.0f / (1.0f + expf(-logit[(size_t)i * K]));
     }
@@ -131,15 +134,14 @@ mr_status cpu_mask_class_probs(void *ctx, const mr_tensor *x, const mr_tensor *w
     MR_TRY(cpu_read(ctx, labels, err));
     cpu_wrote(ctx, probs);
     for (int d = 0; d < D; d++) {
-        int label = (int)labels->data[d];
-        if (!(labels->data[d] >= 0.0f) || label >= K)
+        if (mask_channel_of(labels->data[d], K) < 0)
             return mr_fail(err, MR_ERR_RANGE, "mask_class_probs: detection %d has label %g, outside 0..%d", d,
                            (double)labels->data[d], K - 1);
     }
 #pragma omp parallel for schedule(static)
     for (long r = 0; r < (long)D * rows; r++) {
-        int label = (int)labels->data[r / rows];
-        const float *w = weight->data + (size_t)label * C, b = bias->data[label];
+        int channel = mask_channel_of(labels->data[r / rows], K);
+        const float *w = weight->data + (size_t)channel * C, b = bias->data[channel];
         const float *px = x->data + (size_t)r * cols * C;
         float *prob = probs->data + (size_t)r * cols;
         for (int i = 0; i < cols; i++, px += C) {

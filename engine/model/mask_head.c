@@ -35,7 +35,8 @@ static mr_status mask_class_load(mr_model *m, mr_weights *w, int D, int K, mr_er
 mr_status mask_head_load(mr_model *m, mr_weights *w, mr_error *err)
 {
     const mr_mask_head_config *mh = &m->cfg.mask_head;
-    int F = m->cfg.fpn.out_channels, K = m->cfg.classes.num_classes;
+    /* a class-agnostic predictor has one channel for every class (ops/mask_probs.h) */
+    int F = m->cfg.fpn.out_channels, K = mh->class_agnostic ? 1 : m->cfg.classes.num_classes;
     /* batches of up to max_dets RoIs: R x R features, 2R x 2R after the deconv */
     int R = mh->pooler.resolution;
     mr_extent roi = {m->max_dets, R, R}, up = {m->max_dets, 2 * R, 2 * R};
@@ -75,7 +76,8 @@ mr_status mask_head_forward(mr_model *m, mr_error *err)
     mr_buffers *b = &m->buf;
     const mr_backend_i *be = m->be.i;
     const mr_mask_head_config *mh = &m->cfg.mask_head;
-    int n = b->detections.n, R = mh->pooler.resolution, D = mh->conv_dim, K = m->cfg.classes.num_classes;
+    int n = b->detections.n, R = mh->pooler.resolution, D = mh->conv_dim;
+    int K = mh->class_agnostic ? 1 : m->cfg.classes.num_classes;
     MR_TRY(model_roi_align(m, &mh->pooler, &b->detections, &b->mask_feats, err));
     mr_tensor *conv_bufs[2] = {&b->mask_a, &b->mask_b};
     const mr_tensor *x = NULL;

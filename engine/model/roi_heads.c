@@ -33,7 +33,8 @@ mr_status box_head_load(mr_model *m, mr_weights *w, mr_error *err)
         snprintf(head.fc_name[i], sizeof head.fc_name[i], "box_head.fc%d", i + 6);
     MR_TRY(head_block_load(m, w, &head, &m->box_head, err));
     MR_TRY(model_linear_layer(m, w, "box_predictor.cls_score", bh->fc_dim, K, 0, NULL, &m->cls_score, err));
-    return model_linear_layer(m, w, "box_predictor.bbox_pred", bh->fc_dim, 4 * K, 0, NULL, &m->bbox_pred, err);
+    int deltas = box_post_delta_cols(K, bh->class_agnostic_regression);
+    return model_linear_layer(m, w, "box_predictor.bbox_pred", bh->fc_dim, deltas, 0, NULL, &m->bbox_pred, err);
 }
 
 /* Detectron decodes detections in original pixels: keep those as the final
@@ -70,14 +71,17 @@ mr_status box_head_forward(mr_model *m, mr_error *err)
     MR_TRY(head_block_forward(m, &m->box_head, &b->box_feats, conv_bufs, fc_bufs, &features, err));
     MR_TRY(tensor_shape(&b->class_logits, n, 1, 1, K, err));
     MR_TRY(be->linear(m->be.ctx, m->cls_score, features, &b->class_logits, err));
-    MR_TRY(tensor_shape(&b->box_deltas, n, 1, 1, 4 * K, err));
+    int deltas = box_post_delta_cols(K, c->box_head.class_agnostic_regression);
+    MR_TRY(tensor_shape(&b->box_deltas, n, 1, 1, deltas, err));
     MR_TRY(be->linear(m->be.ctx, m->bbox_pred, features, &b->box_deltas, err));
 
     mr_box_post_params p;
     memset(&p, 0, sizeof p);
     p.num_classes = K;
+    p.class_agnostic = c->box_head.class_agnostic_regression;
     for (int k = 0; k < 4; k++) p.coder.weights[k] = c->box_head.box_weights[k];
     p.coder.clip = c->box.bbox_xform_clip;
+    p.coder.clip_both_sides = c->box.bbox_xform_clip_rule == MR_XFORM_CLIP_SYMMETRIC;
     p.coder.plus_one = c->box.legacy_plus_one;
     p.nms_flags = model_nms_flags(c);
     int original = c->box_head.decode_coordinates == MR_DECODE_ORIGINAL;

@@ -75,6 +75,7 @@ static void proposal_params(const mr_model *m, mr_proposal_params *p)
     p->score_thresh = c->rpn.score_thresh;
     for (int k = 0; k < 4; k++) p->coder.weights[k] = c->rpn.box_weights[k];
     p->coder.clip = c->box.bbox_xform_clip;
+    p->coder.clip_both_sides = c->box.bbox_xform_clip_rule == MR_XFORM_CLIP_SYMMETRIC;
     p->coder.plus_one = c->box.legacy_plus_one;
     p->nms_flags = model_nms_flags(c);
     p->rank_by_logit = c->rpn.rank_by_logit;

@@ -28,8 +28,9 @@
 
 typedef struct {
     float weights[4]; /* (wx, wy, ww, wh): RPN (1,1,1,1), box head (10,10,5,5) */
-    float clip;       /* max of dw, dh before exp: (float)log(1000.0 / 16) in all three projects */
+    float clip;       /* max of dw, dh before exp: (float)log(1000.0 / 16) in every zoo */
     int plus_one;     /* 1: Detectron widths (x2 - x1 + 1) and x2 = ctr + w/2 - 1 */
+    int clip_both_sides; /* 1: also -clip <= dw, dh (mmdetection's delta2bbox clamps both sides) */
 } mr_box_coder;
 
 /* Decodes one box. box[4] is the reference (anchor or proposal), delta[4]
@@ -37,7 +38,8 @@ typedef struct {
  * neither input).
  *
  *   w  = x2 - x1 (+1)            cx = x1 + 0.5*w
- *   dx = delta[0] / wx ...       dw = min(delta[2] / ww, clip) (NaN stays NaN)
+ *   dx = delta[0] / wx ...       dw = min(delta[2] / ww, clip) (NaN stays NaN),
+ *                                with clip_both_sides also max(dw, -clip)
  *   pcx = dx*w + cx              pw = expf(dw)*w
  *   out = [pcx - 0.5*pw, pcy - 0.5*ph, pcx + 0.5*pw (-1), pcy + 0.5*ph (-1)]
  *
@@ -63,6 +65,12 @@ MR_HD static inline void box_decode(const mr_box_coder *c, const float *box, con
     /* torch.clamp(max=clip): only values above clip change; NaN passes */
     if (dw > c->clip) dw = c->clip;
     if (dh > c->clip) dh = c->clip;
+    if (c->clip_both_sides) {
+        /* mmdetection: dwh.clamp(min=-max_ratio, max=max_ratio); the same
+         * float, as its max_ratio is |log(wh_ratio_clip)| = log(1000/16) */
+        if (dw < -c->clip) dw = -c->clip;
+        if (dh < -c->clip) dh = -c->clip;
+    }
 
     float pcx = dx * w + cx;
     float pcy = dy * h + cy;

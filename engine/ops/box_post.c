@@ -47,7 +47,8 @@ int box_post_cpu(const mr_box_post_params *p, const float *rois, const float *lo
             float score = s.probs[(size_t)r * K + k];
             if (!(score > p->score_thresh)) continue;
             float *box = s.boxes + 4 * (size_t)cand;
-            if (!box_post_candidate(p, rois + 4 * (size_t)r, deltas + ((size_t)r * K + k) * 4, box)) continue;
+            const float *delta = deltas + box_post_delta_offset(p, (size_t)r, k);
+            if (!box_post_candidate(p, rois + 4 * (size_t)r, delta, box)) continue;
             s.scores[cand] = score;
             s.groups[cand] = k;
             cand++;

@@ -12,7 +12,10 @@
  *   score (keep_ties: also every further one tied with the last kept, as
  *   Detectron's "score >= the 100th score").
  *
- * Inputs: rois [n,4], logits [n,K], deltas [n,4K] (row 4k+j, j = dx,dy,dw,dh).
+ * Inputs: rois [n,4], logits [n,K], deltas [n,4K] (row 4k+j, j = dx,dy,dw,dh),
+ * or [n,4] with class_agnostic (one box regression for every class:
+ * detectron2 CLS_AGNOSTIC_BBOX_REG, mmdetection reg_class_agnostic; each
+ * class's candidate is that box, as both expand it to every class).
  * Outputs: boxes [D,4] (in the clip window's pixels), scores [D], labels [D]
  * (class ids as floats), sorted by descending score. */
 #ifndef MR_BOX_POST_H
@@ -27,6 +30,7 @@
 
 typedef struct {
     int num_classes;  /* K, including background at 0 */
+    int class_agnostic; /* 1: deltas [n,4], the same for every class */
     mr_box_coder coder;
     float roi_divisor; /* 0 or 1: none; else Detectron's im_scale (float32, as numpy divides) */
     float img_h, img_w;
@@ -39,6 +43,18 @@ typedef struct {
     int nms_flags;    /* nms.h MR_NMS_* */
     int out_capacity; /* rows the outputs can hold (>= max_dets) */
 } mr_box_post_params;
+
+/* Columns of the deltas: 4 per class, or 4 for a class-agnostic regression. */
+MR_HD static inline int box_post_delta_cols(int num_classes, int class_agnostic)
+{
+    return class_agnostic ? 4 : 4 * num_classes;
+}
+
+/* Offset of RoI r's deltas for class k in the [n, box_post_delta_cols] deltas. */
+MR_HD static inline size_t box_post_delta_offset(const mr_box_post_params *p, size_t r, int k)
+{
+    return p->class_agnostic ? 4 * r : (r * (size_t)p->num_classes + (size_t)k) * 4;
+}
 
 /* softmax of one row, as PyTorch computes it: exp(x - max) * (1 / sum). */
 MR_HD static inline void softmax_row(const float *x, int k, float *out)

@@ -64,7 +64,15 @@ static mr_box_coder coder(const float *w, float clip, int plus_one)
     for (int k = 0; k < 4; k++) c.weights[k] = w[k];
     c.clip = clip;
     c.plus_one = plus_one;
+    c.clip_both_sides = 0;
     return c;
+}
+
+void t_decode_symmetric(const float *w, float clip, const float *boxes, const float *deltas, int n, float *out)
+{
+    mr_box_coder c = coder(w, clip, 0);
+    c.clip_both_sides = 1;
+    for (int i = 0; i < n; i++) box_decode(&c, boxes + 4 * i, deltas + 4 * i, out + 4 * i);
 }
 
 void t_decode(const float *w, float clip, int plus_one, const float *boxes, const float *deltas, int n, float *out)
@@ -234,6 +242,7 @@ def lib():
 def shim(tmp_path_factory):
     S = compile_shim(tmp_path_factory.mktemp("zooshim"), SHIM, "zooshim", link_engine=True)
     S.t_decode.argtypes = [FP, C.c_float, C.c_int, FP, FP, C.c_int, FP]
+    S.t_decode_symmetric.argtypes = [FP, C.c_float, FP, FP, C.c_int, FP]
     S.t_clip.argtypes = [FP, C.c_int, C.c_float, C.c_float, C.c_int]
     S.t_area_iou.argtypes = [FP, FP, C.c_int, C.c_int, FP, FP]
     S.t_level.argtypes = [C.c_int, C.c_int, C.c_int, C.c_int, C.c_float, C.c_int, C.c_int, FP, C.c_int, IP]
@@ -330,6 +339,32 @@ def test_decode_clip_exact(shim):
     want = ref.bbox_transform(boxes, deltas)
     assert np.array_equal(got[0], got[2]) and np.array_equal(got[1], got[2])
     assert close_rel(got, want) <= 1e-6
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_decode_mmdet_symmetric_clamp(shim, seed):
+    """mmdetection's delta2bbox (box.bbox_xform_clip_rule "symmetric"): dw, dh clamped to
+    [-clip, clip], not only above. Deltas far below -clip included; the upper-only decode
+    must differ on them."""
+    rng = seeded(5150 + seed)
+    n = 4000
+    boxes, deltas = random_boxes(rng, n), random_deltas(rng, n)
+    deltas[: n // 4, 2:] = f32(rng.uniform(-60, -20, (n // 4, 2)))  # far below -clip after /5
+    worst, differs = 0.0, False
+    for weights in ((1.0, 1.0, 1.0, 1.0), (10.0, 10.0, 5.0, 5.0)):
+        w = f32(weights)
+        want = ref.delta2bbox_mmdet(boxes, deltas, weights)
+        got = np.zeros((n, 4), F32)
+        shim.t_decode_symmetric(ptr(w), CLIP, ptr(boxes), ptr(deltas), n, ptr(got))
+        scale = np.maximum(1.0, np.abs(want).max(1, keepdims=True))
+        err = np.abs(got.astype(np.float64) - want) / scale
+        worst = max(worst, float(err.max()))
+        assert err.max() <= 1e-6, (weights, np.unravel_index(err.argmax(), err.shape))
+        upper = np.zeros((n, 4), F32)
+        shim.t_decode(ptr(w), CLIP, 0, ptr(boxes), ptr(deltas), n, ptr(upper))
+        differs |= bool(np.any(np.abs(upper - want) > 1e-3 * scale))
+    print(f"mmdet decode: max rel err {worst:.3g}")
+    assert differs, "the upper-only clamp agreed with mmdetection's symmetric one everywhere"
 
 
 @pytest.mark.parametrize("seed", range(2))

@@ -27,6 +27,28 @@ BBOX_XFORM_CLIP = math.log(1000.0 / 16.0)
 
 # ---------------------------------------------------------------- utils/boxes.py
 
+def delta2bbox_mmdet(rois, deltas, weights=(1.0, 1.0, 1.0, 1.0), clip=BBOX_XFORM_CLIP):
+    """mmdetection `models/task_modules/coders/delta_xywh_bbox_coder.py: delta2bbox`
+    (float32), without its clip to the image (that is box_clip's, tested apart).
+
+    The coder's stds are 1/weights (RCNN target_stds (0.1, 0.1, 0.2, 0.2) = weights
+    (10, 10, 5, 5)) and means 0: deltas * std; pxy = (x1 + x2) * 0.5, pwh = x2 - x1;
+    dwh clamped to [-max_ratio, max_ratio] with max_ratio = |log(wh_ratio_clip)| =
+    log(1000/16), on both sides; gxy = pxy + pwh * dxy, gwh = pwh * exp(dwh);
+    corners gxy -+ gwh * 0.5. Returned in float64 for the comparison."""
+    rois = np.asarray(rois, F32)
+    deltas = np.asarray(deltas, F32)
+    stds = np.array([1.0 / w for w in weights], F32)
+    d = deltas * stds
+    pxy = (rois[:, :2] + rois[:, 2:]) * F32(0.5)
+    pwh = rois[:, 2:] - rois[:, :2]
+    dxy = d[:, :2]
+    dwh = np.clip(d[:, 2:], F32(-clip), F32(clip))
+    gxy = pxy + pwh * dxy
+    gwh = pwh * np.exp(dwh)
+    return np.concatenate([gxy - gwh * F32(0.5), gxy + gwh * F32(0.5)], 1).astype(np.float64)
+
+
 def bbox_transform(boxes, deltas, weights=(1.0, 1.0, 1.0, 1.0), clip=BBOX_XFORM_CLIP):
     """Detectron `utils/boxes.py: bbox_transform` (float32, as the deltas).
 

@@ -1026,7 +1026,7 @@ static void case_rpn_proposals(fixture *f, tally *t, const void *params)
     p.post_nms_per_level = 0;
     p.nms_thresh = 0.7;
     p.min_size = 1e-3f;
-    p.coder = (mr_box_coder){{1, 1, 1, 1}, 4.135166556742356f, 0};
+    p.coder = (mr_box_coder){{1, 1, 1, 1}, 4.135166556742356f, 0, 0};
     p.img_h = p.img_w = 64.0f;
     float *dlog[RPN_LEVELS], *ddel[RPN_LEVELS], *hlog[RPN_LEVELS], *hdel[RPN_LEVELS];
     mr_tensor tlog[RPN_LEVELS], tdel[RPN_LEVELS];
@@ -1118,17 +1118,21 @@ typedef struct {
     int expect_some;
     const char *what;
     int agnostic, max_dets;
+    int class_agnostic; /* deltas [n,4] for every class; checked against the class-specific
+                           path given those 4 deltas copied to every class */
 } box_case;
 
 static const box_case g_box_cases[] = {
-    {24, 0.05f, 1, "24 rois", 0, BOX_CAP},
-    {0, 0.05f, 0, "0 rois", 0, BOX_CAP},
-    {24, 1.0f, 0, "every score under the threshold", 0, BOX_CAP},
-    {300, 0.05f, 1, "300 rois (NMS groups over 64 boxes)", 0, BOX_CAP},
-    {24, 0.05f, 1, "24 rois, agnostic NMS", 1, BOX_CAP},
-    {0, 0.05f, 0, "0 rois, agnostic NMS", 1, BOX_CAP},
-    {300, 0.05f, 1, "300 rois, agnostic NMS (survivors over 64)", 1, BOX_CAP},
-    {300, 0.05f, 1, "300 rois, agnostic NMS cut at 10 detections", 1, 10},
+    {24, 0.05f, 1, "24 rois", 0, BOX_CAP, 0},
+    {0, 0.05f, 0, "0 rois", 0, BOX_CAP, 0},
+    {24, 1.0f, 0, "every score under the threshold", 0, BOX_CAP, 0},
+    {300, 0.05f, 1, "300 rois (NMS groups over 64 boxes)", 0, BOX_CAP, 0},
+    {24, 0.05f, 1, "24 rois, agnostic NMS", 1, BOX_CAP, 0},
+    {0, 0.05f, 0, "0 rois, agnostic NMS", 1, BOX_CAP, 0},
+    {300, 0.05f, 1, "300 rois, agnostic NMS (survivors over 64)", 1, BOX_CAP, 0},
+    {300, 0.05f, 1, "300 rois, agnostic NMS cut at 10 detections", 1, 10, 0},
+    {24, 0.05f, 1, "24 rois, class-agnostic regression", 0, BOX_CAP, 1},
+    {300, 0.05f, 1, "300 rois, class-agnostic regression", 0, BOX_CAP, 1},
 };
 
 static void case_box_detections(fixture *f, tally *t, const void *params)
@@ -1138,7 +1142,7 @@ static void case_box_detections(fixture *f, tally *t, const void *params)
     mr_box_post_params p;
     memset(&p, 0, sizeof p);
     p.num_classes = BOX_K;
-    p.coder = (mr_box_coder){{10, 10, 5, 5}, 4.135166556742356f, 0};
+    p.coder = (mr_box_coder){{10, 10, 5, 5}, 4.135166556742356f, 0, 0};
     p.img_h = p.img_w = 64.0f;
     p.nms_thresh = 0.5;
     p.min_size = 1e-2f;
@@ -1146,6 +1150,8 @@ static void case_box_detections(fixture *f, tally *t, const void *params)
     p.keep_ties = 0;
     p.out_capacity = BOX_CAP;
     int n = c->n;
+    p.class_agnostic = c->class_agnostic;
+    const int cols = box_post_delta_cols(BOX_K, c->class_agnostic);
     float *hr = fmalloc(4 * (size_t)n), *hl = fmalloc((size_t)n * BOX_K), *hd = fmalloc((size_t)n * 4 * BOX_K);
     for (int r = 0; r < n; r++) {
         float x = rng_uniform(0, 50), y = rng_uniform(0, 50);
@@ -1155,13 +1161,13 @@ static void case_box_detections(fixture *f, tally *t, const void *params)
         hr[4 * r + 3] = y + rng_uniform(2, 30);
     }
     fill_uniform(hl, (size_t)n * BOX_K, -3.0f, 3.0f);
-    fill_uniform(hd, (size_t)n * 4 * BOX_K, -1.0f, 1.0f);
+    fill_uniform(hd, (size_t)n * (size_t)cols, -1.0f, 1.0f);
     float *dr = dev_upload(f, hr, 4 * (size_t)n), *dl = dev_upload(f, hl, (size_t)n * BOX_K);
-    float *dd = dev_upload(f, hd, (size_t)n * 4 * BOX_K);
+    float *dd = dev_upload(f, hd, (size_t)n * (size_t)cols);
     float *db = dev_output(f, NULL, 4 * BOX_CAP), *ds = dev_output(f, NULL, BOX_CAP);
     float *dlab = dev_output(f, NULL, BOX_CAP);
     mr_tensor tr = mr_tensor_make(dr, n, 1, 1, 4), tl = mr_tensor_make(dl, n, 1, 1, BOX_K);
-    mr_tensor td = mr_tensor_make(dd, n, 1, 1, 4 * BOX_K);
+    mr_tensor td = mr_tensor_make(dd, n, 1, 1, cols);
     mr_tensor tb = mr_tensor_make(db, BOX_CAP, 1, 1, 4), ts = mr_tensor_make(ds, BOX_CAP, 1, 1, 1);
     mr_tensor tlab = mr_tensor_make(dlab, BOX_CAP, 1, 1, 1);
     p.score_thresh = c->score_thresh;
@@ -1198,7 +1204,7 @@ static void case_box_detections(fixture *f, tally *t, const void *params)
             /* the same inputs through the CPU backend: same count, same rows */
             float wb[4 * BOX_CAP], ws[BOX_CAP], wl[BOX_CAP];
             mr_tensor rr = mr_tensor_make(hr, n, 1, 1, 4), rl = mr_tensor_make(hl, n, 1, 1, BOX_K);
-            mr_tensor rd = mr_tensor_make(hd, n, 1, 1, 4 * BOX_K), rb = mr_tensor_make(wb, BOX_CAP, 1, 1, 4);
+            mr_tensor rd = mr_tensor_make(hd, n, 1, 1, cols), rb = mr_tensor_make(wb, BOX_CAP, 1, 1, 4);
             mr_tensor rs = mr_tensor_make(ws, BOX_CAP, 1, 1, 1), rlab = mr_tensor_make(wl, BOX_CAP, 1, 1, 1);
             char l2[200];
             snprintf(l2, sizeof l2, "%s vs cpu", label);
@@ -1213,6 +1219,35 @@ static void case_box_detections(fixture *f, tally *t, const void *params)
                 }
             }
             ref.i->destroy(ref.ctx);
+        }
+        if (count_ok && c->class_agnostic) {
+            /* one regression for every class = the class-specific path, on the same
+             * backend, with those 4 deltas in every class's columns (detectron2 and
+             * mmdetection expand the agnostic box to every class alike) */
+            float *wide = fmalloc((size_t)n * 4 * BOX_K), wb[4 * BOX_CAP], ws[BOX_CAP], wl[BOX_CAP];
+            for (int r = 0; r < n; r++)
+                for (int k = 0; k < BOX_K; k++) memcpy(wide + ((size_t)r * BOX_K + k) * 4, hd + 4 * (size_t)r, 16);
+            mr_box_post_params q = p;
+            q.class_agnostic = 0;
+            float *dw = dev_upload(f, wide, (size_t)n * 4 * BOX_K);
+            mr_tensor tw = mr_tensor_make(dw, n, 1, 1, 4 * BOX_K), ob = tb, os = ts, ol = tlab;
+            char l2[200];
+            snprintf(l2, sizeof l2, "%s vs the class-specific path", label);
+            if (status_ok(t, l2, f->be.i->box_detections(f->be.ctx, &q, &tr, &tl, &tw, &ob, &os, &ol, &err), &err)) {
+                if (ob.n != d) {
+                    snprintf(detail, sizeof detail, "%d detections, class-specific %d", d, ob.n);
+                    report(t, l2, 0, detail);
+                } else {
+                    dev_get(f, wb, db, 4 * (size_t)d);
+                    dev_get(f, ws, ds, (size_t)d);
+                    dev_get(f, wl, dlab, (size_t)d);
+                    check_close(t, l2, hb, wb, 4 * (size_t)d, TOL_EXACT, 1);
+                    check_close(t, l2, hs, ws, (size_t)d, TOL_EXACT, 1);
+                    check_close(t, l2, hlab, wl, (size_t)d, TOL_EXACT, 1);
+                }
+            }
+            dev_free(f, dw);
+            free(wide);
         }
     }
     dev_free(f, dr);
@@ -1231,8 +1266,10 @@ static void case_box_detections(fixture *f, tally *t, const void *params)
 static void case_mask_probs(fixture *f, tally *t, const void *params)
 {
     NEED(f, mask_probs);
-    const int d = *(const int *)params; /* detections */
-    enum { M = 5, K = 4 };
+    /* detections; negative: a one-channel (class-agnostic) predictor, whose one
+     * channel is every label's mask */
+    const int d = abs(*(const int *)params), K = *(const int *)params < 0 ? 1 : 4;
+    enum { M = 5 };
     static const float labels[3] = {1, 3, 0};
     size_t ls = (size_t)d * M * M * K, ps = (size_t)d * M * M;
     float *hl = fmalloc(ls), *hp = fmalloc(ps), *ref = fmalloc(ps);
@@ -1240,7 +1277,7 @@ static void case_mask_probs(fixture *f, tally *t, const void *params)
     for (int i = 0; i < d; i++)
         for (int k = 0; k < M * M; k++)
             ref[(size_t)i * M * M + k] = (float)(1.0 / (1.0 + exp(-(double)hl[((size_t)i * M * M + k) * K +
-                                                                              (size_t)labels[i]])));
+                                                                              (size_t)(K == 1 ? 0 : labels[i])])));
     float *dl = dev_upload(f, hl, ls), *dlab = dev_upload(f, labels, (size_t)d), *dp = dev_output(f, NULL, ps);
     mr_tensor tl = mr_tensor_make(dl, d, M, M, K), tlab = mr_tensor_make(dlab, d, 1, 1, 1);
     mr_tensor tp = mr_tensor_make(dp, d, M, M, 1);
@@ -1267,10 +1304,11 @@ static void case_mask_probs(fixture *f, tally *t, const void *params)
 static void case_mask_class_probs(fixture *f, tally *t, const void *params)
 {
     NEED(f, mask_class_probs);
-    const int d = *(const int *)params; /* detections */
-    enum { M = 5, C = 20, K = 4 };
+    /* detections; negative: one (class-agnostic) channel for every label */
+    const int d = abs(*(const int *)params), K = *(const int *)params < 0 ? 1 : 4;
+    enum { M = 5, C = 20, KMAX = 4 };
     static const float labels[3] = {1, 3, 0};
-    float *hw = fmalloc((size_t)K * C), hb[K];
+    float *hw = fmalloc((size_t)K * C), hb[KMAX];
     fill_uniform(hw, (size_t)K * C, -0.5f, 0.5f);
     fill_uniform(hb, K, -1.0f, 1.0f);
     float *dw = dev_upload(f, hw, (size_t)K * C), *db = dev_upload(f, hb, K);
@@ -1280,13 +1318,13 @@ static void case_mask_class_probs(fixture *f, tally *t, const void *params)
     fill_uniform(hx, xs, -2.0f, 2.0f);
     for (int i = 0; i < d; i++)
         for (int k = 0; k < M * M; k++) {
-            double logits[K];
+            double logits[KMAX];
             for (int cls = 0; cls < K; cls++) {
                 logits[cls] = hb[cls];
                 for (int c = 0; c < C; c++)
                     logits[cls] += (double)hx[((size_t)i * M * M + k) * C + c] * hw[(size_t)cls * C + c];
             }
-            ref[(size_t)i * M * M + k] = (float)(1.0 / (1.0 + exp(-logits[(int)labels[i]])));
+            ref[(size_t)i * M * M + k] = (float)(1.0 / (1.0 + exp(-logits[K == 1 ? 0 : (int)labels[i]])));
         }
     float *dx = dev_upload(f, hx, xs), *dlab = dev_upload(f, labels, (size_t)d), *dp = dev_output(f, NULL, ps);
     mr_tensor tx = mr_tensor_make(dx, d, M, M, C), tlab = mr_tensor_make(dlab, d, 1, 1, 1);
@@ -1299,8 +1337,9 @@ static void case_mask_class_probs(fixture *f, tally *t, const void *params)
         check_close(t, label, hp, ref, ps, TOL_SIGMOID, guard_intact(f, dp, ps));
     }
     if (d) {
-        static const float bad[2] = {(float)K, NAN};
-        for (int b = 0; b < 2; b++) {
+        /* a label past the classes can only be told with one channel per class */
+        const float bad[2] = {NAN, (float)K};
+        for (int b = 0; b < (K == 1 ? 1 : 2); b++) {
             float bl[3] = {labels[0], labels[1], bad[b]};
             float *dbad = dev_upload(f, bl, 3);
             mr_tensor tbad = mr_tensor_make(dbad, d, 1, 1, 1);
@@ -1673,7 +1712,8 @@ static void case_preprocess(fixture *f, tally *t, const void *params)
 /* A table and its row count and size. */
 #define CASES(table) (table), sizeof(table)[0], sizeof(table) / sizeof(table)[0]
 
-static const int g_mask_counts[] = {0, 3}; /* detections: none, and three with labels 1, 3, 0 */
+/* detections: none, three with labels 1, 3, 0, and those three on one (class-agnostic) channel */
+static const int g_mask_counts[] = {0, 3, -3};
 static const int g_one_case[] = {0};       /* the error paths: one case of several checks */
 
 static const op_desc g_ops[] = {
