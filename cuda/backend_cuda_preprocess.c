@@ -12,6 +12,8 @@
  *                   buffer, then the resized uint8 image goes to the GPU and
  *                   the kernel normalises, orders and pads it (a copy
  *                   sampler). Porting its two integer passes is future work.
+ *   cv2_linear_uint8  the same with OpenCV's fixed-point resize of the uint8
+ *                   image (resize_cv2_linear_uint8) on the host.
  * Either way the result is image_preprocess's, bit for bit (the kernel runs
  * engine/ops/preprocess.h's math).
  *
@@ -29,6 +31,7 @@
 #include "cuda_internal.h"
 #include "core/half.h"
 #include "ops/image_preprocess.h"
+#include "ops/resize_cv2_uint8.h"
 #include "ops/resize_pil.h"
 
 /* Pixels the image buffers hold at least: 16.7 MP covers the common camera
@@ -42,7 +45,7 @@ struct cuda_pre {
     uint8_t *h_img;     /* pinned staging of the same size                   */
     cudaEvent_t copied; /* recorded after the copy out of h_img              */
     int pending;        /* copied was recorded and h_img may still be in use */
-    void *host;         /* host scratch: Pillow's resize, or the fallback's  */
+    void *host;         /* host scratch: a uint8 resize's, or the fallback's */
     size_t host_size;
 };
 
@@ -177,7 +180,7 @@ mr_status cuda_preprocess(void *ctx, const mr_input_config *cfg, const mr_image 
     cuda_pre *p = c->pre;
     mr_pre_job job;
     image_preprocess_job(cfg, geo, &job);
-    /* job's source: the decoded image, or Pillow's resized one. */
+    /* job's source: the decoded image, or the host's resized one (Pillow, OpenCV's uint8). */
     const size_t src_bytes = (size_t)job.in_h * (size_t)job.in_w * 3;
     MR_TRY(cuda_image_params_writable(c, CUDA_IMAGE_PRE, "preprocess", err));
     cuda_image_params *ip = c->h_image;
@@ -198,6 +201,10 @@ mr_status cuda_preprocess(void *ctx, const mr_input_config *cfg, const mr_image 
         mr_resize_pil rp = {geo->in_h, geo->in_w, geo->resized_h, geo->resized_w};
         MR_TRY(host_reserve(p, resize_pil_scratch_bytes(&rp), err));
         resize_pil_bilinear(&rp, img->pixels, p->h_img, p->host);
+    } else if (geo->method == MR_RESIZE_CV2_LINEAR_UINT8) {
+        mr_resize_cv2_uint8 rp = {geo->in_h, geo->in_w, geo->resized_h, geo->resized_w};
+        MR_TRY(host_reserve(p, resize_cv2_uint8_scratch_bytes(&rp), err));
+        resize_cv2_linear_uint8(&rp, img->pixels, p->h_img, p->host);
     } else {
         memcpy(p->h_img, img->pixels, src_bytes);
     }

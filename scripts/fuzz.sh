@@ -94,7 +94,8 @@ LIBS="-lpng -ljpeg -lwebp -lwebpdemux -ltiff -lgif -lcjson -lm"
 # Every image target links every decoder: image_load picks one by content.
 IMAGE_SOURCES="engine/core/status.c engine/io/image.c engine/io/image_source.c engine/io/image_webp.c
   engine/io/image_tiff.c engine/io/image_gif.c engine/io/image_bmp.c engine/ops/image_preprocess.c
-  engine/ops/resize_pil.c engine/ops/resize_cv2.c engine/core/config.c engine/core/config_table.c"
+  engine/ops/resize_pil.c engine/ops/resize_cv2.c engine/ops/resize_cv2_uint8.c engine/core/config.c
+  engine/core/config_table.c"
 declare -A SOURCES=(
   [config]="engine/core/status.c engine/core/config.c engine/core/config_table.c"
   [weights]="engine/core/status.c engine/core/weights.c"

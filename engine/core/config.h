@@ -28,19 +28,30 @@ typedef enum { MR_CHANNELS_RGB = 0, MR_CHANNELS_BGR } mr_channel_order;
  *              to min_size, both sides capped by max_size, then int(x + 0.5))
  *  MASKRCNN_BENCHMARK: maskrcnn-benchmark's Resize.get_size (target short side
  *              lowered to round(max_size*short/long) when the long side would
- *              exceed max_size; the long side truncated, int(size*long/short)). */
-typedef enum { MR_RESIZE_FLOOR = 0, MR_RESIZE_ROUND, MR_RESIZE_DETECTRON2, MR_RESIZE_MASKRCNN_BENCHMARK } mr_resize_rounding;
+ *              exceed max_size; the long side truncated, int(size*long/short)).
+ *  MMDET: mmcv's rescale_size (one double scale min(max_size/long,
+ *              min_size/short), each side int(side*scale + 0.5)). */
+typedef enum {
+    MR_RESIZE_FLOOR = 0,
+    MR_RESIZE_ROUND,
+    MR_RESIZE_DETECTRON2,
+    MR_RESIZE_MASKRCNN_BENCHMARK,
+    MR_RESIZE_MMDET
+} mr_resize_rounding;
 
 /* Which resampler makes the resized image (engine/ops/image_preprocess.h):
  *  TORCH_BILINEAR: torchvision, F.interpolate bilinear on the normalised float image
  *  PIL_BILINEAR: detectron2, Pillow's Image.resize(BILINEAR) on the uint8 image,
  *                before normalising (engine/ops/resize_pil.h)
  *  CV2_LINEAR: Detectron, cv2.resize INTER_LINEAR on the normalised float image
- *              (engine/ops/resize_cv2.h). */
+ *              (engine/ops/resize_cv2.h)
+ *  CV2_LINEAR_UINT8: mmdetection, cv2.resize INTER_LINEAR on the uint8 image,
+ *              before normalising (engine/ops/resize_cv2_uint8.h). */
 typedef enum {
     MR_RESIZE_TORCH_BILINEAR = 0,
     MR_RESIZE_PIL_BILINEAR,
-    MR_RESIZE_CV2_LINEAR
+    MR_RESIZE_CV2_LINEAR,
+    MR_RESIZE_CV2_LINEAR_UINT8
 } mr_resize_method;
 
 /* Where the anchor grid's stride comes from:
@@ -79,8 +90,10 @@ typedef struct {
     float pixel_std[3];             /* "pixel_std"                                */
     int min_size;                   /* "min_size": target short side (800)        */
     int max_size;                   /* "max_size": cap on the long side (1333)    */
-    mr_resize_rounding resize_rounding; /* "resize_rounding": "floor" | "round" | "detectron2" */
-    mr_resize_method resize_method; /* "resize_method": "torch_bilinear" | "pil_bilinear" | "cv2_linear" */
+    mr_resize_rounding resize_rounding; /* "resize_rounding": "floor" | "round" | "detectron2" |
+                                           "maskrcnn_benchmark" | "mmdet" */
+    mr_resize_method resize_method; /* "resize_method": "torch_bilinear" | "pil_bilinear" | "cv2_linear" |
+                                       "cv2_linear_uint8" */
     int size_divisibility;          /* "size_divisibility": pad H, W to this (32) */
     int max_image_side;             /* "max_image_side": reject larger inputs (20000) */
     /* "canvas_h", "canvas_w": 0 (default): each image is padded to its own

@@ -156,11 +156,12 @@ static const char *const channel_order_names[] = {
     [MR_CHANNELS_RGB] = "RGB", [MR_CHANNELS_BGR] = "BGR", NULL};
 static const char *const resize_rounding_names[] = {
     [MR_RESIZE_FLOOR] = "floor", [MR_RESIZE_ROUND] = "round", [MR_RESIZE_DETECTRON2] = "detectron2",
-    [MR_RESIZE_MASKRCNN_BENCHMARK] = "maskrcnn_benchmark",
+    [MR_RESIZE_MASKRCNN_BENCHMARK] = "maskrcnn_benchmark", [MR_RESIZE_MMDET] = "mmdet",
     NULL};
 static const char *const resize_method_names[] = {[MR_RESIZE_TORCH_BILINEAR] = "torch_bilinear",
                                                   [MR_RESIZE_PIL_BILINEAR] = "pil_bilinear",
-                                                  [MR_RESIZE_CV2_LINEAR] = "cv2_linear", NULL};
+                                                  [MR_RESIZE_CV2_LINEAR] = "cv2_linear",
+                                                  [MR_RESIZE_CV2_LINEAR_UINT8] = "cv2_linear_uint8", NULL};
 static const char *const stride_rule_names[] = {
     [MR_ANCHOR_STRIDE_PADDED_DIV_GRID] = "padded_div_grid", [MR_ANCHOR_STRIDE_LEVEL] = "level", NULL};
 static const char *const threshold_rule_names[] = {

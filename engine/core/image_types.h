@@ -15,10 +15,11 @@ typedef struct {
 } mr_image;
 
 /* Sizes through preprocessing. scale_h and scale_w map input pixels to
- * resized pixels: resized/in per axis in float32 for resize_rounding FLOOR
- * and DETECTRON2 (torchvision's resize_boxes and detectron2's
- * detector_postprocess use the inverse ratio, in/resized), Detectron's
- * single im_scale for both axes for ROUND. factor_h, factor_w are the
+ * resized pixels: resized/in per axis in float32 for resize_rounding FLOOR,
+ * DETECTRON2, MASKRCNN_BENCHMARK and MMDET (torchvision's resize_boxes and
+ * detectron2's detector_postprocess use the inverse ratio, in/resized;
+ * mmdet's scale_factor is new/old per axis), Detectron's single im_scale
+ * for both axes for ROUND. factor_h, factor_w are the
  * factors a cv2.resize is handed, in double: Detectron's im_scale for
  * ROUND, resized/in otherwise (what cv2 derives from an explicit size). */
 typedef struct {

@@ -4,6 +4,7 @@
  * image.c. */
 #include "ops/image_preprocess.h"
 #include "ops/resize_cv2.h"
+#include "ops/resize_cv2_uint8.h"
 #include "ops/resize_pil.h"
 
 #include <math.h>
@@ -67,6 +68,23 @@ mr_status image_geometry(const mr_input_config *cfg, int h, int w, mr_input_geom
         sw = (float)rw / (float)w;
         fh = rh / (double)h;
         fw = rw / (double)w;
+    } else if (cfg->resize_rounding == MR_RESIZE_MMDET) {
+        /* mmcv/image/geometric.py rescale_size with scale (max_size,
+         * min_size): scale_factor = min(max_long_edge / max(h, w),
+         * max_short_edge / min(h, w)) in Python floats, then _scale_size:
+         * int(w * s + 0.5), int(h * s + 0.5), floor for these positive
+         * values. mmdet's scale_factor is then new/old per axis
+         * (Resize._resize_img: w_scale = new_w / w, h_scale = new_h / h). */
+        const double long_edge = cfg->max_size > cfg->min_size ? cfg->max_size : cfg->min_size;
+        const double short_edge = cfg->max_size > cfg->min_size ? cfg->min_size : cfg->max_size;
+        const double s_long = long_edge / (double)long_side, s_short = short_edge / (double)short_side;
+        const double s = s_long < s_short ? s_long : s_short;
+        rh = floor((double)h * s + 0.5);
+        rw = floor((double)w * s + 0.5);
+        sh = (float)rh / (float)h;
+        sw = (float)rw / (float)w;
+        fh = rh / (double)h;
+        fw = rw / (double)w;
     } else {
         /* detectron2 ResizeShortestEdge.get_output_shape, in Python floats:
          * the short side becomes min_size exactly, the long one scale * long;
@@ -121,16 +139,18 @@ mr_status image_geometry(const mr_input_config *cfg, int h, int w, mr_input_geom
 
 /* ---- Preprocessing ------------------------------------------------------ */
 
-/* Pillow's resize writes a uint8 image of the resized size first. */
-static void pil_layout(const mr_input_geometry *g, mr_scratch *sc, mr_resize_pil *p, uint8_t **resized,
-                       void **work)
+/* The resamplers of the uint8 image (Pillow's, OpenCV's) write a uint8
+ * image of the resized size first, then use their own scratch. */
+static void uint8_layout(const mr_input_geometry *g, mr_scratch *sc, uint8_t **resized, void **work)
 {
-    p->in_h = g->in_h;
-    p->in_w = g->in_w;
-    p->out_h = g->resized_h;
-    p->out_w = g->resized_w;
     *resized = scratch_take(sc, (size_t)g->resized_h * (size_t)g->resized_w * 3);
-    *work = scratch_take(sc, resize_pil_scratch_bytes(p));
+    if (g->method == MR_RESIZE_PIL_BILINEAR) {
+        const mr_resize_pil p = {g->in_h, g->in_w, g->resized_h, g->resized_w};
+        *work = scratch_take(sc, resize_pil_scratch_bytes(&p));
+    } else {
+        const mr_resize_cv2_uint8 p = {g->in_h, g->in_w, g->resized_h, g->resized_w};
+        *work = scratch_take(sc, resize_cv2_uint8_scratch_bytes(&p));
+    }
 }
 
 static mr_resize_cv2 cv2_params(const mr_input_geometry *g)
@@ -154,12 +174,12 @@ mr_status image_preprocess_check(const mr_image *img, const mr_input_geometry *g
 size_t image_preprocess_scratch_bytes(const mr_input_geometry *g)
 {
     switch (g->method) {
-    case MR_RESIZE_PIL_BILINEAR: {
+    case MR_RESIZE_PIL_BILINEAR:
+    case MR_RESIZE_CV2_LINEAR_UINT8: {
         mr_scratch sc = {NULL, 0};
-        mr_resize_pil p;
         uint8_t *resized;
         void *work;
-        pil_layout(g, &sc, &p, &resized, &work);
+        uint8_layout(g, &sc, &resized, &work);
         return sc.used;
     }
     case MR_RESIZE_CV2_LINEAR: {
@@ -197,6 +217,7 @@ void image_preprocess_job(const mr_input_config *cfg, const mr_input_geometry *g
     const int same = g->in_h == g->resized_h && g->in_w == g->resized_w;
     switch (g->method) {
     case MR_RESIZE_PIL_BILINEAR:
+    case MR_RESIZE_CV2_LINEAR_UINT8:
         job->sampler = MR_PRE_COPY;
         job->in_h = g->resized_h;
         job->in_w = g->resized_w;
@@ -237,18 +258,24 @@ static void resize_torch(const mr_pixel_lut *lut, const mr_image *img, const mr_
     }
 }
 
-/* Pillow's resize of the uint8 image, then the normalisation, rows [0, rh):
- * detectron2 converts the resized uint8 image to float and normalises it
- * in the model (GeneralizedRCNN.preprocess_image). */
-static void resize_pil(const mr_pixel_lut *lut, const mr_image *img, const mr_input_geometry *g,
-                       void *scratch, float *dst, size_t row_stride)
+/* A resize of the uint8 image (Pillow's or OpenCV's), then the
+ * normalisation, rows [0, rh): detectron2 and mmdetection convert the
+ * resized uint8 image to float and normalise it afterwards
+ * (GeneralizedRCNN.preprocess_image; mmdet's DetDataPreprocessor). */
+static void resize_uint8(const mr_pixel_lut *lut, const mr_image *img, const mr_input_geometry *g,
+                         void *scratch, float *dst, size_t row_stride)
 {
     mr_scratch sc = {scratch, 0};
-    mr_resize_pil p;
     uint8_t *resized;
     void *work;
-    pil_layout(g, &sc, &p, &resized, &work);
-    resize_pil_bilinear(&p, img->pixels, resized, work);
+    uint8_layout(g, &sc, &resized, &work);
+    if (g->method == MR_RESIZE_PIL_BILINEAR) {
+        const mr_resize_pil p = {g->in_h, g->in_w, g->resized_h, g->resized_w};
+        resize_pil_bilinear(&p, img->pixels, resized, work);
+    } else {
+        const mr_resize_cv2_uint8 p = {g->in_h, g->in_w, g->resized_h, g->resized_w};
+        resize_cv2_linear_uint8(&p, img->pixels, resized, work);
+    }
     pixel_lut_apply(lut, resized, g->resized_h, g->resized_w, dst, row_stride);
 }
 
@@ -262,7 +289,8 @@ void image_preprocess(const mr_input_config *cfg, const mr_image *img, const mr_
     float *dst = out->data;
     switch (g->method) {
     case MR_RESIZE_PIL_BILINEAR:
-        resize_pil(&lut, img, g, scratch, dst, stride);
+    case MR_RESIZE_CV2_LINEAR_UINT8:
+        resize_uint8(&lut, img, g, scratch, dst, stride);
         break;
     case MR_RESIZE_CV2_LINEAR: {
         const mr_resize_cv2 p = cv2_params(g);

@@ -15,13 +15,17 @@
  *   PIL_BILINEAR (detectron2's DefaultPredictor: ResizeShortestEdge, then
  *     GeneralizedRCNN.preprocess_image): resize the uint8 image with
  *     Pillow's bilinear filter (engine/ops/resize_pil.h), then normalise;
+ *   CV2_LINEAR_UINT8 (mmdetection's Resize, mmcv.imrescale with the cv2
+ *     backend, then DetDataPreprocessor): resize the uint8 image as
+ *     cv2.resize INTER_LINEAR does (engine/ops/resize_cv2_uint8.h), then
+ *     normalise;
  *   CV2_LINEAR (Detectron's prep_im_for_blob): normalise, then resize as
  *     cv2.resize INTER_LINEAR with the factor of image_geometry
  *     (engine/ops/resize_cv2.h). Detectron subtracts its float64 means from
  *     the float32 image in double; ours are float32 (a last-bit
  *     difference, up to ~1e-5);
  *   then pad with zeros at the bottom and right to a multiple of
- *   size_divisibility, after normalisation, as all three do.
+ *   size_divisibility, after normalisation, as all of them do.
  * The output is NHWC float32 [1, padded_h, padded_w, 3].
  * image_preprocess is the host version; a backend produces the same input
  * in its own memory through backend.h's preprocess entry (the CPU backend
@@ -57,6 +61,12 @@
  *   max_size then size = round(max_size*short/long) (half to even); a short
  *   side equal to size is kept as is; else short -> size and long ->
  *   int(size*long/short) (truncated).
+ * MMDET (mmcv/image/geometric.py rescale_size and _scale_size, which
+ *   mmdetection's Resize(keep_ratio=True) calls through mmcv.imrescale),
+ *   in double: s = min(long_edge/long, short_edge/short), the edges being
+ *   the larger and the smaller of max_size and min_size; resized =
+ *   int(side*s + 0.5) per axis: 480x640 gives 800x1067 (800x1066 under
+ *   FLOOR), 305x610 gives 667x1333 (666x1333 under ROUND).
  * Then padded = resized rounded up to a multiple of size_divisibility
  * (values <= 1 mean no padding), or the config's canvas when one is set
  * and that fits in it (config.h).
@@ -70,7 +80,9 @@ mr_status image_geometry(const mr_input_config *cfg, int h, int w, mr_input_geom
 /* Bytes of scratch image_preprocess needs for geometry g (g->method says
  * which resampler): the column taps for TORCH_BILINEAR and CV2_LINEAR; for
  * PIL_BILINEAR the resized uint8 image, both axes' fixed-point weights and
- * the horizontal pass's uint8 intermediate (resize_pil_scratch_bytes). */
+ * the horizontal pass's uint8 intermediate (resize_pil_scratch_bytes); for
+ * CV2_LINEAR_UINT8 the resized uint8 image and
+ * resize_cv2_uint8_scratch_bytes. */
 size_t image_preprocess_scratch_bytes(const mr_input_geometry *g);
 
 /* MR_ERR_SHAPE unless img is the image geo was computed for and input is
@@ -90,9 +102,9 @@ void image_preprocess(const mr_input_config *cfg, const mr_image *img, const mr_
  * which both backends run (preprocess.h: mr_pre_pixel, cuda/preprocess.cu):
  * TORCH_BILINEAR samples the decoded image with torch's taps; CV2_LINEAR
  * with OpenCV's (COPY when both sizes are unchanged, as cv::resize does);
- * PIL_BILINEAR is COPY of the already resized uint8 image (in_h, in_w are
- * set to the resized size: Pillow's integer resize runs first, on the
- * host, resize_pil_bilinear). */
+ * PIL_BILINEAR and CV2_LINEAR_UINT8 are COPY of the already resized uint8
+ * image (in_h, in_w are set to the resized size: the integer resize runs
+ * first, on the host, resize_pil_bilinear or resize_cv2_linear_uint8). */
 void image_preprocess_job(const mr_input_config *cfg, const mr_input_geometry *g, mr_pre_job *job);
 
 #endif

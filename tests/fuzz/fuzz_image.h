@@ -74,15 +74,16 @@ static void fuzz_image_file(const uint8_t *data, size_t size)
         cfg.input.max_size = 96;
         cfg_ready = 1;
     }
-    /* The three zoos' pairs of rounding and resampler. */
+    /* The zoos' pairs of rounding and resampler. */
     static const struct {
         mr_resize_rounding rounding;
         mr_resize_method method;
         mr_channel_order order;
-    } conv[3] = {{MR_RESIZE_FLOOR, MR_RESIZE_TORCH_BILINEAR, MR_CHANNELS_RGB},
+    } conv[4] = {{MR_RESIZE_FLOOR, MR_RESIZE_TORCH_BILINEAR, MR_CHANNELS_RGB},
                  {MR_RESIZE_ROUND, MR_RESIZE_CV2_LINEAR, MR_CHANNELS_BGR},
-                 {MR_RESIZE_DETECTRON2, MR_RESIZE_PIL_BILINEAR, MR_CHANNELS_BGR}};
-    for (int k = 0; k < 3; k++) {
+                 {MR_RESIZE_DETECTRON2, MR_RESIZE_PIL_BILINEAR, MR_CHANNELS_BGR},
+                 {MR_RESIZE_MMDET, MR_RESIZE_CV2_LINEAR_UINT8, MR_CHANNELS_RGB}};
+    for (int k = 0; k < 4; k++) {
         cfg.input.resize_rounding = conv[k].rounding;
         cfg.input.resize_method = conv[k].method;
         cfg.input.channel_order = conv[k].order;

@@ -1,6 +1,6 @@
 """ctypes mirrors of the image structs and functions (engine/core/image_types.h,
-engine/io/image.h, engine/ops/image_preprocess.h), shared by test_image_torch.py
-and test_image_pil.py. Field order and types follow
+engine/io/image.h, engine/ops/image_preprocess.h), shared by test_image_torch.py,
+test_image_pil.py and test_resize_cv2_uint8.py. Field order and types follow
 the C headers named beside each class; change both together."""
 
 import ctypes as C
@@ -10,8 +10,9 @@ import numpy as np
 from conftest import engine_library_path
 
 MR_OK, MR_ERR_FORMAT = 0, 2
-ROUNDING = {"floor": 0, "round": 1, "detectron2": 2, "maskrcnn_benchmark": 3}           # engine/core/config.h mr_resize_rounding
-METHOD = {"torch_bilinear": 0, "pil_bilinear": 1, "cv2_linear": 2}  # mr_resize_method
+ROUNDING = {"floor": 0, "round": 1, "detectron2": 2, "maskrcnn_benchmark": 3,
+            "mmdet": 4}  # engine/core/config.h mr_resize_rounding
+METHOD = {"torch_bilinear": 0, "pil_bilinear": 1, "cv2_linear": 2, "cv2_linear_uint8": 3}  # mr_resize_method
 
 
 class InputConfig(C.Structure):  # engine/core/config.h: mr_input_config
@@ -56,6 +57,10 @@ class ResizeCv2(C.Structure):  # engine/ops/resize_cv2.h: mr_resize_cv2
                [("fx", C.c_double), ("fy", C.c_double)]
 
 
+class ResizeCv2Uint8(C.Structure):  # engine/ops/resize_cv2_uint8.h: mr_resize_cv2_uint8
+    _fields_ = [(n, C.c_int) for n in ("in_h", "in_w", "out_h", "out_w")]
+
+
 class PixelLut(C.Structure):  # engine/ops/resize_cv2.h: mr_pixel_lut
     _fields_ = [("v", (C.c_float * 256) * 3), ("src_ch", C.c_int * 3)]
 
@@ -73,6 +78,9 @@ def load_library():
     L.resize_pil_scratch_bytes.argtypes = [C.POINTER(ResizePil)]
     L.resize_pil_scratch_bytes.restype = C.c_size_t
     L.resize_pil_bilinear.argtypes = [C.POINTER(ResizePil), C.c_void_p, C.c_void_p, C.c_void_p]
+    L.resize_cv2_uint8_scratch_bytes.argtypes = [C.POINTER(ResizeCv2Uint8)]
+    L.resize_cv2_uint8_scratch_bytes.restype = C.c_size_t
+    L.resize_cv2_linear_uint8.argtypes = [C.POINTER(ResizeCv2Uint8), C.c_void_p, C.c_void_p, C.c_void_p]
     L.resize_cv2_scratch_bytes.argtypes = [C.POINTER(ResizeCv2)]
     L.resize_cv2_scratch_bytes.restype = C.c_size_t
     L.resize_cv2_linear.argtypes = [C.POINTER(ResizeCv2), C.c_void_p, C.POINTER(PixelLut), C.c_void_p,

@@ -10,11 +10,13 @@ per-pixel math (engine/ops/preprocess.h), on the CPU, against torchvision.
 (b) cuda/preprocess.cu's kernel, emulated on the CPU: the shared table fill
     (strided as the kernel's threads do it) and mr_pre_pixel over every
     output pixel, from the decoded image (torch_bilinear, cv2_linear) or
-    from Pillow's host resize (pil_bilinear), as backend_cuda_preprocess.c
-    feeds it. It must equal the CPU backend bit for bit for every method,
-    so the GPU's arithmetic is tested here (the CPU paths of pil_bilinear
-    and cv2_linear are checked against Pillow and OpenCV's rules in
-    test_image_pil.py and tests/unit/test_image.c).
+    from the host's uint8 resize (Pillow's for pil_bilinear, OpenCV's for
+    cv2_linear_uint8), as backend_cuda_preprocess.c feeds it. It must
+    equal the CPU backend bit for bit for every method, so the GPU's
+    arithmetic is tested here (the CPU paths of pil_bilinear, cv2_linear
+    and cv2_linear_uint8 are checked against Pillow, OpenCV's rules and
+    cv2 itself in test_image_pil.py, tests/unit/test_image.c and
+    test_resize_cv2_uint8.py).
 
 Seed: DETECT_PARITY_SEED, else 20240611, printed."""
 
@@ -39,6 +41,7 @@ SHIM = r"""
 #include "backend/backend_registry.h"
 #include "ops/image_preprocess.h"
 #include "ops/preprocess.h"
+#include "ops/resize_cv2_uint8.h"
 #include "ops/resize_pil.h"
 
 /* The CPU backend's entry through its table. */
@@ -56,7 +59,8 @@ int shim_backend_preprocess(const mr_input_config *cfg, const mr_input_geometry 
 
 /* cuda/preprocess.cu's kernel on the CPU: 256 "threads" fill the table with
  * the kernel's stride, then mr_pre_pixel for every output pixel. For
- * pil_bilinear the image is Pillow's host resize, as the CUDA backend does. */
+ * pil_bilinear and cv2_linear_uint8 the image is the host's uint8 resize, as
+ * the CUDA backend does. */
 int shim_kernel_preprocess(const mr_input_config *cfg, const mr_input_geometry *g, const uint8_t *pix, float *out)
 {
     mr_pre_job job;
@@ -70,6 +74,13 @@ int shim_kernel_preprocess(const mr_input_config *cfg, const mr_input_geometry *
         work = malloc(resize_pil_scratch_bytes(&p) + 64);
         if (!resized || !work) return -1;
         resize_pil_bilinear(&p, pix, resized, work);
+        src = resized;
+    } else if (g->method == MR_RESIZE_CV2_LINEAR_UINT8) {
+        mr_resize_cv2_uint8 p = {g->in_h, g->in_w, g->resized_h, g->resized_w};
+        resized = malloc((size_t)g->resized_h * (size_t)g->resized_w * 3);
+        work = malloc(resize_cv2_uint8_scratch_bytes(&p) + 64);
+        if (!resized || !work) return -1;
+        resize_cv2_linear_uint8(&p, pix, resized, work);
         src = resized;
     }
     float lut[3 * 256];
@@ -157,7 +168,7 @@ def test_backend_torch_bilinear_matches_torchvision(libs, bgr, scale255):
 
 
 @pytest.mark.parametrize("method,rounding", [("torch_bilinear", "floor"), ("pil_bilinear", "detectron2"),
-                                             ("cv2_linear", "round")])
+                                             ("cv2_linear", "round"), ("cv2_linear_uint8", "mmdet")])
 def test_kernel_math_matches_cpu_backend(libs, method, rounding):
     lib, shim = libs
     rng = np.random.default_rng(SEED + 17 + len(method))

@@ -1629,8 +1629,8 @@ static void case_errors(fixture *f, tally *t, const void *params)
  * method, channel order and pixel scale, against image_preprocess on the
  * host (itself checked against torchvision and Pillow in tests/parity),
  * bit for bit. Cases: upscale, downscale, unchanged size, a one-row image,
- * odd padding; the last is larger than the CUDA backend's image buffer
- * (4096x4096 pixels) and takes its host fallback. */
+ * odd padding; a large one, larger than the CUDA backend's image buffer
+ * (4096x4096 pixels), which takes its host fallback; half the size. */
 typedef struct {
     int h, w, min_size, max_size, divisibility;
     int all_methods; /* 0: torch_bilinear only (the large case) */
@@ -1639,18 +1639,20 @@ typedef struct {
 static const pre_case g_pre_cases[] = {
     {37, 53, 64, 100, 32, 1},   {120, 90, 48, 80, 16, 1}, {32, 48, 32, 48, 1, 1},
     {1, 9, 4, 40, 8, 1},        {61, 47, 47, 61, 5, 1},   {4200, 4100, 800, 1333, 32, 0},
+    {64, 96, 32, 48, 8, 1}, /* exactly half on both axes (OpenCV's INTER_AREA switch) */
 };
 
 /* The sweep: every image case through each resize method and both
  * normalisations; the large one through torch_bilinear with torchvision's. */
 typedef struct {
     int image;   /* index into g_pre_cases */
-    int method;  /* 0 torch_bilinear, 1 pil_bilinear, 2 cv2_linear */
+    int method;  /* 0 torch_bilinear, 1 pil_bilinear, 2 cv2_linear, 3 cv2_linear_uint8 */
     int variant; /* 0: torchvision's RGB, 1/255; 1: Detectron's BGR, 0..255 means, scale 1 */
 } pre_row;
 
-#define PRE_SWEEP(i) {i, 0, 0}, {i, 0, 1}, {i, 1, 0}, {i, 1, 1}, {i, 2, 0}, {i, 2, 1}
-static const pre_row g_pre_rows[] = {PRE_SWEEP(0), PRE_SWEEP(1), PRE_SWEEP(2), PRE_SWEEP(3), PRE_SWEEP(4), {5, 0, 0}};
+#define PRE_SWEEP(i) {i, 0, 0}, {i, 0, 1}, {i, 1, 0}, {i, 1, 1}, {i, 2, 0}, {i, 2, 1}, {i, 3, 0}, {i, 3, 1}
+static const pre_row g_pre_rows[] = {PRE_SWEEP(0), PRE_SWEEP(1), PRE_SWEEP(2), PRE_SWEEP(3),
+                                     PRE_SWEEP(4), {5, 0, 0},    PRE_SWEEP(6)};
 
 static void case_preprocess(fixture *f, tally *t, const void *params)
 {
@@ -1659,10 +1661,11 @@ static void case_preprocess(fixture *f, tally *t, const void *params)
     const pre_case *pc = &g_pre_cases[row->image];
     const int m = row->method, variant = row->variant;
     static const mr_resize_method methods[] = {MR_RESIZE_TORCH_BILINEAR, MR_RESIZE_PIL_BILINEAR,
-                                               MR_RESIZE_CV2_LINEAR};
-    static const char *const method_names[] = {"torch_bilinear", "pil_bilinear", "cv2_linear"};
+                                               MR_RESIZE_CV2_LINEAR, MR_RESIZE_CV2_LINEAR_UINT8};
+    static const char *const method_names[] = {"torch_bilinear", "pil_bilinear", "cv2_linear", "cv2_linear_uint8"};
     /* The rounding rule of each method's zoo (resize rules do not matter here). */
-    static const mr_resize_rounding roundings[] = {MR_RESIZE_FLOOR, MR_RESIZE_DETECTRON2, MR_RESIZE_ROUND};
+    static const mr_resize_rounding roundings[] = {MR_RESIZE_FLOOR, MR_RESIZE_DETECTRON2, MR_RESIZE_ROUND,
+                                                   MR_RESIZE_MMDET};
     mr_image img = {xmalloc((size_t)pc->h * (size_t)pc->w * 3), pc->h, pc->w, 0};
     for (size_t i = 0; i < (size_t)pc->h * (size_t)pc->w * 3; i++) img.pixels[i] = (uint8_t)(rng_next() >> 24);
     const mr_input_config cfg = {

@@ -384,6 +384,10 @@ static void test_limits_that_must_load(void **state)
     parse_ok(&cfg, "{\"input\": {\"resize_rounding\": \"detectron2\", \"resize_method\": \"pil_bilinear\"}}");
     assert_int_equal(cfg.input.resize_rounding, MR_RESIZE_DETECTRON2);
     assert_int_equal(cfg.input.resize_method, MR_RESIZE_PIL_BILINEAR);
+    /* mmdetection's: mmcv's rescale_size, cv2.resize on the uint8 image */
+    parse_ok(&cfg, "{\"input\": {\"resize_rounding\": \"mmdet\", \"resize_method\": \"cv2_linear_uint8\"}}");
+    assert_int_equal(cfg.input.resize_rounding, MR_RESIZE_MMDET);
+    assert_int_equal(cfg.input.resize_method, MR_RESIZE_CV2_LINEAR_UINT8);
     /* a name of 127 bytes and a class name of 63 fit their buffers */
     char json[512];
     snprintf(json, sizeof json, "{\"name\": \"%0127d\", \"classes\": {\"num_classes\": 2, \"class_names\": "
@@ -433,8 +437,10 @@ static const bad_case unknown_and_type_cases[] = {
     /* enum strings */
     {"{\"input\": {\"channel_order\": \"rgb\"}}", MR_ERR_CONFIG, "input.channel_order: expected one of \"RGB\", \"BGR\", got \"rgb\"", NULL},
     {"{\"input\": {\"channel_order\": 0}}", MR_ERR_CONFIG, "input.channel_order: expected a string, got a number", NULL},
-    {"{\"input\": {\"resize_rounding\": \"ceil\"}}", MR_ERR_CONFIG, "input.resize_rounding: expected one of \"floor\", \"round\", \"detectron2\", \"maskrcnn_benchmark\", got \"ceil\"", NULL},
-    {"{\"input\": {\"resize_method\": \"bilinear\"}}", MR_ERR_CONFIG, "input.resize_method: expected one of \"torch_bilinear\", \"pil_bilinear\", \"cv2_linear\", got \"bilinear\"", NULL},
+    {"{\"input\": {\"resize_rounding\": \"ceil\"}}", MR_ERR_CONFIG, "input.resize_rounding: expected one of \"floor\", \"round\", \"detectron2\", \"maskrcnn_benchmark\", \"mmdet\", got \"ceil\"", NULL},
+    {"{\"input\": {\"resize_rounding\": \"mmdetection\"}}", MR_ERR_CONFIG, "input.resize_rounding: expected one of", "got \"mmdetection\""},
+    {"{\"input\": {\"resize_method\": \"cv2_linear_u8\"}}", MR_ERR_CONFIG, "input.resize_method: expected one of", "got \"cv2_linear_u8\""},
+    {"{\"input\": {\"resize_method\": \"bilinear\"}}", MR_ERR_CONFIG, "input.resize_method: expected one of \"torch_bilinear\", \"pil_bilinear\", \"cv2_linear\", \"cv2_linear_uint8\", got \"bilinear\"", NULL},
     {"{\"anchors\": {\"stride_rule\": \"padded\"}}", MR_ERR_CONFIG, "anchors.stride_rule: expected one of \"padded_div_grid\", \"level\"", NULL},
     {"{\"mask_head\": {\"threshold_rule\": \"=>\"}}", MR_ERR_CONFIG, "mask_head.threshold_rule: expected one of \">\", \">=\", got \"=>\"", NULL},
 };

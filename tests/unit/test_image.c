@@ -22,6 +22,7 @@
 #include "core/tensor.h"
 #include "ops/image_preprocess.h"
 #include "ops/resize_cv2.h"
+#include "ops/resize_cv2_uint8.h"
 #include "ops/resize_pil.h"
 
 /* torchvision's defaults, filled by hand (config.c is not linked here). */
@@ -293,6 +294,59 @@ static void test_geometry_detectron2(void **state)
     assert_int_equal(image_geometry(&cfg, 320, 421, &g, &err), MR_OK);
     assert_int_equal(g.resized_w, 1052);
     assert_true(g.factor_w == 2.5);
+}
+
+/* mmcv's rescale_size: one double scale min(1333/long, 800/short), then
+ * int(side * s + 0.5) on both sides, so the short side is not forced to
+ * min_size; the box scale is new/old per axis, as mmdet's scale_factor. */
+static void test_geometry_mmdet(void **state)
+{
+    (void)state;
+    mr_input_config cfg = tv_config();
+    cfg.resize_rounding = MR_RESIZE_MMDET;
+    mr_input_geometry g;
+    mr_error err = {0};
+    /* 480x640: s = 800/480, 1066.67 -> 1067 (FLOOR: 1066) */
+    assert_int_equal(image_geometry(&cfg, 480, 640, &g, &err), MR_OK);
+    assert_int_equal(g.resized_h, 800);
+    assert_int_equal(g.resized_w, 1067);
+    assert_int_equal(g.padded_h, 800);
+    assert_int_equal(g.padded_w, 1088);
+    assert_true(g.scale_h == 800.0f / 480.0f);
+    assert_true(g.scale_w == 1067.0f / 640.0f);
+    assert_true(g.factor_w == 1067.0 / 640.0);
+    assert_true(g.factor_h == 800.0 / 480.0);
+    /* 320x421: s = 2.5, 1052.5 -> 1053 (ROUND: 1052) */
+    assert_int_equal(image_geometry(&cfg, 320, 421, &g, &err), MR_OK);
+    assert_int_equal(g.resized_h, 800);
+    assert_int_equal(g.resized_w, 1053);
+    /* 305x610: capped, s = 1333/610, 666.5 -> 667 */
+    assert_int_equal(image_geometry(&cfg, 305, 610, &g, &err), MR_OK);
+    assert_int_equal(g.resized_h, 667);
+    assert_int_equal(g.resized_w, 1333);
+    /* portrait; a square; a downscale */
+    assert_int_equal(image_geometry(&cfg, 640, 427, &g, &err), MR_OK);
+    assert_int_equal(g.resized_h, 1199);
+    assert_int_equal(g.resized_w, 800);
+    assert_int_equal(image_geometry(&cfg, 3, 3, &g, &err), MR_OK);
+    assert_int_equal(g.resized_h, 800);
+    assert_int_equal(g.resized_w, 800);
+    assert_int_equal(image_geometry(&cfg, 1500, 2500, &g, &err), MR_OK);
+    assert_int_equal(g.resized_h, 800);
+    assert_int_equal(g.resized_w, 1333);
+    /* 16x20000: s = 1333/20000, 1.0664 + 0.5 -> 1 and 1333 (FLOOR: 1332) */
+    assert_int_equal(image_geometry(&cfg, 16, 20000, &g, &err), MR_OK);
+    assert_int_equal(g.resized_h, 1);
+    assert_int_equal(g.resized_w, 1333);
+    /* 1x20000: the short side would be int(0.57) = 0 */
+    assert_int_equal(image_geometry(&cfg, 1, 20000, &g, &err), MR_ERR_RANGE);
+    assert_non_null(strstr(err.msg, "elongated"));
+    /* mmcv takes the larger of the pair as the long edge's limit */
+    cfg.min_size = 1333;
+    cfg.max_size = 800;
+    assert_int_equal(image_geometry(&cfg, 480, 640, &g, &err), MR_OK);
+    assert_int_equal(g.resized_h, 800);
+    assert_int_equal(g.resized_w, 1067);
 }
 
 static void test_geometry_refusals(void **state)
@@ -819,6 +873,86 @@ static void test_preprocess_cv2_hand(void **state)
     free(out);
 }
 
+/* OpenCV's INTER_LINEAR on the uint8 image, 2x2 -> 4x4 (scale 0.5: taps
+ * at -.25 (one tap), .25, .75, 1.25 (one tap) on each axis), then
+ * normalisation. The values are cv2.resize's (opencv-python-headless
+ * 4.10.0.84): the vertical pass floors each row's 16-bit product before
+ * rounding, so the exact 2.5 and 7.5 of row 0 come out as 2 and 7 (Pillow
+ * gives 3 and 8), and the first row, weighted .25/.75 between row 0 and
+ * itself, stays row 0. */
+static void test_preprocess_cv2_uint8_hand(void **state)
+{
+    (void)state;
+    mr_input_config cfg = {
+        .channel_order = MR_CHANNELS_RGB,
+        .pixel_scale = 1.0f,
+        .pixel_mean = {0, 0, 0},
+        .pixel_std = {1, 1, 1},
+        .min_size = 4,
+        .max_size = 100,
+        .resize_rounding = MR_RESIZE_MMDET,
+        .resize_method = MR_RESIZE_CV2_LINEAR_UINT8,
+        .size_divisibility = 8,
+        .max_image_side = 1000,
+    };
+    uint8_t px[2 * 2 * 3];
+    for (int y = 0; y < 2; y++)
+        for (int x = 0; x < 2; x++)
+            for (int c = 0; c < 3; c++) px[(y * 2 + x) * 3 + c] = (uint8_t)(10 * x + 100 * y + c);
+    mr_image img = {px, 2, 2, 0};
+    mr_input_geometry g;
+    float *out = run_preprocess(&cfg, &img, &g);
+    assert_int_equal(g.resized_h, 4);
+    assert_int_equal(g.resized_w, 4);
+    assert_int_equal(g.padded_h, 8);
+    static const int want[3][4][4] = {
+        {{0, 2, 7, 10}, {25, 27, 32, 35}, {75, 77, 82, 85}, {100, 102, 107, 110}},
+        {{1, 3, 8, 11}, {26, 28, 33, 36}, {76, 78, 83, 86}, {101, 103, 108, 111}},
+        {{2, 4, 9, 12}, {27, 29, 34, 37}, {77, 79, 84, 87}, {102, 104, 109, 112}},
+    };
+    for (int y = 0; y < 8; y++)
+        for (int x = 0; x < 8; x++)
+            for (int c = 0; c < 3; c++) {
+                const float v = out[(y * 8 + x) * 3 + c];
+                assert_true(v == (y >= 4 || x >= 4 ? 0.0f : (float)want[c][y][x]));
+            }
+    free(out);
+}
+
+/* cv::resize's other paths, values from cv2.resize: exactly half on both
+ * axes is INTER_AREA's 2x2 mean, rounding half up (1+2+3+4 = 10 -> 3); a
+ * half on one axis only stays bilinear (the taps at .5 give (1+2)/2 -> 2,
+ * (3+4)/2 -> 4); equal sizes copy. Neither needs scratch. */
+static void test_resize_cv2_uint8_paths(void **state)
+{
+    (void)state;
+    static const uint8_t g4[4][4] = {{1, 2, 3, 4}, {3, 4, 7, 8}, {9, 10, 11, 12}, {13, 14, 15, 17}};
+    uint8_t src[4 * 4 * 3], dst[4 * 4 * 3];
+    for (int i = 0; i < 16; i++) {
+        const uint8_t v = g4[i / 4][i % 4];
+        src[3 * i] = v;
+        src[3 * i + 1] = (uint8_t)(2 * v);
+        src[3 * i + 2] = (uint8_t)(255 - v);
+    }
+    const mr_resize_cv2_uint8 half = {4, 4, 2, 2}, cols = {4, 4, 4, 2}, same = {4, 4, 4, 4};
+    assert_int_equal(resize_cv2_uint8_scratch_bytes(&half), 0);
+    assert_int_equal(resize_cv2_uint8_scratch_bytes(&same), 0);
+    resize_cv2_linear_uint8(&half, src, dst, NULL);
+    static const uint8_t want_half[3][4] = {{3, 6, 12, 14}, {5, 11, 23, 28}, {253, 250, 244, 241}};
+    for (int i = 0; i < 4; i++)
+        for (int c = 0; c < 3; c++) assert_int_equal(dst[3 * i + c], want_half[c][i]);
+    void *scratch = malloc(resize_cv2_uint8_scratch_bytes(&cols));
+    resize_cv2_linear_uint8(&cols, src, dst, scratch);
+    free(scratch);
+    static const uint8_t want_cols[3][8] = {{2, 4, 4, 8, 10, 12, 14, 16},
+                                            {3, 7, 7, 15, 19, 23, 27, 32},
+                                            {254, 252, 252, 248, 246, 244, 242, 239}};
+    for (int i = 0; i < 8; i++)
+        for (int c = 0; c < 3; c++) assert_int_equal(dst[3 * i + c], want_cols[c][i]);
+    resize_cv2_linear_uint8(&same, src, dst, NULL);
+    assert_memory_equal(dst, src, sizeof src);
+}
+
 /* The PIL path's scratch holds the resized uint8 image and the horizontal
  * pass's uint8 rows on top of the weights; the torch path only column taps. */
 static void test_preprocess_scratch_sizes(void **state)
@@ -838,6 +972,13 @@ static void test_preprocess_scratch_sizes(void **state)
     mr_resize_pil p = {16000, 16000, 800, 800};
     const size_t taps = (size_t)800 * (2 * 20 + 1) * 4 * 2;
     assert_true(resize_pil_scratch_bytes(&p) >= (size_t)16000 * 800 * 3 + taps);
+    /* OpenCV's: the resized uint8 image, and the int16 horizontal pass of
+     * the 480 source rows, 1067 x 3 each */
+    cfg.resize_rounding = MR_RESIZE_MMDET;
+    cfg.resize_method = MR_RESIZE_CV2_LINEAR_UINT8;
+    assert_int_equal(image_geometry(&cfg, 480, 640, &g, &err), MR_OK);
+    const size_t cv2 = image_preprocess_scratch_bytes(&g), base = (size_t)800 * 1067 * 3 + (size_t)480 * 1067 * 3 * 2;
+    assert_true(cv2 >= base && cv2 < base + 100000);
 }
 
 /* The torchvision normalisation divides by 255 (to_tensor) rather than
@@ -869,6 +1010,7 @@ int main(void)
         cmocka_unit_test(test_geometry_downscale_and_long_cap),
         cmocka_unit_test(test_geometry_detectron_round),
         cmocka_unit_test(test_geometry_detectron2),
+        cmocka_unit_test(test_geometry_mmdet),
         cmocka_unit_test(test_geometry_refusals),
         cmocka_unit_test(test_png_rgb8_roundtrip),
         cmocka_unit_test(test_png_variants),
@@ -880,6 +1022,8 @@ int main(void)
         cmocka_unit_test(test_preprocess_upscale_hand),
         cmocka_unit_test(test_preprocess_pil_hand),
         cmocka_unit_test(test_preprocess_cv2_hand),
+        cmocka_unit_test(test_preprocess_cv2_uint8_hand),
+        cmocka_unit_test(test_resize_cv2_uint8_paths),
         cmocka_unit_test(test_preprocess_scratch_sizes),
         cmocka_unit_test(test_preprocess_div255),
     };
