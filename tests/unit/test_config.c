@@ -2,6 +2,7 @@
  * key table's coverage of the struct, and one error per class of mistake.
  * Run from the repository root (the configs are opened by relative path). */
 #define _POSIX_C_SOURCE 200809L /* mkstemp, fdopen */
+#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -202,7 +203,31 @@ static const char *const shipped_configs[] = {
     "configs/mask_rcnn_R-50-FPN_maskrcnn-benchmark_gn.json",
     "configs/mask_rcnn_R-50-FPN_torchvision_v2.json",
     "configs/mask_rcnn_R-101-FPN_torchvision_v2.json",
+    "configs/mask_rcnn_R-101-FPN_mmdetection.json",
+    "configs/mask_rcnn_R-101-FPN_mmdetection_caffe.json",
 };
+
+/* The list above is every .json in configs/: a new config cannot escape the two tests below. */
+static void test_shipped_list_is_the_folder(void **state)
+{
+    (void)state;
+    DIR *dir = opendir("configs");
+    assert_non_null(dir);
+    int unlisted = 0;
+    for (struct dirent *e; (e = readdir(dir));) {
+        size_t n = strlen(e->d_name);
+        if (n < 5 || strcmp(e->d_name + n - 5, ".json") != 0) continue;
+        char path[300];
+        snprintf(path, sizeof path, "configs/%s", e->d_name);
+        int listed = 0;
+        for (size_t f = 0; f < sizeof shipped_configs / sizeof shipped_configs[0]; f++)
+            listed |= strcmp(shipped_configs[f], path) == 0;
+        if (!listed) print_error("%s is not in test_config.c's shipped_configs\n", path);
+        unlisted += !listed;
+    }
+    closedir(dir);
+    assert_int_equal(unlisted, 0);
+}
 
 static void test_shipped_configs_spell_out_every_key(void **state)
 {
@@ -738,6 +763,7 @@ int main(void)
         cmocka_unit_test(test_empty_object_is_defaults),
         cmocka_unit_test(test_shipped_config_equals_defaults),
         cmocka_unit_test(test_small_config_differs_only_in_size),
+        cmocka_unit_test(test_shipped_list_is_the_folder),
         cmocka_unit_test(test_shipped_configs_spell_out_every_key),
         cmocka_unit_test(test_shipped_configs_load),
         cmocka_unit_test(test_readme_documents_every_key),
