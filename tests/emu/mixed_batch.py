@@ -12,7 +12,14 @@ CUDA backend meets a new input shape, then the same one again (op by op,
 then captured and launched), with other shapes in between. Checked per
 image: every detection matched by class at box IoU >= 0.99 with its score
 within 1e-3 (near-ties at the score threshold excepted), masks IoU >= 0.98.
-Exit 1 on any mismatch."""
+Exit 1 on any mismatch.
+
+With --conventions mmdet-agnostic the same comparison runs under mmdetection's test-time
+conventions (configs/mask_rcnn_R-101-FPN_mmdetection.json's keys: cv2's uint8 resize to the
+round-half-up size, the two-sided dw/dh clamp, levels from finest_scale 56, detectron2's paste)
+with class-agnostic heads: the shapes weights with one box regression and one mask channel
+(class 1's, for every class), on 6 of the sizes. The CPU backend's own parity with mmdetection is
+tests/parity/test_mmdet_e2e.py; this checks the CUDA backend's path through the same keys."""
 
 import argparse
 import json
@@ -55,8 +62,46 @@ def make_folder(work, sizes=SIZES, seed_offset=1, name="mixed"):
     return folder, sorted(paths)
 
 
-def run(folder, device, out):
-    cmd = [os.path.join(BUILD, "detect"), "--config", CONFIG, "--weights", WEIGHTS, "--device", device, "-q",
+# configs/mask_rcnn_R-101-FPN_mmdetection.json's conventions (not its normalisation: the shapes
+# model keeps its own, so that it still finds its shapes) and class-agnostic heads
+MMDET_KEYS = {
+    "input": {"resize_rounding": "mmdet", "resize_method": "cv2_linear_uint8"},
+    "rpn": {"min_size": 0.0, "min_size_rule": "detectron2"},
+    "box": {"bbox_xform_clip_rule": "symmetric"},
+    "box_head": {"pooler": {"sampling_ratio": 0, "aligned": True, "canonical_size": 56, "canonical_level": 2,
+                            "level_eps": 1e-6, "level_eps_inside_log": True},
+                 "min_size": 0.0, "class_agnostic_regression": True},
+    "mask_head": {"pooler": {"sampling_ratio": 0, "aligned": True, "canonical_size": 56, "canonical_level": 2,
+                             "level_eps": 1e-6, "level_eps_inside_log": True},
+                  "threshold_rule": ">=", "paste_rule": "detectron2", "class_agnostic": True},
+}
+
+
+def mmdet_agnostic_model(work):
+    """(config, weights) for --conventions mmdet-agnostic, written under work."""
+    import safetensors_io
+    with open(CONFIG) as f:
+        cfg = json.load(f)
+    for section, kv in MMDET_KEYS.items():
+        for k, v in kv.items():
+            if isinstance(v, dict):
+                cfg[section][k].update(v)
+            else:
+                cfg[section][k] = v
+    config = os.path.join(work, "mmdet_agnostic.json")
+    with open(config, "w") as f:
+        json.dump(cfg, f, indent=1)
+    tensors, meta = safetensors_io.load(WEIGHTS)
+    for p in ("weight", "bias"):  # class 1's regression and mask for every class
+        tensors[f"box_predictor.bbox_pred.{p}"] = tensors[f"box_predictor.bbox_pred.{p}"][4:8].copy()
+        tensors[f"mask_head.logits.{p}"] = tensors[f"mask_head.logits.{p}"][1:2].copy()
+    weights = os.path.join(work, "mmdet_agnostic.safetensors")
+    safetensors_io.save(tensors, weights, meta)
+    return config, weights
+
+
+def run(folder, device, out, config=CONFIG, weights=WEIGHTS):
+    cmd = [os.path.join(BUILD, "detect"), "--config", config, "--weights", weights, "--device", device, "-q",
            "--score-thresh", str(SCORE_THRESH), "--json", out, folder]
     if device == "cuda":
         cmd[cmd.index("-q"):cmd.index("-q")] = ["--precision", "fp32"]
@@ -70,11 +115,18 @@ def run(folder, device, out):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", required=True)
+    ap.add_argument("--conventions", default="torchvision", choices=["torchvision", "mmdet-agnostic"])
     a = ap.parse_args()
     from metrics import mask_iou, match_detections, near_tie
-    folder, paths = make_folder(a.work)
-    cpu = run(folder, "cpu", os.path.join(a.work, "cpu.json"))
-    cuda = run(folder, "cuda", os.path.join(a.work, "cuda.json"))
+    os.makedirs(a.work, exist_ok=True)
+    model = {}
+    if a.conventions == "mmdet-agnostic":
+        model = dict(zip(("config", "weights"), mmdet_agnostic_model(a.work)))
+        folder, paths = make_folder(a.work, sizes=SIZES[::2])
+    else:
+        folder, paths = make_folder(a.work)
+    cpu = run(folder, "cpu", os.path.join(a.work, "cpu.json"), **model)
+    cuda = run(folder, "cuda", os.path.join(a.work, "cuda.json"), **model)
     bad, total = 0, 0
     for p in paths:
         name = os.path.basename(p)

@@ -17,7 +17,8 @@
 #      under --device auto;
 #   4. mixed_batch.py: a folder of 24 images of 12 sizes, PNG and JPEG, through
 #      detect --device cuda (decoding ahead, CUDA graphs per input size)
-#      against detect --device cpu, image by image;
+#      against detect --device cpu, image by image; again on 6 sizes under
+#      mmdetection's conventions with class-agnostic box and mask heads;
 #   5. whole_pass.py: the forward pass from the backbone to the mask
 #      probabilities as one CUDA graph (the shapes model and seeded R-101):
 #      one capture that nothing in it broke (no sync, allocation or pageable
@@ -104,6 +105,8 @@ step "strong baselines, GroupNorm (gpu_parity.py --arch gn)" parity_gn.log $PY t
 step "several images in flight (in_flight.py)" in_flight.log $PY tests/emu/in_flight.py --work build-emu/in_flight
 step "a folder of mixed sizes, PNG and JPEG, vs the CPU" mixed.log $PY tests/emu/mixed_batch.py \
     --work build-emu/mixed
+step "mmdetection's conventions, class-agnostic heads, vs the CPU" mixed_mmdet.log $PY tests/emu/mixed_batch.py \
+    --work build-emu/mixed_mmdet --conventions mmdet-agnostic
 step "the emulator's own checks (test_emu.cu)" emu.log build-emu/test_emu
 ops=build/tests/test_backend_ops
 step "backend ops" ops.log $ops
