@@ -67,6 +67,8 @@ mr_status mask_head_load(mr_model *m, mr_weights *w, mr_error *err)
     }
     free(wt);
     MR_TRY(st);
+    MR_TRY(model_check_class_rows(w, "mask_head.logits.weight", K, mh->class_agnostic,
+                                  mh->class_agnostic ? m->cfg.classes.num_classes : 1, "mask_head.class_agnostic", err));
     if (m->be.i->mask_class_probs) return mask_class_load(m, w, D, K, err);
     return model_conv_layer(m, w, "mask_head.logits", D, K, 1, 1, 0, 0, up, &m->mask_logits, err);
 }

@@ -120,6 +120,11 @@ struct mr_model {
 /* Loading helpers (model_layers.c). NaN/Inf weights are refused at load, naming
  * the layer: one would silently poison every detection. */
 mr_status model_check_finite(const mr_weights *w, const char *layer, const float *v, size_t n, mr_error *err);
+/* A predictor's rows per the config: `rows`, one box or mask for every class when
+ * `agnostic` (config key `key`) else one per class. A file with the other form's row
+ * count gets an error naming the key, not only the shapes. */
+mr_status model_check_class_rows(const mr_weights *w, const char *tensor, int rows, int agnostic, int other_rows,
+                                 const char *key, mr_error *err);
 /* A conv without normalisation (its bias), whose largest input is `in`. */
 mr_status model_conv_layer(mr_model *m, mr_weights *w, const char *prefix, int cin, int cout, int k, int stride,
                            int pad, int relu, mr_extent in, mr_layer **out, mr_error *err);

@@ -33,6 +33,16 @@ mr_status model_check_finite(const mr_weights *w, const char *layer, const float
     return MR_OK;
 }
 
+mr_status model_check_class_rows(const mr_weights *w, const char *tensor, int rows, int agnostic, int other_rows,
+                                 const char *key, mr_error *err)
+{
+    const mr_weight_entry *e = weights_find(w, tensor);
+    if (!e || e->ndim < 1 || e->shape[0] == rows || e->shape[0] != other_rows) return MR_OK; /* read reports it */
+    return mr_fail(err, MR_ERR_SHAPE, "%s: tensor \"%s\" has %d rows, %s; the config's %s is %s (%d rows)", w->path,
+                   tensor, other_rows, agnostic ? "one set per class" : "one set for every class (class-agnostic)",
+                   key, agnostic ? "true" : "false", rows);
+}
+
 /* Whether the conv `prefix` stays fp32 when the backend computes in a
  * reduced precision (config "reduced_precision"; names as model.c loads
  * them). The rest of the backbone, the FPN and the RPN's 3x3 conv never do. */

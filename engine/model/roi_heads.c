@@ -33,7 +33,9 @@ mr_status box_head_load(mr_model *m, mr_weights *w, mr_error *err)
         snprintf(head.fc_name[i], sizeof head.fc_name[i], "box_head.fc%d", i + 6);
     MR_TRY(head_block_load(m, w, &head, &m->box_head, err));
     MR_TRY(model_linear_layer(m, w, "box_predictor.cls_score", bh->fc_dim, K, 0, NULL, &m->cls_score, err));
-    int deltas = box_post_delta_cols(K, bh->class_agnostic_regression);
+    int agnostic = bh->class_agnostic_regression, deltas = box_post_delta_cols(K, agnostic);
+    MR_TRY(model_check_class_rows(w, "box_predictor.bbox_pred.weight", deltas, agnostic, box_post_delta_cols(K, !agnostic),
+                                  "box_head.class_agnostic_regression", err));
     return model_linear_layer(m, w, "box_predictor.bbox_pred", bh->fc_dim, deltas, 0, NULL, &m->bbox_pred, err);
 }
 

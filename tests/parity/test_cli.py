@@ -81,6 +81,36 @@ def test_weights_for_another_config(tmp_path, seeded_weights):
     one_error_line(r, "box_predictor.cls_score.weight", "[81,1024]")
 
 
+def test_class_agnostic_mismatch_refused(tmp_path, seeded_weights):
+    """A class-agnostic predictor (4 box-delta rows, 1 mask channel) under a config that expects
+    one per class, and per-class weights under a config that says class-agnostic: refused at
+    load, naming the tensor and the config key (not only shapes), exit 2."""
+    import sys
+    sys.path.insert(0, os.path.join(REPO, "models"))
+    import safetensors_io
+    tensors, meta = safetensors_io.load(seeded_weights)
+    for p in ("weight", "bias"):
+        tensors[f"box_predictor.bbox_pred.{p}"] = tensors[f"box_predictor.bbox_pred.{p}"][4:8].copy()
+        tensors[f"mask_head.logits.{p}"] = tensors[f"mask_head.logits.{p}"][1:2].copy()
+    agnostic = tmp_path / "agnostic.safetensors"
+    safetensors_io.save(tensors, str(agnostic), meta)
+    r = run("--config", CONFIG_SMALL, "--weights", str(agnostic), EXAMPLE)
+    assert r.returncode == 2, r.stderr
+    one_error_line(r, "box_predictor.bbox_pred.weight", "box_head.class_agnostic_regression")
+    cfg = tmp_path / "agnostic.json"
+    cfg.write_text('{"box_head": {"class_agnostic_regression": true}, "input": {"min_size": 320, "max_size": 512}}')
+    r = run("--config", str(cfg), "--weights", str(agnostic), EXAMPLE)
+    assert r.returncode == 2, r.stderr
+    one_error_line(r, "mask_head.logits.weight", "mask_head.class_agnostic")
+    r = run("--config", str(cfg), "--weights", seeded_weights, EXAMPLE)
+    assert r.returncode == 2, r.stderr
+    one_error_line(r, "box_predictor.bbox_pred.weight", "class_agnostic_regression is true")
+    cfg.write_text('{"box_head": {"class_agnostic_regression": true}, "mask_head": {"class_agnostic": true}, '
+                   '"input": {"min_size": 320, "max_size": 512}}')
+    r = run("-q", "--config", str(cfg), "--weights", str(agnostic), EXAMPLE)
+    assert r.returncode == 0, r.stderr
+
+
 def test_bad_images_fail_alone(tmp_path, seeded_weights):
     text = tmp_path / "notes.txt"
     text.write_text("not an image\n")
