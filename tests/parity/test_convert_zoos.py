@@ -304,11 +304,12 @@ def test_detectron2_errors_and_groups(tmp_path, tiny):
     for proto in (2, 5):
         t, _, _ = convert_ok(write(sd, f"p{proto}.pkl", proto), tmp_path / f"p{proto}.safetensors")
         assert_tensors(t, expected)
-    agn = dict(sd)
-    agn["roi_heads.box_predictor.bbox_pred.weight"] = sd["roi_heads.box_predictor.bbox_pred.weight"][:4]
-    agn["roi_heads.box_predictor.bbox_pred.bias"] = sd["roi_heads.box_predictor.bbox_pred.bias"][:4]
-    assert_fails(write(agn, "agnostic.pkl"), dst, r"roi_heads\.box_predictor\.bbox_pred\.weight has 4 rows "
-                 r"\(class-agnostic, not supported\)", r"expected 320")
+    # a bbox_pred that is neither class-specific (4 per foreground class) nor agnostic (4 rows)
+    odd = dict(sd)
+    odd["roi_heads.box_predictor.bbox_pred.weight"] = sd["roi_heads.box_predictor.bbox_pred.weight"][:8]
+    odd["roi_heads.box_predictor.bbox_pred.bias"] = sd["roi_heads.box_predictor.bbox_pred.bias"][:8]
+    assert_fails(write(odd, "odd.pkl"), dst, r"roi_heads\.box_predictor\.bbox_pred\.weight has 8 rows; detectron2 "
+                 r"stores 4 deltas per foreground class \(320\), or 4 for a class-agnostic head", r"81 rows")
     extra = dict(sd, **{"roi_heads.keypoint_head.conv_fcn1.weight": sd["roi_heads.mask_head.mask_fcn1.weight"]})
     assert_fails(write(extra, "extra.pkl"), dst, r"unknown tensor name\(s\) for --from detectron2: "
                  r"roi_heads\.keypoint_head\.conv_fcn1\.weight")
