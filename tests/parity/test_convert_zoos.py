@@ -1045,6 +1045,26 @@ def test_mmdetection_custom_classes(tmp_path):
     assert json.loads(meta["class_names"]) == ["__background__", "widget"]
 
 
+def test_mmdetection_meta_that_does_not_fit(tmp_path, tiny):
+    """What meta holds is never trusted: class names that are not strings, a config that names both
+    styles, a meta that is no dict, an object outside the allow-list: warnings or nothing, never an
+    error, and the weights convert."""
+    import argparse
+    sd, expected = mmdet_state(tiny)
+    cases = [({"dataset_meta": {"classes": (1, 2)}, "cfg": "style='caffe'\nstyle='pytorch'"},
+              ["meta['dataset_meta']['classes'] is not a list of class names",
+               "meta['cfg'] names both ResNet styles"]),
+             ({"CLASSES": argparse.Namespace(x=1), "config": 5}, ["meta['CLASSES'] is not a list of class names"]),
+             ("not a dict", []), ({"dataset_meta": None, "cfg": None}, [])]
+    for i, (meta, warnings) in enumerate(cases):
+        src = tmp_path / f"m{i}.pth"
+        torch.save({"meta": meta, "state_dict": sd}, src)
+        tensors, out, r = convert_ok(src, tmp_path / f"m{i}.safetensors")
+        assert_tensors(tensors, expected)
+        assert "stride_in_1x1" not in out and json.loads(out["class_names"]) == coco_classes.COCO_81
+        assert [line.split(": warning: ")[1].split(";")[0] for line in r.stderr.splitlines()] == warnings, r.stderr
+
+
 def test_mmdetection_refusals(tmp_path, tiny):
     """Layers the engine does not run are refused with the key named (exit 2, nothing written)."""
     sd, _ = mmdet_state(tiny)
