@@ -128,7 +128,10 @@ def run_oracle(config, checkpoint_or_seed, image, out_npz, cfg_options=None, che
             cmd += ["--image", path]
         else:
             cmd += ["--image", str(image)]
-        env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS=str(threads))
+        # the venv's own packages only: the tests' PYTHONPATH (build/venv-test's site-packages,
+        # scripts/test_env.sh) is not for it
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env.update(PYTHONWARNINGS="ignore", OMP_NUM_THREADS=str(threads))
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     if r.returncode != 0:
         raise RuntimeError(f"oracle_mmdet.py failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr[-4000:]}")
