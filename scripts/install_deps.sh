@@ -66,7 +66,8 @@ fi
 [ "$MODE" = run ] && exit 0
 
 # pycocotools: the independent reference for COCO RLE masks and results in the tests, the
-# only Python package from PyPI that the tests need. It goes into a virtual environment of
+# only Python package from PyPI that the tests import (the mmdetection oracle's packages, below,
+# run in a venv of their own). It goes into a virtual environment of
 # its own, never into Debian's Python: build/venv-test, made without pip (so it holds
 # pycocotools alone, and shadows none of Debian's packages), filled by Debian's pip. Its
 # site-packages, linked as build/venv-test/site-packages, is named by scripts/test_env.sh,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The tests' Python environment, in one place. pycocotools, the tests' one package from PyPI,
+# The tests' Python environment, in one place. pycocotools, the one PyPI package the tests import,
 # lives in build/venv-test (scripts/install_deps.sh makes it); its site-packages must be on
 # PYTHONPATH for Debian's python3, the venvs the tests make from it and their subprocesses.
 #
