@@ -598,7 +598,10 @@ def make_metadata(info, source_format, source_sha256, file_meta=None):
         meta["norm_eps"] = eps
     if stride is not None:
         meta["stride_in_1x1"] = _bool(stride)
-    names = class_names_from_file(file_meta, info["num_classes"]) or class_names_of(source_format, info["num_classes"])
+    if getattr(file_meta, "class_names", None) is not None:  # the file's own names, or none if they do not fit
+        names = class_names_from_file(file_meta, info["num_classes"])
+    else:
+        names = class_names_of(source_format, info["num_classes"])
     if names is not None:
         meta["class_names"] = json.dumps(names)
     return meta
@@ -683,7 +686,7 @@ def _report(args, info):
     elif info["source_format"] == "mmdetection":
         print("  the file does not say its ResNet style: style='pytorch' (stride in the 3x3 conv) is assumed; a "
               "style='caffe' model needs backbone.stride_in_1x1 true and its BGR, std 1 input")
-    if fm is not None and "class_names" in fm.source and info.get("class_names"):
+    if fm is not None and class_names_from_file(fm, info["num_classes"]) is not None:
         print(f"  class names from {fm.source['class_names']}: {_names(info['class_names'][1:], 6)}")
     cfg = info["suggested_config"]
     print(f"suggested config: {cfg}" if cfg else "suggested config: none (no config for this backbone, "

@@ -1030,9 +1030,14 @@ def test_mmdetection_custom_classes(tmp_path):
 
     torch.save({"meta": mmdet_v2_meta(("cat", "dog"), depth=50), "state_dict": sd}, tmp_path / "two.pth")
     _, meta, r = convert_ok(tmp_path / "two.pth", tmp_path / "two.safetensors")
-    assert "class_names" not in meta
+    assert "class_names" not in meta and "class names from" not in r.stdout
     assert "warning: meta['CLASSES'] has 2 names, the classifier 3 classes (+ background): class names not recorded" \
         in r.stderr
+    # 80 classes whose file names 79: none recorded, not COCO's either (the file says they are others)
+    sd80, _ = mmdet_state(zoo.canonical_model(seed=27, depth=50, **zoo.TINY))
+    torch.save({"meta": mmdet_v3_meta(coco_classes.COCO_81[2:], depth=50), "state_dict": sd80}, tmp_path / "79.pth")
+    _, meta, r = convert_ok(tmp_path / "79.pth", tmp_path / "79.safetensors")
+    assert meta["num_classes"] == "81" and "class_names" not in meta and "79 names" in r.stderr
 
     one = zoo.canonical_model(seed=26, depth=50, K=2, **zoo.TINY)
     sd1, exp1 = mmdet_state(one)
