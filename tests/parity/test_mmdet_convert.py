@@ -183,7 +183,8 @@ def check_converted(ckpt, dst, canon_shapes, rpn_convs=1):
 
 
 STRONG = {"model.neck.norm_cfg": {"type": "BN"}, "model.rpn_head.num_convs": 2,
-          "model.roi_head.bbox_head.type": "Shared4Conv1FCBBoxHead", "model.roi_head.bbox_head.norm_cfg": {"type": "BN"},
+          "model.roi_head.bbox_head.type": "Shared4Conv1FCBBoxHead",
+          "model.roi_head.bbox_head.norm_cfg": {"type": "BN"},
           "model.roi_head.mask_head.norm_cfg": {"type": "BN"}}
 
 
@@ -256,7 +257,8 @@ def test_custom_agnostic_config_oracle(tmp_path, mmdet_py):
 
     canon = zoo.canonical_shapes(depth=101, K=4, box_agnostic=True, mask_agnostic=True)
     obj, tensors, meta, r = check_converted(ckpt, tmp_path / "custom.safetensors", canon)
-    assert tensors["box_predictor.bbox_pred.weight"].shape == (4, 1024) and tensors["mask_head.logits.weight"].shape[0] == 1
+    assert tensors["box_predictor.bbox_pred.weight"].shape == (4, 1024)
+    assert tensors["mask_head.logits.weight"].shape[0] == 1
     assert (meta["box_head_class_agnostic"], meta["mask_head_class_agnostic"]) == ("true", "true")
     assert json.loads(meta["class_names"]) == ["__background__", "cat", "dog", "traffic cone"]
     assert "box_head.class_agnostic_regression true" in r.stdout and "mask_head.class_agnostic true" in r.stdout
