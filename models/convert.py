@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Convert a Mask R-CNN checkpoint to the canonical `detect` safetensors file.
 
-    convert.py SRC DST.safetensors [--from detectron|detectron2|maskrcnn-benchmark|torchvision]
+    convert.py SRC DST.safetensors [--from detectron|detectron2|maskrcnn-benchmark|mmdetection|torchvision]
                                    [--dtype f32|f16] [-q]
 
 SRC is read without importing torch or running any code from the file: a torch.save() file
@@ -10,8 +10,8 @@ SRC is read without importing torch or running any code from the file: a torch.s
 are convert.py's own stand-ins and whose every other global is an inert placeholder.  The
 source format is detected from the file's structure and names (or forced with --from).
 Tensor names are mapped to our canonical scheme (models/README.md) through a per-format rule
-table, format-specific value changes are applied (detectron2's background-last class rows,
-maskrcnn-benchmark's eps-free FrozenBatchNorm folded into AffineChannel form), the result is
+table, format-specific value changes are applied (detectron2's and mmdetection's background-last
+class rows, maskrcnn-benchmark's eps-free FrozenBatchNorm folded into AffineChannel form), the result is
 checked (no unknown names, nothing missing, consistent shapes; depth, widths and groups
 inferred from shapes; the architecture read from the names: each part's norm form, RPN convs,
 box head convs and FCs) and written with safetensors_io.save(), with metadata naming the
@@ -292,7 +292,12 @@ def check_canonical(shapes, describe=lambda n: n):
         R = fc[0] if fc else None
     cls = ck.wb("box_predictor.cls_score", (None, R))
     K = cls[0] if cls else None
-    ck.wb("box_predictor.bbox_pred", (4 * K if K else None, R))
+    # Class-agnostic heads: 4 box deltas for every class, 1 mask for every class (K >= 2 here, so
+    # neither shape is ever the class-specific one: 4K >= 8 rows, K >= 2 channels).
+    bp, lg = ck.shape("box_predictor.bbox_pred.weight"), ck.shape("mask_head.logits.weight")
+    box_agnostic = bool(K and K > 1 and bp and bp[0] == 4)
+    mask_agnostic = bool(K and K > 1 and lg and lg[0] == 1)
+    ck.wb("box_predictor.bbox_pred", ((4 if box_agnostic else 4 * K) if K else None, R))
 
     fcn1 = ck.conv_unit("mask_head.fcn1", "mask_head.fcn1.norm", (None, F, 3, 3), "mask head")
     M = fcn1[0] if fcn1 else None
@@ -301,7 +306,7 @@ def check_canonical(shapes, describe=lambda n: n):
     dec = ck.expect("mask_head.deconv.weight", (M, None, 2, 2))
     D = dec[1] if dec else None
     ck.expect("mask_head.deconv.bias", (D,))
-    ck.wb("mask_head.logits", (K, D, 1, 1))
+    ck.wb("mask_head.logits", (1 if mask_agnostic else K, D, 1, 1))
 
     allowed = set(ck.order)
     unexpected = [n for n in shapes if n not in allowed]
@@ -334,7 +339,8 @@ def check_canonical(shapes, describe=lambda n: n):
                 fpn_norm=forms.get("FPN", "none"), rpn_num_convs=n_rpn,
                 box_head_num_convs=n_conv, box_head_conv_dim=conv_dim, box_head_num_fcs=n_fc,
                 box_head_norm=forms.get("box head", "none") if n_conv else "none",
-                mask_head_norm=forms.get("mask head", "none"))
+                mask_head_norm=forms.get("mask head", "none"),
+                box_head_class_agnostic=box_agnostic, mask_head_class_agnostic=mask_agnostic)
     info["architecture"] = architecture_of(info)
     return [n for n in ck.order if n in shapes], info
 
@@ -470,23 +476,52 @@ CONFIG_SUFFIX = {
 }
 
 
+def _config_get(cfg, section, key, default):
+    v = cfg.get(section, {})
+    return v.get(key, default) if isinstance(v, dict) else default
+
+
 def _config_arch(cfg):
     """The architecture a config describes (its keys, with the engine's defaults)."""
-    def get(section, key, default):
-        v = cfg.get(section, {})
-        return v.get(key, default) if isinstance(v, dict) else default
-    trunk = get("backbone", "norm", "batchnorm")
-    return ("bn" if trunk == "batchnorm" else trunk, get("fpn", "norm", "none"), get("rpn", "num_convs", 1),
-            get("box_head", "num_convs", 0), get("box_head", "num_fcs", 2),
-            get("box_head", "norm", "none"), get("mask_head", "norm", "none"))
+    trunk = _config_get(cfg, "backbone", "norm", "batchnorm")
+    return ("bn" if trunk == "batchnorm" else trunk, _config_get(cfg, "fpn", "norm", "none"),
+            _config_get(cfg, "rpn", "num_convs", 1), _config_get(cfg, "box_head", "num_convs", 0),
+            _config_get(cfg, "box_head", "num_fcs", 2), _config_get(cfg, "box_head", "norm", "none"),
+            _config_get(cfg, "mask_head", "norm", "none"))
 
 
-def suggested_config_of(info, source_format):
+# Class-agnostic heads: the config keys that say so (configs/README.md), and the info fields.
+AGNOSTIC_KEYS = (("box_head", "class_agnostic_regression", "box_head_class_agnostic"),
+                 ("mask_head", "class_agnostic", "mask_head_class_agnostic"))
+
+
+def _config_heads(cfg):
+    return tuple(_config_get(cfg, section, key, False) is True for section, key, _ in AGNOSTIC_KEYS)
+
+
+def _heads_key(info):
+    return tuple(bool(info.get(field, False)) for _, _, field in AGNOSTIC_KEYS)
+
+
+def _load_config(name):
+    try:
+        with open(os.path.join(CONFIGS, name), encoding="utf-8") as f:
+            cfg = json.load(f)
+        return cfg if isinstance(cfg, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def suggested_config_of(info, source_format, stride_in_1x1=None):
     """configs/mask_rcnn_R-{50,101}-FPN_<format><variant>.json (CONFIG_SUFFIX: "" for the classic
-    model, e.g. "_LSJ" for detectron2's new baselines) for the zoos' widths, where it exists; for
-    other widths (a narrow model such as the demo's) the config in configs/ whose backbone widths,
-    class count and architecture keys are the model's, so that the suggestion loads it; "" where
-    none fits (R-152, grouped convolutions, a width or an architecture no config has)."""
+    model, e.g. "_LSJ" for detectron2's new baselines; "_caffe" added for an mmdetection file whose
+    config says style='caffe', stride_in_1x1) for the zoos' widths, where it exists; for other
+    widths (a narrow model such as the demo's) the config in configs/ whose backbone widths, class
+    count and architecture keys are the model's, so that the suggestion loads it; "" where none
+    fits (R-152, grouped convolutions, a width or an architecture no config has).  Either way the
+    config's class-agnostic keys (box_head.class_agnostic_regression, mask_head.class_agnostic,
+    default false) must be the file's: no shipped config has agnostic heads, so such weights get
+    no suggestion and the report names the keys to set."""
     if info["depth"] not in (50, 101) or info["groups"] != 1:
         return ""
     arch = info.get("architecture") or architecture_of(info)
@@ -496,16 +531,18 @@ def suggested_config_of(info, source_format):
     if all(info[k] == v for k, v in STOCK_WIDTHS.items()):
         if suffix is None:
             return ""
+        if source_format == "mmdetection" and stride_in_1x1:
+            suffix += "_caffe"
         name = f"mask_rcnn_R-{info['depth']}-FPN_{source_format}{suffix}.json"
-        return f"configs/{name}" if suffix == "" or os.path.isfile(os.path.join(CONFIGS, name)) else ""
+        cfg = _load_config(name)
+        return f"configs/{name}" if cfg is not None and _config_heads(cfg) == _heads_key(info) else ""
     names = sorted(os.listdir(CONFIGS)) if os.path.isdir(CONFIGS) else []
     for name in sorted(names, key=lambda n: source_format not in n):  # the checkpoint's own zoo first
+        cfg = _load_config(name) if name.endswith(".json") else None
         try:
-            with open(os.path.join(CONFIGS, name), encoding="utf-8") as f:
-                cfg = json.load(f)
             backbone, classes = cfg.get("backbone", {}), cfg.get("classes", {})
-            same_arch = _config_arch(cfg) == _arch_key(info)
-        except (OSError, ValueError, AttributeError):
+            same_arch = _config_arch(cfg) == _arch_key(info) and _config_heads(cfg) == _heads_key(info)
+        except AttributeError:
             continue
         if backbone.get("depth") == info["depth"] and classes.get("num_classes") == info["num_classes"] and \
                 all(backbone.get(k, v) == info[k] for k, v in STOCK_WIDTHS.items()) and same_arch:
@@ -513,7 +550,23 @@ def suggested_config_of(info, source_format):
     return ""
 
 
-def make_metadata(info, source_format, source_sha256):
+def _bool(v):
+    return "true" if v else "false"
+
+
+def class_names_from_file(file_meta, num_classes):
+    """["__background__"] + the file's own class names, when it has K - 1 of them; else None."""
+    names = getattr(file_meta, "class_names", None)
+    if names is None or len(names) != num_classes - 1:
+        return None
+    return ["__background__"] + list(names)
+
+
+def make_metadata(info, source_format, source_sha256, file_meta=None):
+    """The __metadata__ of a converted file (models/README.md "Metadata").  file_meta: what the
+    checkpoint said besides its weights (zoo_formats.FileMeta: mmdetection's class names and
+    trunk style), or None."""
+    stride = getattr(file_meta, "stride_in_1x1", None)
     meta = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -534,14 +587,21 @@ def make_metadata(info, source_format, source_sha256):
         "box_head_fc_dim": str(info["representation"]),
         "box_head_norm": info["box_head_norm"],
         "mask_head_norm": info["mask_head_norm"],
-        "suggested_config": suggested_config_of(info, source_format),
+        "box_head_class_agnostic": _bool(info.get("box_head_class_agnostic")),
+        "mask_head_class_agnostic": _bool(info.get("mask_head_class_agnostic")),
+        "suggested_config": suggested_config_of(info, source_format, stride),
     }
     if info["box_head_num_convs"]:
         meta["box_head_conv_dim"] = str(info["box_head_conv_dim"])
     eps = norm_eps_of(info, source_format, source_sha256)
     if eps is not None:
         meta["norm_eps"] = eps
-    names = class_names_of(source_format, info["num_classes"])
+    if stride is not None:
+        meta["stride_in_1x1"] = _bool(stride)
+    if getattr(file_meta, "class_names", None) is not None:  # the file's own names, or none if they do not fit
+        names = class_names_from_file(file_meta, info["num_classes"])
+    else:
+        names = class_names_of(source_format, info["num_classes"])
     if names is not None:
         meta["class_names"] = json.dumps(names)
     return meta
@@ -578,13 +638,21 @@ def convert_file(src, dst, source_format="auto", dtype="f32"):
         raise ConvertError(f"--from {name} reads {' or '.join(_CONTAINER_WORDS[c] for c in fmt.containers)}; "
                            f"this is {_CONTAINER_WORDS[kind]} (leave out --from to detect the format)")
     state = fmt.extract(kind, obj, entries)
+    file_meta = fmt.read_meta(obj) if fmt.read_meta is not None else zoo_formats.FileMeta()
     tensors, info = convert_state_dict(state, name, dtype)
+    if file_meta.class_names is not None and class_names_from_file(file_meta, info["num_classes"]) is None:
+        info["warnings"].append(
+            f"{file_meta.source['class_names']} has {len(file_meta.class_names)} names, the classifier "
+            f"{info['num_classes'] - 1} classes (+ background): class names not recorded")
+    info["warnings"] += file_meta.warnings
+    metadata = make_metadata(info, name, digest, file_meta)
     try:
-        safetensors_io.save(tensors, dst, make_metadata(info, name, digest))
+        safetensors_io.save(tensors, dst, metadata)
     except OSError as e:
         raise ConvertError(f"cannot write {dst}: {e.strerror or e}") from None
     info.update(source_format=name, detected=detected, opaque=sorted(opaque), ignored_entries=entries,
-                suggested_config=suggested_config_of(info, name))
+                suggested_config=metadata["suggested_config"], file_meta=file_meta,
+                class_names=json.loads(metadata["class_names"]) if "class_names" in metadata else None)
     return info
 
 
@@ -606,16 +674,30 @@ def _report(args, info):
     print(f"{args.dst}: R-{info['depth']} FPN, {info['num_classes']} classes, "
           f"{info['num_anchors']} anchors/position, {info['norm']} norms, {args.dtype}")
     print(f"  architecture: {describe_architecture(info)}")
+    agnostic = [f"{words} (config {section}.{key} true)" for (section, key, field), words in
+                zip(AGNOSTIC_KEYS, ("box regression: 4 deltas for every class", "mask: 1 for every class"))
+                if info.get(field)]
+    if agnostic:
+        print("  class-agnostic " + "; ".join(agnostic))
+    fm = info.get("file_meta")
+    if fm is not None and fm.stride_in_1x1 is not None:
+        print(f"  trunk strides in the {'1x1' if fm.stride_in_1x1 else '3x3'} conv, from {fm.source['stride_in_1x1']} "
+              f"(config backbone.stride_in_1x1 {_bool(fm.stride_in_1x1)})")
+    elif info["source_format"] == "mmdetection":
+        print("  the file does not say its ResNet style: style='pytorch' (stride in the 3x3 conv) is assumed; a "
+              "style='caffe' model needs backbone.stride_in_1x1 true and its BGR, std 1 input")
+    if fm is not None and class_names_from_file(fm, info["num_classes"]) is not None:
+        print(f"  class names from {fm.source['class_names']}: {_names(info['class_names'][1:], 6)}")
     cfg = info["suggested_config"]
-    print(f"suggested config: {cfg}" if cfg else "suggested config: none (no config for this backbone "
-          "and architecture yet)")
+    print(f"suggested config: {cfg}" if cfg else "suggested config: none (no config for this backbone, "
+          "architecture and heads yet)")
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(
         prog="convert.py",
         description="Convert a Mask R-CNN checkpoint (Detectron .pkl, detectron2 .pkl/.pth, "
-                    "maskrcnn-benchmark .pth, torchvision .pth) to canonical detect safetensors "
+                    "maskrcnn-benchmark .pth, mmdetection .pth, torchvision .pth) to canonical detect safetensors "
                     "(models/README.md).")
     ap.add_argument("src", metavar="SRC", help="checkpoint")
     ap.add_argument("dst", metavar="DST", help="output .safetensors")

@@ -1,9 +1,10 @@
 """The model zoos' checkpoint layouts: name rule tables and value changes per source format.
 
 Each SourceFormat maps a zoo's tensor names to the canonical names of models/README.md
-(Detectron .pkl, detectron2 .pkl/.pth, maskrcnn-benchmark .pth, torchvision .pth) and applies
-what is not a rename (detectron2's background-last class rows, maskrcnn-benchmark's eps-free
-FrozenBatchNorm folded into AffineChannel form).  detect_format() recognises a loaded file.
+(Detectron .pkl, detectron2 .pkl/.pth, maskrcnn-benchmark .pth, torchvision .pth, mmdetection
+.pth) and applies what is not a rename (detectron2's and mmdetection's background-last class rows,
+maskrcnn-benchmark's eps-free FrozenBatchNorm folded into AffineChannel form, class-agnostic box
+regression's rows).  detect_format() recognises a loaded file.
 Part of models/convert.py.
 """
 
@@ -101,14 +102,16 @@ class SourceFormat:
     transform(mapped) -> mapped: value changes that are not renames; warn(ignored) -> list of
     warnings about ignored tensors; unsupported: (reason, regex) pairs of known layers the
     engine does not run (deformable convs, cascade stages): an unknown name matching one is
-    reported with the reason."""
+    reported with the reason; read_meta(obj) -> FileMeta: what the file says besides its
+    weights (class names, the trunk's stride placement), or None."""
 
     def __init__(self, name, containers, extract, rules, ignore=(), dynamic_rules=None,
-                 transform=None, warn=None, unsupported=()):
+                 transform=None, warn=None, unsupported=(), read_meta=None):
         self.name, self.containers, self.extract, self.rules = name, containers, extract, rules
         self.ignore = [(label, re.compile(rx)) for label, rx in ignore]
         self.dynamic_rules, self.transform, self.warn = dynamic_rules, transform, warn
         self.unsupported = [(reason, re.compile(rx)) for reason, rx in unsupported]
+        self.read_meta = read_meta
 
     def bind(self, state):
         """This format with the rules that depend on the names in `state` (first, so that
@@ -157,6 +160,17 @@ class SourceFormat:
         if unknown:
             raise ConvertError(f"unknown tensor name(s) for --from {self.name}: {_names(unknown)}")
         return out
+
+
+class FileMeta:
+    """What a checkpoint says besides its weights.  class_names: the foreground classes in
+    training order (no background), or None; stride_in_1x1: True/False when the file's own
+    config says where the trunk strides (config backbone.stride_in_1x1), else None; source: where
+    each came from, for the report; warnings: what was found but not used."""
+
+    def __init__(self, class_names=None, stride_in_1x1=None, source=None, warnings=()):
+        self.class_names, self.stride_in_1x1 = class_names, stride_in_1x1
+        self.source, self.warnings = dict(source or {}), list(warnings)
 
 
 def _enum(regex, canon, table):
@@ -426,51 +440,101 @@ _D2_TABLE = [
 ]
 
 
-def _d2_classes_to_ours(mapped):
-    """detectron2 keeps K = 80+1 rows in cls_score with background LAST (row 80;
-    FastRCNNOutputLayers: softmax over K+1, background = index K), bbox_pred has 4 rows per
-    foreground class only (320, row 4c+j = class c) and the mask predictor one channel per
-    foreground class (80).  Our layout has background at row/channel 0: cls_score rows are
-    rotated (row 80 -> 0, rows 0..79 -> 1..80); bbox_pred gets 4 zero rows in front (the
-    background deltas, never used); mask logits get a zero channel 0 (never used)."""
-    out = dict(mapped)
-    cls = mapped.get("box_predictor.cls_score.weight")
-    if cls is None or len(cls[1].shape) != 2:
-        return out  # check_canonical reports it
-    K = cls[1].shape[0]
-    for name, rows, per in (("box_predictor.bbox_pred", 4 * (K - 1), 4), ("mask_head.logits", K - 1, 1)):
-        w = mapped.get(name + ".weight")
-        if w is not None and len(w[1].shape) >= 1 and w[1].shape[0] != rows:
-            agnostic = " (class-agnostic, not supported)" if w[1].shape[0] == per else ""
-            raise ConvertError(f"{w[0]} has {w[1].shape[0]} rows{agnostic}; detectron2 stores {per} per "
-                               f"foreground class, and {cls[0]} has {K} rows (80+1 background): "
-                               f"expected {rows}")
+def _background_last_to_ours(zoo):
+    """The transform of a zoo whose classifier keeps background LAST (detectron2's
+    FastRCNNOutputLayers: softmax over K = 80+1 rows, background = index K-1; mmdetection's
+    BBoxHead fc_cls likewise) and whose class-specific bbox_pred / mask predictor have rows for the
+    foreground classes only (4*80 deltas, row 4c+j = class c; 80 mask channels).  Our layout has
+    background at row/channel 0: cls_score rows are rotated (row K-1 -> 0, rows 0..K-2 -> 1..K-1);
+    bbox_pred gets 4 zero rows in front (the background deltas, never used); mask logits get a zero
+    channel 0 (never used).  A class-agnostic head (detectron2 CLS_AGNOSTIC_BBOX_REG /
+    CLS_AGNOSTIC_MASK, mmdetection reg_class_agnostic / class_agnostic: 4 rows, 1 channel) is kept
+    as it is: our agnostic layout has exactly those rows.  With one foreground class the two forms
+    have the same shape; it is treated as class-specific (the same numbers)."""
 
-    def rotate(t):
-        def f():
-            a = _materialize(t).astype(np.float32)
-            return np.concatenate([a[-1:], a[:-1]])
-        return f
+    def transform(mapped):
+        out = dict(mapped)
+        cls = mapped.get("box_predictor.cls_score.weight")
+        if cls is None or len(cls[1].shape) != 2:
+            return out  # check_canonical reports it
+        K = cls[1].shape[0]
+        specific = {}
+        for name, per, words in (("box_predictor.bbox_pred", 4, "4 deltas"), ("mask_head.logits", 1, "1 mask")):
+            w = mapped.get(name + ".weight")
+            if w is None or len(w[1].shape) < 1:
+                continue
+            rows = w[1].shape[0]
+            if rows == per * (K - 1):
+                specific[name] = per
+            elif rows != per:
+                raise ConvertError(
+                    f"{w[0]} has {rows} rows; {zoo} stores {words} per foreground class ({per * (K - 1)}), or "
+                    f"{per} for a class-agnostic head, and {cls[0]} has {K} rows ({K - 1} classes + 1 background)")
 
-    def pad(t, n):
-        return lambda: np.concatenate([np.zeros((n,) + tuple(t.shape[1:]), np.float32),
-                                       _materialize(t).astype(np.float32)])
+        def rotate(t):
+            def f():
+                a = _materialize(t).astype(np.float32)
+                return np.concatenate([a[-1:], a[:-1]])
+            return f
 
-    for p in ("weight", "bias"):
-        for name, how in (("box_predictor.cls_score", "rotated: background row moved from last to 0"),
-                          ("box_predictor.bbox_pred", "4 zero background rows inserted at 0"),
-                          ("mask_head.logits", "zero background channel inserted at 0")):
-            e = mapped.get(f"{name}.{p}")
-            if e is None or len(e[1].shape) == 0:
+        def pad(t, n):
+            return lambda: np.concatenate([np.zeros((n,) + tuple(t.shape[1:]), np.float32),
+                                           _materialize(t).astype(np.float32)])
+
+        for p in ("weight", "bias"):
+            e = mapped.get(f"box_predictor.cls_score.{p}")
+            if e is not None and len(e[1].shape) != 0:
+                out[f"box_predictor.cls_score.{p}"] = (f"{e[0]} (rotated: background row moved from last to 0)",
+                                                       _Derived(e[1].shape, rotate(e[1])))
+            for name, n in specific.items():
+                e = mapped.get(f"{name}.{p}")
+                if e is None or len(e[1].shape) == 0:
+                    continue
+                how = "4 zero background rows inserted at 0" if n == 4 else "zero background channel inserted at 0"
+                src, t = e
+                out[f"{name}.{p}"] = (f"{src} ({how})", _Derived((t.shape[0] + n,) + tuple(t.shape[1:]), pad(t, n)))
+        return out
+
+    return transform
+
+
+def _background_first_agnostic(zoo):
+    """Detectron and maskrcnn-benchmark with CLS_AGNOSTIC_BBOX_REG regress 2 "classes",
+    background and foreground: bbox_pred has 8 rows, and inference keeps the last 4
+    (Detectron core/test.py `box_deltas[:, -4:]`, maskrcnn-benchmark box_head/inference.py
+    `box_regression[:, -4:]`).  Our agnostic layout is those 4 rows.  With one foreground class
+    (K = 2) 8 rows are the class-specific layout as well: kept as they are (the same numbers)."""
+
+    def transform(mapped):
+        out = dict(mapped)
+        cls = mapped.get("box_predictor.cls_score.weight")
+        w = mapped.get("box_predictor.bbox_pred.weight")
+        if cls is None or w is None or len(cls[1].shape) != 2 or len(w[1].shape) < 1:
+            return out
+        if w[1].shape[0] != 8 or cls[1].shape[0] == 2:
+            return out
+        for p in ("weight", "bias"):
+            e = mapped.get(f"box_predictor.bbox_pred.{p}")
+            if e is None or len(e[1].shape) == 0 or e[1].shape[0] != 8:
                 continue
             src, t = e
-            if name == "box_predictor.cls_score":
-                out[f"{name}.{p}"] = (f"{src} ({how})", _Derived(t.shape, rotate(t)))
-            else:
-                n = 4 if name == "box_predictor.bbox_pred" else 1
-                out[f"{name}.{p}"] = (f"{src} ({how})",
-                                      _Derived((t.shape[0] + n,) + tuple(t.shape[1:]), pad(t, n)))
-    return out
+            out[f"box_predictor.bbox_pred.{p}"] = (
+                f"{src} (class-agnostic: {zoo}'s foreground rows 4..7)",
+                _Derived((4,) + tuple(t.shape[1:]), lambda t=t: _materialize(t).astype(np.float32)[4:8]))
+        return out
+
+    return transform
+
+
+def _compose(*fns):
+    def transform(mapped):
+        for f in fns:
+            mapped = f(mapped)
+        return mapped
+    return transform
+
+
+_d2_classes_to_ours = _background_last_to_ours("detectron2")
 
 
 def _extract_d2(kind, obj, ignored):
@@ -587,6 +651,125 @@ def _extract_detectron(kind, obj, ignored):
     return dict(obj)
 
 
+# ---- mmdetection ----------------------------------------------------------------------------
+# shared/reference/zoo_variants.md §3c; mmdet 3.3.0 / 2.28.2 models/backbones/resnet.py (ResNet:
+# conv1/bn1, layer1..4 of Bottleneck conv1..3/bn1..3, downsample = Sequential(conv, norm): torchvision's
+# layout), necks/fpn.py (lateral_convs / fpn_convs: ConvModule, so `.conv` and, with a norm_cfg, `.bn`
+# and no conv bias: mmcv cnn/bricks/conv_module.py, norm.py infer_abbr), dense_heads/rpn_head.py
+# (rpn_conv; with num_convs > 1 a Sequential of ConvModules without norm, rpn_conv.{i}.conv;
+# rpn_cls with A sigmoid outputs; rpn_reg 4A), roi_heads/bbox_heads/convfc_bbox_head.py
+# (shared_convs.{i} ConvModules, shared_fcs.{i} Linear; Shared2FCBBoxHead = 0 convs + 2 FCs,
+# Shared4Conv1FCBBoxHead = 4 convs + 1 FC), bbox_head.py (fc_cls: num_classes + 1 rows, background
+# LAST; fc_reg: 4 * num_classes rows, or 4 with reg_class_agnostic), mask_heads/fcn_mask_head.py
+# (convs.{i} ConvModules, upsample = ConvTranspose2d, conv_logits: num_classes channels, or 1 with
+# class_agnostic).  Files: tools/model_converters/publish_model.py keeps {'meta', 'state_dict'};
+# training checkpoints add optimizer, message_hub, param_schedulers (3.x) or optimizer (2.x).
+# The trunk's BatchNorms are real BN (norm_eval, eps 1e-5): the BatchNorm form is kept, config
+# backbone.norm_eps 1e-5.  style='pytorch' strides in the 3x3 conv, style='caffe' in the 1x1,
+# with the same names: only the file's config text (meta 'cfg' in 3.x, 'config' in 2.x) says which.
+
+_MM_FIELDS = {
+    "L": Field(r"[1-4]", "S", offset=1),  # layer1..4 -> res2..5
+    "l": Field(r"[0-3]", "S", offset=2),  # lateral_convs / fpn_convs 0..3 -> levels 2..5
+    "b": _BLOCK, "k": Field(r"[123]", "k"), "p": _BN, "t": _WB,
+    "r": _RPN_CONV0,  # rpn_conv.0 / .1 -> rpn.conv, rpn.conv2
+    "c": Field(r"0|[1-9][0-9]*", "c", offset=1),  # shared_convs.0.. -> box_head.conv1..
+    "f": Field(r"0|[1-9][0-9]*", "f", offset=6),  # shared_fcs.0.. -> box_head.fc6..
+    "j": Field(r"[0-3]", "n", offset=1),  # mask_head.convs.0..3 -> mask_head.fcn1..4
+}
+
+_MM_TABLE = [
+    ("backbone.conv1.weight", "backbone.stem.conv.weight"),
+    ("backbone.bn1.{p}", "backbone.stem.norm.{p}"),
+    ("backbone.layer{L}.{b}.conv{k}.weight", "backbone.res{S}.{b}.conv{k}.weight"),
+    ("backbone.layer{L}.{b}.bn{k}.{p}", "backbone.res{S}.{b}.conv{k}.norm.{p}"),
+    ("backbone.layer{L}.{b}.downsample.0.weight", "backbone.res{S}.{b}.shortcut.weight"),
+    ("backbone.layer{L}.{b}.downsample.1.{p}", "backbone.res{S}.{b}.shortcut.norm.{p}"),
+    ("neck.lateral_convs.{l}.conv.{t}", "fpn.lateral{S}.{t}"),
+    ("neck.lateral_convs.{l}.bn.{p}", "fpn.lateral{S}.norm.{p}"),
+    ("neck.fpn_convs.{l}.conv.{t}", "fpn.output{S}.{t}"),
+    ("neck.fpn_convs.{l}.bn.{p}", "fpn.output{S}.norm.{p}"),
+    ("rpn_head.rpn_conv.{t}", "rpn.conv.{t}"),
+    ("rpn_head.rpn_conv.{r}.conv.{t}", "rpn.conv{r}.{t}"),
+    ("rpn_head.rpn_cls.{t}", "rpn.objectness.{t}"),
+    ("rpn_head.rpn_reg.{t}", "rpn.deltas.{t}"),
+    ("roi_head.bbox_head.shared_convs.{c}.conv.{t}", "box_head.conv{c}.{t}"),
+    ("roi_head.bbox_head.shared_convs.{c}.bn.{p}", "box_head.conv{c}.norm.{p}"),
+    ("roi_head.bbox_head.shared_fcs.{f}.{t}", "box_head.fc{f}.{t}"),
+    ("roi_head.bbox_head.fc_cls.{t}", "box_predictor.cls_score.{t}"),
+    ("roi_head.bbox_head.fc_reg.{t}", "box_predictor.bbox_pred.{t}"),
+    ("roi_head.mask_head.convs.{j}.conv.{t}", "mask_head.fcn{n}.{t}"),
+    ("roi_head.mask_head.convs.{j}.bn.{p}", "mask_head.fcn{n}.norm.{p}"),
+    ("roi_head.mask_head.upsample.{t}", "mask_head.deconv.{t}"),
+    ("roi_head.mask_head.conv_logits.{t}", "mask_head.logits.{t}"),
+]
+
+_MM_UNSUPPORTED = [
+    ("a cascade of heads (CascadeRoIHead / HybridTaskCascadeRoIHead: roi_head.bbox_head.<stage>, "
+     "roi_head.mask_head.<stage>)", r"\Aroi_head\.(bbox|mask)_head\.[0-9]+\."),
+    ("deformable convolution offsets (DCN / DCNv2: conv_offset)", r"(\A|\.)conv_offset\."),
+    ("GroupNorm (mmdetection's gn and gn+ws configs): a weight-standardised ConvWS conv has the "
+     "names of a plain conv, so the weights cannot say which of the two they need",
+     r"(\A|\.)gn[0-9]*\."),
+    ("FPN extra convs on P6/P7 (add_extra_convs; the engine's P6 is P5 max-pooled)",
+     r"\Aneck\.fpn_convs\.[4-9]\."),
+    ("separate classification and regression branches of a ConvFCBBoxHead (cls_convs, cls_fcs, "
+     "reg_convs, reg_fcs)", r"\Aroi_head\.bbox_head\.(cls|reg)_(convs|fcs)\."),
+    ("the deep stem of ResNetV1d (backbone.stem.*)", r"\Abackbone\.stem\."),
+]
+
+
+def _mmdet_rpn_check(mapped):
+    """rpn_cls has one output per anchor with mmdet's default sigmoid RPN (loss_cls use_sigmoid=True)
+    and two (foreground, background) with a softmax RPN, which the engine does not score."""
+    cls, reg = mapped.get("rpn.objectness.weight"), mapped.get("rpn.deltas.weight")
+    if cls and reg and len(cls[1].shape) >= 1 and len(reg[1].shape) >= 1 and reg[1].shape[0] % 4 == 0 \
+            and cls[1].shape[0] == 2 * (reg[1].shape[0] // 4) and cls[1].shape[0] != reg[1].shape[0] // 4:
+        raise ConvertError(f"unsupported layer for --from mmdetection: {cls[0]} has 2 outputs per anchor "
+                           f"({cls[1].shape[0]} for the {reg[1].shape[0] // 4} anchors of {reg[0]}): a softmax RPN "
+                           "(rpn_head loss_cls use_sigmoid=False); the engine scores one sigmoid per anchor")
+    return mapped
+
+
+_MM_STYLE = re.compile(r"""\bstyle\s*=\s*['"](pytorch|caffe)['"]""")
+
+
+def _mmdet_names(v):
+    return list(v) if isinstance(v, (list, tuple)) and v and all(isinstance(c, str) for c in v) else None
+
+
+def _read_mmdet_meta(obj):
+    """Class names from meta['dataset_meta']['classes'] (mmdet 3.x) or meta['CLASSES'] (2.x); the
+    trunk's style from the config text mmdet stores in meta['cfg'] (3.x) or meta['config'] (2.x)."""
+    meta = obj.get("meta") if isinstance(obj, dict) else None
+    if not isinstance(meta, dict):
+        return FileMeta()
+    names, source, warnings = None, {}, []
+    ds = meta.get("dataset_meta")
+    for where, v in (("meta['dataset_meta']['classes']", ds.get("classes") if isinstance(ds, dict) else None),
+                     ("meta['CLASSES']", meta.get("CLASSES"))):
+        if v is None:
+            continue
+        names = _mmdet_names(v)
+        if names is None:
+            warnings.append(f"{where} is not a list of class names; not recorded")
+            continue
+        source["class_names"] = where
+        break
+    stride = None
+    for key in ("cfg", "config"):
+        text = meta.get(key)
+        if isinstance(text, str):
+            styles = set(_MM_STYLE.findall(text))
+            if len(styles) == 1:
+                stride = styles == {"caffe"}
+                source["stride_in_1x1"] = f"meta['{key}'] style='{styles.pop()}'"
+            elif len(styles) > 1:
+                warnings.append(f"meta['{key}'] names both ResNet styles; where the trunk strides is not recorded")
+            break
+    return FileMeta(names, stride, source, warnings)
+
+
 SOURCE_FORMATS = {
     "torchvision": SourceFormat(
         "torchvision", ("torch",), _extract_torch, _rules(_TV_TABLE, _TV_FIELDS),
@@ -595,7 +778,8 @@ SOURCE_FORMATS = {
         "maskrcnn-benchmark", ("torch",), _extract_torch, _rules(_MB_TABLE, _MB_FIELDS),
         ignore=[("anchor buffers rpn.anchor_generator.cell_anchors.* (the config's anchors)",
                  r"\Arpn\.anchor_generator\.cell_anchors\.[0-9]+\Z"), _IGNORE_BN_COUNTER],
-        dynamic_rules=_mb_xconv_rules, transform=_fold_frozen_bn_no_eps,
+        dynamic_rules=_mb_xconv_rules,
+        transform=_compose(_fold_frozen_bn_no_eps, _background_first_agnostic("maskrcnn-benchmark")),
         unsupported=[("GroupNorm after the box head's FCs (FPN2MLPFeatureExtractor with ROI_BOX_HEAD.USE_GN; "
                       "use the Xconv1fc GN head)", r"\Aroi_heads\.box\.feature_extractor\.fc[67]\.[01]\.")]),
     "detectron2": SourceFormat(
@@ -613,7 +797,11 @@ SOURCE_FORMATS = {
         ignore=[("optimizer momentum blobs *_momentum", r"_momentum\Z"),
                 ("ImageNet classifier blobs fc1000_*", r"\Afc1000_[wb]\Z"),
                 (_DT_UNUSED_BIAS, r"\A(conv1|res[2-5]_[0-9]+_branch(1|2[abc]))_b\Z")],
-        dynamic_rules=_detectron_fpn_rules, warn=_detectron_warn),
+        dynamic_rules=_detectron_fpn_rules, warn=_detectron_warn, transform=_background_first_agnostic("Detectron")),
+    "mmdetection": SourceFormat(
+        "mmdetection", ("torch",), _extract_torch, _rules(_MM_TABLE, _MM_FIELDS), ignore=[_IGNORE_BN_COUNTER],
+        transform=_compose(_mmdet_rpn_check, _background_last_to_ours("mmdetection")),
+        unsupported=_MM_UNSUPPORTED, read_meta=_read_mmdet_meta),
 }
 
 
@@ -631,6 +819,7 @@ def detect_format(kind, obj):
     names = list(extract_state_dict(obj))
     for prefixes, fmt in ((("backbone.bottom_up.", "proposal_generator."), "detectron2"),
                           (("backbone.body.stem.", "roi_heads.box.", "roi_heads.mask."), "maskrcnn-benchmark"),
+                          (("neck.lateral_convs.", "rpn_head.", "roi_head."), "mmdetection"),
                           (("backbone.body.",), "torchvision")):
         if any(n.startswith(prefixes) for n in names):
             return fmt

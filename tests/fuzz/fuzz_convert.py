@@ -7,8 +7,8 @@
 Each execution mutates one seed of tests/fuzz/corpus/convert/ (small torch.save files, zip and
 legacy format, and .pkl pickles of numpy arrays as Detectron (Python 2) and detectron2 write
 them, written by make_corpus.py) and runs what convert.py does with a checkpoint before
-the name mapping needs a real model: load_checkpoint, detect_format, the format's extract,
-each tensor's numpy() and convert_state_dict. The contract under test:
+the name mapping needs a real model: load_checkpoint, detect_format, the format's extract and
+read_meta, each tensor's numpy() and convert_state_dict. The contract under test:
 
   * the only exception is ConvertError (convert.py's documented error, printed as one line).
     Materialising a tensor may also meet the archive's own read errors (anything raised
@@ -193,6 +193,8 @@ def run_one(path):
     if kind not in convert.SOURCE_FORMATS[fmt].containers:
         raise Crash(f"detected {fmt} for a {kind} file")
     state = convert.SOURCE_FORMATS[fmt].extract(kind, obj, [])
+    if convert.SOURCE_FORMATS[fmt].read_meta is not None:  # mmdetection's meta: class names, style
+        convert.SOURCE_FORMATS[fmt].read_meta(obj)
     for name, t in state.items():
         if not isinstance(t, (convert.TensorRef, convert._ArrayBuilder)):
             continue

@@ -124,6 +124,7 @@ def test_convert_exact(work):
         "norm_eps": "1e-05", "suggested_config": "configs/mask_rcnn_R-101-FPN_torchvision.json",
         "architecture": "classic", "fpn_norm": "none", "rpn_num_convs": "1", "box_head_num_convs": "0",
         "box_head_num_fcs": "2", "box_head_fc_dim": "1024", "box_head_norm": "none", "mask_head_norm": "none",
+        "box_head_class_agnostic": "false", "mask_head_class_agnostic": "false",
     }
     names = json.loads(names81)
     assert len(names) == 81 and names[:3] == ["__background__", "person", "bicycle"]

@@ -304,11 +304,12 @@ def test_detectron2_errors_and_groups(tmp_path, tiny):
     for proto in (2, 5):
         t, _, _ = convert_ok(write(sd, f"p{proto}.pkl", proto), tmp_path / f"p{proto}.safetensors")
         assert_tensors(t, expected)
-    agn = dict(sd)
-    agn["roi_heads.box_predictor.bbox_pred.weight"] = sd["roi_heads.box_predictor.bbox_pred.weight"][:4]
-    agn["roi_heads.box_predictor.bbox_pred.bias"] = sd["roi_heads.box_predictor.bbox_pred.bias"][:4]
-    assert_fails(write(agn, "agnostic.pkl"), dst, r"roi_heads\.box_predictor\.bbox_pred\.weight has 4 rows "
-                 r"\(class-agnostic, not supported\)", r"expected 320")
+    # a bbox_pred that is neither class-specific (4 per foreground class) nor agnostic (4 rows)
+    odd = dict(sd)
+    odd["roi_heads.box_predictor.bbox_pred.weight"] = sd["roi_heads.box_predictor.bbox_pred.weight"][:8]
+    odd["roi_heads.box_predictor.bbox_pred.bias"] = sd["roi_heads.box_predictor.bbox_pred.bias"][:8]
+    assert_fails(write(odd, "odd.pkl"), dst, r"roi_heads\.box_predictor\.bbox_pred\.weight has 8 rows; detectron2 "
+                 r"stores 4 deltas per foreground class \(320\), or 4 for a class-agnostic head", r"81 rows")
     extra = dict(sd, **{"roi_heads.keypoint_head.conv_fcn1.weight": sd["roi_heads.mask_head.mask_fcn1.weight"]})
     assert_fails(write(extra, "extra.pkl"), dst, r"unknown tensor name\(s\) for --from detectron2: "
                  r"roi_heads\.keypoint_head\.conv_fcn1\.weight")
@@ -782,18 +783,335 @@ def test_suggested_configs_by_architecture():
         ("gn", "maskrcnn-benchmark", 50): "configs/mask_rcnn_R-50-FPN_maskrcnn-benchmark_gn.json",
     }
     for arch, a in archs.items():
-        for fmt in ("detectron", "detectron2", "maskrcnn-benchmark", "torchvision"):
+        for fmt in ("detectron", "detectron2", "maskrcnn-benchmark", "torchvision", "mmdetection"):
             for depth in (50, 101):
                 info = dict(base, **a, depth=depth)
                 got = convert.suggested_config_of(info, fmt)
                 expect = f"configs/mask_rcnn_R-{depth}-FPN_{fmt}.json" if arch == "classic" else \
                     want.get((arch, fmt, depth), "")
+                if fmt == "mmdetection" and not os.path.isfile(os.path.join(REPO, expect)):
+                    expect = ""  # the engine's mmdetection configs come with its conventions
                 assert got == expect, (arch, fmt, depth, got)
                 if got:
                     assert os.path.isfile(os.path.join(REPO, got)), got
+                # no shipped config has class-agnostic heads: weights with them get no suggestion
+                for key in ("box_head_class_agnostic", "mask_head_class_agnostic"):
+                    assert convert.suggested_config_of(dict(info, **{key: True}), fmt) == "", (arch, fmt, key)
+    # an mmdetection caffe-style file (its config says style='caffe') gets the caffe config, where one ships
+    caffe = "configs/mask_rcnn_R-101-FPN_mmdetection_caffe.json"
+    assert convert.suggested_config_of(dict(base, **archs["classic"]), "mmdetection", stride_in_1x1=True) == \
+        (caffe if os.path.isfile(os.path.join(REPO, caffe)) else "")
     assert convert.architecture_of(dict(archs["odd"])) == "custom"
     # the affine trunk (Detectron, maskrcnn-benchmark) is the classic model
     assert convert.architecture_of(dict(archs["classic"], norm="affine")) == "classic"
+
+
+# ---- mmdetection (shared/reference/zoo_variants.md §3) -----------------------------------------
+
+MMDET_CFG = """model = dict(
+    type='MaskRCNN',
+    backbone=dict(
+        type='ResNet',
+        depth={depth},
+        norm_cfg=dict(type='BN', requires_grad=True),
+        norm_eval=True,
+        style='{style}',
+        init_cfg=None),
+    neck=dict(type='FPN', in_channels=[256, 512, 1024, 2048], out_channels=256, num_outs=5))
+"""
+
+
+def mmdet_v3_meta(classes, style="pytorch", depth=101):
+    """What a published mmdet 3.x file keeps in 'meta' (mmengine Runner.save_checkpoint, then
+    publish_model.py): the config's text, versions, and the dataset's classes and palette."""
+    return {"cfg": MMDET_CFG.format(depth=depth, style=style), "seed": 0, "experiment_name": "mask-rcnn",
+            "time": "20230101_000000", "mmengine_version": "0.10.7", "epoch": 12, "iter": 87960,
+            "dataset_meta": {"classes": tuple(classes), "palette": [(220, 20, 60)] * len(classes)}}
+
+
+def mmdet_v2_meta(classes, style="pytorch", depth=101):
+    """An mmdet 2.x file's 'meta' (mmcv EpochBasedRunner.save_checkpoint): the config text under
+    'config' and the classes under 'CLASSES'."""
+    return {"mmdet_version": "2.28.2", "config": MMDET_CFG.format(depth=depth, style=style),
+            "CLASSES": tuple(classes), "epoch": 12, "iter": 7330, "mmcv_version": "1.7.0", "time": "Sat Jan 1"}
+
+
+def mmdet_state(canon, counters=True):
+    """(mmdet state dict of torch tensors, expected canonical tensors).  Real BatchNorms, so every
+    norm has a num_batches_tracked counter."""
+    sd, expected = zoo.mmdet_tensors(canon)
+    out = collections.OrderedDict()
+    for k, v in sd.items():
+        out[k] = torch.from_numpy(v)
+        if counters and k.endswith(".running_var"):
+            out[k[: -len("running_var")] + "num_batches_tracked"] = torch.tensor(0)
+    return out, expected
+
+
+def test_mmdetection_r101_published_v3(tmp_path, r101):
+    """mask-rcnn_r101_fpn_1x_coco as mmdet 3.x publishes it: {'meta', 'state_dict'} in torch's
+    legacy format (publish_model.py: _use_new_zipfile_serialization=False)."""
+    sd, expected = mmdet_state(r101)
+    for name in ("backbone.layer3.22.bn3.running_var", "backbone.layer1.0.downsample.1.weight",
+                 "neck.lateral_convs.3.conv.weight", "neck.fpn_convs.0.conv.bias", "rpn_head.rpn_conv.weight",
+                 "rpn_head.rpn_cls.bias", "roi_head.bbox_head.shared_fcs.1.weight", "roi_head.mask_head.convs.3.conv.bias",
+                 "roi_head.mask_head.upsample.weight", "roi_head.mask_head.conv_logits.bias"):
+        assert name in sd, name
+    assert sd["roi_head.bbox_head.fc_cls.weight"].shape[0] == 81 and sd["roi_head.bbox_head.fc_reg.weight"].shape[0] == 320
+    assert sd["roi_head.mask_head.conv_logits.weight"].shape[0] == 80
+    src = tmp_path / "mask_rcnn_r101_fpn_1x_coco_20200204-1efe0ed5.pth"
+    torch.save({"meta": mmdet_v3_meta(coco_classes.COCO_81[1:]), "state_dict": sd}, src,
+               _use_new_zipfile_serialization=False)
+    tensors, meta, r = convert_ok(src, tmp_path / "mm.safetensors")
+    assert_tensors(tensors, expected)
+    assert meta["format"] == "detect-maskrcnn" and meta["source_format"] == "mmdetection"
+    assert meta["source_sha256"] == hashlib.sha256(open(src, "rb").read()).hexdigest()
+    assert (meta["depth"], meta["num_classes"], meta["norm"], meta["norm_eps"]) == ("101", "81", "batchnorm", "1e-05")
+    assert (meta["architecture"], meta["stride_in_1x1"]) == ("classic", "false")
+    assert (meta["box_head_class_agnostic"], meta["mask_head_class_agnostic"]) == ("false", "false")
+    assert json.loads(meta["class_names"]) == coco_classes.COCO_81
+    # the reordering, spelled out on the source tensors
+    cls = sd["roi_head.bbox_head.fc_cls.weight"].numpy()
+    assert np.array_equal(tensors["box_predictor.cls_score.weight"][0], cls[80])
+    assert np.array_equal(tensors["box_predictor.cls_score.weight"][1:], cls[:80])
+    assert not tensors["box_predictor.bbox_pred.weight"][:4].any()
+    assert np.array_equal(tensors["box_predictor.bbox_pred.weight"][4 * 7:4 * 8], sd["roi_head.bbox_head.fc_reg.weight"][4 * 6:4 * 7])
+    assert np.array_equal(tensors["mask_head.logits.bias"][3], sd["roi_head.mask_head.conv_logits.bias"][2])
+    assert "mmdetection checkpoint (detected)" in r.stdout and "not weights, ignored: meta" in r.stdout
+    assert "ignored 104 source tensors: 104 BatchNorm num_batches_tracked" in r.stdout
+    assert "from meta['cfg'] style='pytorch'" in r.stdout and "class names from meta['dataset_meta']['classes']" in r.stdout
+    assert r.stderr == ""
+    # the suggestion is the zoo's classic config where one ships (the engine's mmdetection conventions)
+    want = "configs/mask_rcnn_R-101-FPN_mmdetection.json"
+    assert meta["suggested_config"] == (want if os.path.isfile(os.path.join(REPO, want)) else "")
+
+
+def test_mmdetection_v2_caffe_training_checkpoint(tmp_path, r50):
+    """An mmdet 2.x training checkpoint of a caffe-style model (mask_rcnn_r50_caffe_fpn_1x_coco):
+    {'meta' with 'CLASSES' and the config text, 'state_dict', 'optimizer'}, zip format.  The names
+    are those of style='pytorch'; the config text says where the trunk strides."""
+    sd, expected = mmdet_state(r50)
+    src = tmp_path / "epoch_12.pth"
+    torch.save({"meta": mmdet_v2_meta(coco_classes.COCO_81[1:], style="caffe", depth=50), "state_dict": sd,
+                "optimizer": {"state": {}, "param_groups": [{"lr": 0.02, "momentum": 0.9}]}}, src)
+    tensors, meta, r = convert_ok(src, tmp_path / "caffe.safetensors", "--from", "mmdetection")
+    assert_tensors(tensors, expected)
+    assert (meta["depth"], meta["stride_in_1x1"], meta["suggested_config"]) == ("50", "true", "")
+    assert json.loads(meta["class_names"]) == coco_classes.COCO_81
+    assert "given with --from" in r.stdout and "not weights, ignored: meta, optimizer" in r.stdout
+    assert "trunk strides in the 1x1 conv, from meta['config'] style='caffe' (config backbone.stride_in_1x1 true)" in r.stdout
+    assert "class names from meta['CLASSES']" in r.stdout
+
+
+def test_mmdetection_bare_state_dict(tmp_path, tiny):
+    """torch.save(model.state_dict()) of an mmdet model: no meta, so no style and no class names from
+    the file (81 rows: COCO's, as for every zoo); also with the DataParallel 'module.' prefix."""
+    sd, expected = mmdet_state(tiny, counters=False)
+    src = tmp_path / "bare.pth"
+    torch.save(collections.OrderedDict(("module." + k, v) for k, v in sd.items()), src)
+    tensors, meta, r = convert_ok(src, tmp_path / "bare.safetensors")
+    assert_tensors(tensors, expected)
+    assert "stride_in_1x1" not in meta and json.loads(meta["class_names"]) == coco_classes.COCO_81
+    assert "mmdetection checkpoint (detected)" in r.stdout
+    assert "does not say its ResNet style: style='pytorch' (stride in the 3x3 conv) is assumed" in r.stdout
+    # another zoo's --from is refused by the names
+    r = run_convert(src, tmp_path / "x.safetensors", "--from", "torchvision")
+    assert r.returncode == 2 and "unknown tensor name(s) for --from torchvision: backbone.conv1.weight" in r.stderr
+
+
+def test_mmdetection_strong_heads_v3_training_file(tmp_path):
+    """mmdet's strong baselines (mask-rcnn_r50_fpn_rpn-2conv_4conv1fc_syncbn-all_lsj): SyncBN in the
+    trunk and FPN (ConvModule `.bn`, convs without bias), rpn_conv.{0,1}.conv, Shared4Conv1FCBBoxHead
+    (shared_convs.{0..3}.conv/.bn, shared_fcs.0), BN mask convs; as a 3.x training checkpoint
+    (message_hub, optimizer, param_schedulers next to meta and state_dict)."""
+    canon = arch_model(21, 50, "lsj", **SMALL_HEADS)
+    sd, expected = mmdet_state(canon)
+    for name in ("neck.lateral_convs.0.bn.running_mean", "neck.fpn_convs.3.bn.weight", "rpn_head.rpn_conv.1.conv.bias",
+                 "roi_head.bbox_head.shared_convs.3.bn.running_var", "roi_head.bbox_head.shared_convs.0.conv.weight",
+                 "roi_head.bbox_head.shared_fcs.0.weight", "roi_head.mask_head.convs.2.bn.bias"):
+        assert name in sd, name
+    assert not {"neck.lateral_convs.0.conv.bias", "roi_head.bbox_head.shared_convs.0.conv.bias",
+                "roi_head.bbox_head.shared_fcs.1.weight", "rpn_head.rpn_conv.weight"} & set(sd)
+    src = tmp_path / "iter_184375.pth"
+    torch.save({"meta": mmdet_v3_meta(coco_classes.COCO_81[1:], depth=50), "state_dict": sd,
+                "message_hub": {"log_scalars": {}, "runtime_info": {"epoch": 0, "iter": 184375}},
+                "optimizer": {"state": {}, "param_groups": [{"lr": 0.1}]},
+                "param_schedulers": [{"start_factor": 0.067, "by_epoch": False}]}, src)
+    tensors, meta, r = convert_ok(src, tmp_path / "strong.safetensors")
+    assert_tensors(tensors, expected)
+    assert np.array_equal(tensors["rpn.conv2.weight"], sd["rpn_head.rpn_conv.1.conv.weight"].numpy())
+    assert np.array_equal(tensors["box_head.conv4.norm.running_var"], sd["roi_head.bbox_head.shared_convs.3.bn.running_var"].numpy())
+    assert np.array_equal(tensors["fpn.lateral2.norm.bias"], sd["neck.lateral_convs.0.bn.bias"].numpy())
+    want = dict(ARCH_META["lsj"], box_head_conv_dim="32", box_head_fc_dim="64", norm_eps="1e-05")
+    assert {k: meta.get(k) for k in want} == want
+    assert "architecture: bn_heads_rpn2 (" in r.stdout
+    assert "not weights, ignored: meta, message_hub, optimizer, param_schedulers" in r.stdout
+    assert meta["suggested_config"] == ""  # no mmdetection config with these heads ships
+
+
+@pytest.mark.parametrize("box,mask", [(True, True), (True, False), (False, True)])
+def test_class_agnostic_heads_mmdetection(tmp_path, box, mask):
+    """reg_class_agnostic=True: fc_reg has 4 rows; class_agnostic=True: conv_logits has 1 channel.
+    Both stay as they are (our agnostic layout); the metadata says which."""
+    canon = zoo.canonical_model(seed=22, depth=50, box_agnostic=box, mask_agnostic=mask, **zoo.TINY)
+    sd, expected = mmdet_state(canon)
+    assert sd["roi_head.bbox_head.fc_reg.weight"].shape[0] == (4 if box else 320)
+    assert sd["roi_head.mask_head.conv_logits.weight"].shape[0] == (1 if mask else 80)
+    src = tmp_path / "agnostic.pth"
+    torch.save({"meta": mmdet_v3_meta(coco_classes.COCO_81[1:], depth=50), "state_dict": sd}, src)
+    tensors, meta, r = convert_ok(src, tmp_path / "agnostic.safetensors")
+    assert_tensors(tensors, expected)
+    assert tensors["box_predictor.bbox_pred.weight"].shape[0] == (4 if box else 324)
+    assert tensors["mask_head.logits.weight"].shape[0] == (1 if mask else 81)
+    if box:
+        assert np.array_equal(tensors["box_predictor.bbox_pred.weight"], sd["roi_head.bbox_head.fc_reg.weight"].numpy())
+    assert (meta["box_head_class_agnostic"], meta["mask_head_class_agnostic"]) == \
+        ("true" if box else "false", "true" if mask else "false")
+    assert ("box_head.class_agnostic_regression true" in r.stdout) == box
+    assert ("mask_head.class_agnostic true" in r.stdout) == mask
+    assert meta["suggested_config"] == ""
+
+
+def test_class_agnostic_heads_other_zoos(tmp_path, tiny):
+    """detectron2 (CLS_AGNOSTIC_BBOX_REG: 4 rows; CLS_AGNOSTIC_MASK: 1 channel) as mmdetection;
+    Detectron and maskrcnn-benchmark (CLS_AGNOSTIC_BBOX_REG) regress background and foreground, 8
+    rows, of which inference uses the last 4: those are kept."""
+    canon = zoo.canonical_model(seed=23, depth=50, box_agnostic=True, mask_agnostic=True, **zoo.TINY)
+    sd, expected = zoo.d2_tensors(canon)
+    assert sd["roi_heads.box_predictor.bbox_pred.weight"].shape[0] == 4
+    assert sd["roi_heads.mask_head.predictor.weight"].shape[0] == 1
+    tensors, meta, r = convert_ok(d2_pkl(tmp_path / "d2.pkl", sd), tmp_path / "d2.safetensors")
+    assert_tensors(tensors, expected)
+    assert (meta["box_head_class_agnostic"], meta["mask_head_class_agnostic"]) == ("true", "true")
+    assert meta["suggested_config"] == "" and "suggested config: none" in r.stdout
+
+    # Detectron: bbox_pred 8 rows (2 "classes" x 4), 81-row classifier; mask class-specific
+    c8 = zoo.canonical_model(seed=24, depth=50, **zoo.TINY)
+    rng = np.random.default_rng(5)
+    pair_w = rng.standard_normal((8, c8["box_head.fc7.weight"].shape[0]), dtype=np.float32)
+    pair_b = rng.standard_normal(8, dtype=np.float32)
+    blobs, exp = zoo.detectron_blobs(c8)
+    blobs = [(k, pair_w if k == "bbox_pred_w" else pair_b if k == "bbox_pred_b" else v) for k, v in blobs]
+    exp["box_predictor.bbox_pred.weight"], exp["box_predictor.bbox_pred.bias"] = pair_w[4:], pair_b[4:]
+    p = tmp_path / "dt.pkl"
+    p.write_bytes(zoo.py2_pickle([("cfg", CFG_YAML), ("blobs", blobs)]))
+    tensors, meta, _ = convert_ok(p, tmp_path / "dt.safetensors")
+    assert_tensors(tensors, exp)
+    assert (meta["box_head_class_agnostic"], meta["mask_head_class_agnostic"]) == ("true", "false")
+
+    # maskrcnn-benchmark: the same 8 rows, then its eps-free norm folding
+    msd = mb_checkpoint(c8, legacy=False, path=tmp_path / "mb0.pth")
+    msd["module.roi_heads.box.predictor.bbox_pred.weight"] = torch.from_numpy(pair_w)
+    msd["module.roi_heads.box.predictor.bbox_pred.bias"] = torch.from_numpy(pair_b)
+    torch.save({"model": msd}, tmp_path / "mb.pth")
+    mexp = mb_expected(c8, msd)
+    mexp["box_predictor.bbox_pred.weight"], mexp["box_predictor.bbox_pred.bias"] = pair_w[4:], pair_b[4:]
+    tensors, meta, _ = convert_ok(tmp_path / "mb.pth", tmp_path / "mb.safetensors")
+    assert_tensors(tensors, mexp)
+    assert meta["box_head_class_agnostic"] == "true"
+
+
+def test_mmdetection_custom_classes(tmp_path):
+    """A custom-trained model: 3 classes named in meta['dataset_meta']['classes'] (recorded, background
+    first); names that do not fit the classifier are not recorded (a warning says so); one
+    foreground class, whose class-specific and agnostic heads have the same shapes (4 rows, 1
+    channel): converted as class-specific, the same numbers."""
+    canon = zoo.canonical_model(seed=25, depth=50, K=4, **zoo.TINY)
+    sd, expected = mmdet_state(canon)
+    assert sd["roi_head.bbox_head.fc_cls.weight"].shape[0] == 4 and sd["roi_head.bbox_head.fc_reg.weight"].shape[0] == 12
+    src = tmp_path / "custom.pth"
+    torch.save({"meta": mmdet_v3_meta(("cat", "dog", "traffic cone"), depth=50), "state_dict": sd}, src)
+    tensors, meta, r = convert_ok(src, tmp_path / "custom.safetensors")
+    assert_tensors(tensors, expected)
+    assert meta["num_classes"] == "4"
+    assert json.loads(meta["class_names"]) == ["__background__", "cat", "dog", "traffic cone"]
+    assert "class names from meta['dataset_meta']['classes']: cat, dog, traffic cone" in r.stdout
+    assert meta["suggested_config"] == "" and r.stderr == ""
+
+    torch.save({"meta": mmdet_v2_meta(("cat", "dog"), depth=50), "state_dict": sd}, tmp_path / "two.pth")
+    _, meta, r = convert_ok(tmp_path / "two.pth", tmp_path / "two.safetensors")
+    assert "class_names" not in meta and "class names from" not in r.stdout
+    assert "warning: meta['CLASSES'] has 2 names, the classifier 3 classes (+ background): class names not recorded" \
+        in r.stderr
+    # 80 classes whose file names 79: none recorded, not COCO's either (the file says they are others)
+    sd80, _ = mmdet_state(zoo.canonical_model(seed=27, depth=50, **zoo.TINY))
+    torch.save({"meta": mmdet_v3_meta(coco_classes.COCO_81[2:], depth=50), "state_dict": sd80}, tmp_path / "79.pth")
+    _, meta, r = convert_ok(tmp_path / "79.pth", tmp_path / "79.safetensors")
+    assert meta["num_classes"] == "81" and "class_names" not in meta and "79 names" in r.stderr
+
+    one = zoo.canonical_model(seed=26, depth=50, K=2, **zoo.TINY)
+    sd1, exp1 = mmdet_state(one)
+    assert sd1["roi_head.bbox_head.fc_reg.weight"].shape[0] == 4 and sd1["roi_head.mask_head.conv_logits.weight"].shape[0] == 1
+    torch.save({"meta": mmdet_v3_meta(("widget",), depth=50), "state_dict": sd1}, tmp_path / "one.pth")
+    tensors, meta, _ = convert_ok(tmp_path / "one.pth", tmp_path / "one.safetensors")
+    assert_tensors(tensors, exp1)
+    assert tensors["box_predictor.bbox_pred.weight"].shape[0] == 8 and tensors["mask_head.logits.weight"].shape[0] == 2
+    assert (meta["box_head_class_agnostic"], meta["mask_head_class_agnostic"]) == ("false", "false")
+    assert json.loads(meta["class_names"]) == ["__background__", "widget"]
+
+
+def test_mmdetection_meta_that_does_not_fit(tmp_path, tiny):
+    """What meta holds is never trusted: class names that are not strings, a config that names both
+    styles, a meta that is no dict, an object outside the allow-list: warnings or nothing, never an
+    error, and the weights convert."""
+    import argparse
+    sd, expected = mmdet_state(tiny)
+    cases = [({"dataset_meta": {"classes": (1, 2)}, "cfg": "style='caffe'\nstyle='pytorch'"},
+              ["meta['dataset_meta']['classes'] is not a list of class names",
+               "meta['cfg'] names both ResNet styles"]),
+             ({"CLASSES": argparse.Namespace(x=1), "config": 5}, ["meta['CLASSES'] is not a list of class names"]),
+             ("not a dict", []), ({"dataset_meta": None, "cfg": None}, [])]
+    for i, (meta, warnings) in enumerate(cases):
+        src = tmp_path / f"m{i}.pth"
+        torch.save({"meta": meta, "state_dict": sd}, src)
+        tensors, out, r = convert_ok(src, tmp_path / f"m{i}.safetensors")
+        assert_tensors(tensors, expected)
+        assert "stride_in_1x1" not in out and json.loads(out["class_names"]) == coco_classes.COCO_81
+        assert [line.split(": warning: ")[1].split(";")[0] for line in r.stderr.splitlines()] == warnings, r.stderr
+
+
+def test_mmdetection_refusals(tmp_path, tiny):
+    """Layers the engine does not run are refused with the key named (exit 2, nothing written)."""
+    sd, _ = mmdet_state(tiny)
+    dst = str(tmp_path / "err.safetensors")
+    n = [0]
+
+    def write(d):
+        n[0] += 1
+        p = tmp_path / f"e{n[0]}.pth"
+        torch.save({"meta": mmdet_v3_meta(coco_classes.COCO_81[1:], depth=50), "state_dict": d}, p)
+        return str(p)
+
+    # Cascade Mask R-CNN: roi_head.bbox_head.{0,1,2}.*
+    cascade = {(k.replace("roi_head.bbox_head.", "roi_head.bbox_head.0.") if k.startswith("roi_head.bbox_head.") else k): v
+               for k, v in sd.items()}
+    assert_fails(write(cascade), dst, r"unsupported layer for --from mmdetection: a cascade of heads",
+                 r"roi_head\.bbox_head\.0\.")
+    # DCN in the trunk (dcn=dict(type='DCN'), stage_with_dcn): layer{2..4}.{b}.conv2.conv_offset
+    dcn = dict(sd, **{"backbone.layer2.0.conv2.conv_offset.weight": torch.zeros(18, 16, 3, 3),
+                      "backbone.layer2.0.conv2.conv_offset.bias": torch.zeros(18)})
+    assert_fails(write(dcn), dst, r"deformable convolution offsets", r"backbone\.layer2\.0\.conv2\.conv_offset\.weight")
+    # GroupNorm (configs/gn, gn+ws): backbone.gn1, layer*.gn{1,2,3}, ConvModule .gn
+    gn = collections.OrderedDict()
+    for k, v in sd.items():
+        if k.endswith(("running_mean", "running_var", "num_batches_tracked")):
+            continue
+        gn[re.sub(r"\.bn(\d?)\.", r".gn\1.", k)] = v
+    assert_fails(write(gn), dst, r"GroupNorm \(mmdetection's gn and gn\+ws configs\)", r"backbone\.gn1\.weight")
+    # FPN extra convs (add_extra_convs='on_input'): fpn_convs.4
+    extra = dict(sd, **{"neck.fpn_convs.4.conv.weight": sd["neck.fpn_convs.0.conv.weight"],
+                        "neck.fpn_convs.4.conv.bias": sd["neck.fpn_convs.0.conv.bias"]})
+    assert_fails(write(extra), dst, r"FPN extra convs", r"neck\.fpn_convs\.4\.conv\.weight")
+    # a softmax RPN (use_sigmoid=False): 2 outputs per anchor
+    soft = dict(sd, **{"rpn_head.rpn_cls.weight": torch.cat([sd["rpn_head.rpn_cls.weight"]] * 2),
+                       "rpn_head.rpn_cls.bias": torch.cat([sd["rpn_head.rpn_cls.bias"]] * 2)})
+    assert_fails(write(soft), dst, r"rpn_head\.rpn_cls\.weight has 2 outputs per anchor", r"softmax RPN")
+    # another head mmdet has (MS R-CNN's mask_iou_head): unknown, named
+    msr = dict(sd, **{"roi_head.mask_iou_head.fc_mask_iou.weight": torch.zeros(81, 1024)})
+    assert_fails(write(msr), dst, r"unknown tensor name\(s\) for --from mmdetection: roi_head\.mask_iou_head\.fc_mask_iou\.weight")
+    # a missing tensor is named by its mmdetection name
+    miss = {k: v for k, v in sd.items() if k != "roi_head.mask_head.upsample.bias"}
+    assert_fails(write(miss), dst, r"missing tensor\(s\): mask_head\.deconv\.bias \(mmdetection: roi_head\.mask_head\.upsample\.bias\)")
 
 
 # ---- models/download.sh (offline: this machine cannot reach the zoos' hosts) ----------------

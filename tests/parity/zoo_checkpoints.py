@@ -18,6 +18,13 @@ sources (detectron2 fpn.py/rpn.py/box_head.py/mask_head.py, Detectron ResNet.py/
 fast_rcnn_heads.py/mask_rcnn_heads.py ConvGN blobs `<prefix>_gn_{s,b}`, maskrcnn-benchmark
 make_layers.py / roi_box_feature_extractors.py FPNXconv1fcFeatureExtractor, torchvision
 Conv2dNormActivation / FastRCNNConvFCHead Sequential indices).
+
+mmdetection's names (mmdet_name) are written from shared/reference/zoo_variants.md §3c and mmdet's
+sources (ResNet conv1/bn1/layer*, ConvModule's `.conv` / `.bn`, RPNHead rpn_conv / rpn_cls / rpn_reg,
+ConvFCBBoxHead shared_convs / shared_fcs / fc_cls / fc_reg, FCNMaskHead convs / upsample /
+conv_logits); its class layout (background last, no background rows) is detectron2's.
+Class-agnostic heads (canonical_shapes box_agnostic / mask_agnostic): 4 bbox_pred rows, 1 mask
+logits channel, in every zoo's file and in ours.
 """
 
 import collections
@@ -41,12 +48,14 @@ ARCHS = {
 
 def canonical_shapes(depth=101, K=81, stem=64, width=64, res2=256, fpn=256, rep=1024, mask=256,
                      groups=1, A=3, pool=7, norm="bn", fpn_norm=None, rpn_convs=1, box_convs=0,
-                     box_fcs=2, box_norm=None, mask_norm=None, conv_dim=None):
+                     box_fcs=2, box_norm=None, mask_norm=None, conv_dim=None, box_agnostic=False,
+                     mask_agnostic=False):
     """{canonical name: shape} in file order (models/README.md); width = res2 bottleneck width
     (64 for ResNet, groups*width_per_group for ResNeXt).  norm: the trunk's ("bn" BatchNorm
     form, "gn" GroupNorm form); fpn_norm/box_norm/mask_norm: None (convs with bias), "bn" or
     "gn" (convs without bias, then the norm); box_convs 3x3 convs of conv_dim (default fpn)
-    channels, then box_fcs FCs."""
+    channels, then box_fcs FCs; box_agnostic: 4 bbox_pred rows (one box for every class),
+    mask_agnostic: 1 mask logits channel."""
     s = collections.OrderedDict()
     conv_dim = conv_dim or fpn
     norm_kind = norm
@@ -100,11 +109,13 @@ def canonical_shapes(depth=101, K=81, stem=64, width=64, res2=256, fpn=256, rep=
     for i in range(box_fcs):
         conv(f"box_head.fc{6 + i}", (rep, fin), None)
         fin = rep
-    for name, shape in (("box_predictor.cls_score", (K, rep)), ("box_predictor.bbox_pred", (4 * K, rep))):
+    for name, shape in (("box_predictor.cls_score", (K, rep)),
+                        ("box_predictor.bbox_pred", (4 if box_agnostic else 4 * K, rep))):
         s[name + ".weight"], s[name + ".bias"] = shape, (shape[0],)
     for i in range(1, 5):
         conv(f"mask_head.fcn{i}", (mask, fpn if i == 1 else mask, 3, 3), mask_norm)
-    for name, shape in (("mask_head.deconv", (mask, mask, 2, 2)), ("mask_head.logits", (K, mask, 1, 1))):
+    for name, shape in (("mask_head.deconv", (mask, mask, 2, 2)),
+                        ("mask_head.logits", (1 if mask_agnostic else K, mask, 1, 1))):
         s[name + ".weight"], s[name + ".bias"] = shape, (shape[0],)
     return s
 
@@ -213,6 +224,48 @@ def d2_name(canon, rpn_convs=1):
              "box_predictor.cls_score": "roi_heads.box_predictor.cls_score",
              "box_predictor.bbox_pred": "roi_heads.box_predictor.bbox_pred",
              "mask_head.deconv": "roi_heads.mask_head.deconv", "mask_head.logits": "roi_heads.mask_head.predictor"}
+    prefix, p = canon.rsplit(".", 1)
+    return f"{table[prefix]}.{p}"
+
+
+def mmdet_name(canon, rpn_convs=1):
+    """mmdetection state_dict name (zoo_variants.md §3c).  The trunk is torchvision's resnet layout
+    under `backbone.` (conv1/bn1, layer{S-1}.{b}.conv{k}/bn{k}, downsample.0/.1).  Every FPN, RPN
+    (with more than one conv), box head conv and mask conv is an mmcv ConvModule: the conv is
+    `.conv`, its norm `.bn` (BatchNorm or SyncBN: infer_abbr).  One RPN conv is a plain Conv2d
+    `rpn_conv`, N > 1 a Sequential of ConvModules rpn_conv.{0..N-1}.conv."""
+    if canon == "backbone.stem.conv.weight":
+        return "backbone.conv1.weight"
+    if canon.startswith("backbone.stem.norm."):
+        return "backbone.bn1." + canon.split(".")[-1]
+    m = re.fullmatch(r"backbone\.res(\d)\.(\d+)\.(conv(\d)|shortcut)\.(norm\.)?(\w+)", canon)
+    if m:
+        S, b, unit, k, norm, p = m.groups()
+        layer = f"backbone.layer{int(S) - 1}.{b}."
+        if unit == "shortcut":
+            return layer + ("downsample.1." if norm else "downsample.0.") + p
+        return layer + (f"bn{k}." if norm else f"conv{k}.") + p
+    m = re.fullmatch(r"fpn\.(lateral|output)(\d)\.(norm\.)?(\w+)", canon)
+    if m:
+        kind = "lateral_convs" if m.group(1) == "lateral" else "fpn_convs"
+        return f"neck.{kind}.{int(m.group(2)) - 2}.{'bn' if m.group(3) else 'conv'}.{m.group(4)}"
+    m = re.fullmatch(r"rpn\.conv(\d*)\.(\w+)", canon)
+    if m:
+        i = int(m.group(1) or 1)
+        return "rpn_head.rpn_conv." + ("" if rpn_convs == 1 else f"{i - 1}.conv.") + m.group(2)
+    m = re.fullmatch(r"box_head\.conv(\d+)\.(norm\.)?(\w+)", canon)
+    if m:
+        return f"roi_head.bbox_head.shared_convs.{int(m.group(1)) - 1}.{'bn' if m.group(2) else 'conv'}.{m.group(3)}"
+    m = re.fullmatch(r"box_head\.fc(\d+)\.(\w+)", canon)
+    if m:
+        return f"roi_head.bbox_head.shared_fcs.{int(m.group(1)) - 6}.{m.group(2)}"
+    m = re.fullmatch(r"mask_head\.fcn(\d)\.(norm\.)?(\w+)", canon)
+    if m:
+        return f"roi_head.mask_head.convs.{int(m.group(1)) - 1}.{'bn' if m.group(2) else 'conv'}.{m.group(3)}"
+    table = {"rpn.objectness": "rpn_head.rpn_cls", "rpn.deltas": "rpn_head.rpn_reg",
+             "box_predictor.cls_score": "roi_head.bbox_head.fc_cls",
+             "box_predictor.bbox_pred": "roi_head.bbox_head.fc_reg",
+             "mask_head.deconv": "roi_head.mask_head.upsample", "mask_head.logits": "roi_head.mask_head.conv_logits"}
     prefix, p = canon.rsplit(".", 1)
     return f"{table[prefix]}.{p}"
 
@@ -342,31 +395,44 @@ def detectron_blobs(canon, seed=1):
     return [(k, blobs[k]) for k in keys], expected
 
 
-def d2_tensors(canon):
-    """(detectron2 state dict, expected canonical tensors computed from it).  detectron2 keeps
-    background as the LAST cls_score row and has no background rows in bbox_pred (4*80) and
-    the mask predictor (80)."""
+def background_last_tensors(canon, name_of):
+    """(state dict named by name_of(canonical name, rpn_convs), expected canonical tensors computed
+    from it) for a zoo that keeps background as the LAST cls_score row and has no background rows
+    in a class-specific bbox_pred (4*80) and mask predictor (80): detectron2 and mmdetection.
+    Class-agnostic heads (4 rows, 1 channel) are the same in the zoo's file and ours."""
     rpn_convs = sum(1 for n in canon if re.fullmatch(r"rpn\.conv\d*\.weight", n))
+    box_agnostic = canon["box_predictor.bbox_pred.weight"].shape[0] == 4
+    mask_agnostic = canon["mask_head.logits.weight"].shape[0] == 1
     sd = collections.OrderedDict()
     for name, a in canon.items():
         if name.startswith("box_predictor.cls_score."):
             a = np.concatenate([a[1:], a[:1]])  # background row 0 -> last
-        elif name.startswith("box_predictor.bbox_pred."):
+        elif name.startswith("box_predictor.bbox_pred.") and not box_agnostic:
             a = a[4:]
-        elif name.startswith("mask_head.logits."):
+        elif name.startswith("mask_head.logits.") and not mask_agnostic:
             a = a[1:]
-        sd[d2_name(name, rpn_convs)] = np.ascontiguousarray(a)
+        sd[name_of(name, rpn_convs)] = np.ascontiguousarray(a)
     expected = collections.OrderedDict()
     for name in canon:
-        a = sd[d2_name(name, rpn_convs)]
+        a = sd[name_of(name, rpn_convs)]
         if name.startswith("box_predictor.cls_score."):
             a = np.concatenate([a[-1:], a[:-1]])
-        elif name.startswith("box_predictor.bbox_pred."):
+        elif name.startswith("box_predictor.bbox_pred.") and not box_agnostic:
             a = np.concatenate([np.zeros((4,) + a.shape[1:], a.dtype), a])
-        elif name.startswith("mask_head.logits."):
+        elif name.startswith("mask_head.logits.") and not mask_agnostic:
             a = np.concatenate([np.zeros((1,) + a.shape[1:], a.dtype), a])
         expected[name] = a
     return sd, expected
+
+
+def d2_tensors(canon):
+    """(detectron2 state dict, expected canonical tensors computed from it)."""
+    return background_last_tensors(canon, d2_name)
+
+
+def mmdet_tensors(canon):
+    """(mmdetection state dict, expected canonical tensors computed from it)."""
+    return background_last_tensors(canon, mmdet_name)
 
 
 # ---- Python 2 pickles ----------------------------------------------------------------------
