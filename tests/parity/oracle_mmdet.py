@@ -191,6 +191,9 @@ def _modules_with_weights(model):
             yield name, m, "layer"
 
 
+PYTORCH_STYLE_STD_MEAN = (58.395 + 57.12 + 57.375) / 3
+
+
 def init_weights(model, seed, bg_bias=0.0):
     """oracle.py's init_weights (oracle.md §2) under mmdet's module names.  One torch.Generator(seed),
     modules in named_modules() order, per module the weight first, then the bias (norms: weight,
@@ -211,6 +214,10 @@ def init_weights(model, seed, bg_bias=0.0):
     def gain_std(w, gain2, fan_in=None):
         return (gain2 / (fan_in or w[0].numel())) ** 0.5
 
+    # He's std assumes inputs of unit scale: the pytorch-style std (58.395, 57.12, 57.375) gives
+    # that; a caffe-style std of 1 leaves 0..255 inputs, so its stem is scaled down alike
+    std = getattr(getattr(model, "data_preprocessor", None), "std", None)
+    stem_scale = float(std.mean()) / PYTORCH_STYLE_STD_MEAN if std is not None else 1.0
     seen = 0
     with torch.no_grad():
         for name, m, kind in _modules_with_weights(model):
@@ -228,6 +235,8 @@ def init_weights(model, seed, bg_bias=0.0):
             w = m.weight
             if name.startswith("backbone."):
                 normal(w, gain_std(w, 2.0))  # He
+                if name == "backbone.conv1":
+                    w *= stem_scale
             elif name.startswith("neck.lateral_convs."):
                 normal(w, gain_std(w, 0.16))
             elif name.startswith("neck.fpn_convs."):
