@@ -605,4 +605,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run through the importable module, so that its readers' exceptions are this main's.
+    sys.path.insert(0, HERE)
+    import train_config
+    sys.exit(train_config.main())
