@@ -692,6 +692,8 @@ def _train_config(args):
     for other in (args.src, args.dst, args.train_config):
         if os.path.abspath(path) == os.path.abspath(other):
             raise train_config.TrainConfigError("--config-out", f"{path} is also {other}")
+    if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        raise train_config.TrainConfigError("--config-out", f"{path}: no such folder")
 
     def check(info, source_format):
         want = TRAIN_FRAMEWORK_OF.get(source_format)

@@ -24,6 +24,7 @@ uses there, is refused; training-only arguments are ignored.
 
 import ast
 import copy
+import difflib
 import math
 import os
 import re
@@ -333,12 +334,12 @@ def _leaves(tree, prefix=""):
             yield f"{prefix}{k}"
 
 
-def load_with_base(path, chain=()):
+def load_with_base(path, chain=(), includer=None):
     """(tree, {dotted key: file that set it}) of a yaml and its _BASE_ files."""
     real = os.path.realpath(path)
     if real in chain:
-        raise TrainConfigError("_BASE_", "the _BASE_ chain comes back to this file", path)
-    tree = _load_yaml(path, "_BASE_" if chain else None, chain and chain[-1])
+        raise TrainConfigError("_BASE_", f"{path}: the _BASE_ chain comes back to this file", includer)
+    tree = _load_yaml(path, "_BASE_" if chain else None, includer)
     if tree is None:
         tree = {}
     if not isinstance(tree, dict):
@@ -357,7 +358,7 @@ def load_with_base(path, chain=()):
         spec_path = os.path.expanduser(spec)
         if not os.path.isabs(spec_path):
             spec_path = os.path.join(os.path.dirname(path), spec_path)
-        t, o = load_with_base(spec_path, chain + (real,))
+        t, o = load_with_base(spec_path, chain + (real,), path)
         try:
             _merge_dicts(t, base)
         except TrainConfigError as e:
@@ -418,7 +419,7 @@ class YamlCfg:
         for k, v in a.items():
             full = prefix + str(k)
             if k not in b:
-                close = [c for c in b if c.replace("_", "").lower() == str(k).replace("_", "").lower()]
+                close = difflib.get_close_matches(str(k), list(b), n=1, cutoff=0.8)
                 hint = f" (did you mean {prefix}{close[0]}?)" if close else " (a project's add_*_config key?)"
                 refuse(self.label(full), "not a key of detectron2's config" + hint, self.top)
             if isinstance(b[k], dict):

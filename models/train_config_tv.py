@@ -25,6 +25,7 @@ be described here: convert its weights and write the config from the keys in con
 """
 
 import ast
+import difflib
 import json
 
 try:
@@ -95,7 +96,7 @@ def read_description(desc, path):
         if key in HEAD_MODULES:
             bad(key, "modules cannot be described here (only the builders' own parts are known)")
         if key not in KEYS and key not in TRAINING:
-            close = [k for k in list(KEYS) + list(TRAINING) if k.replace("_", "") == str(key).replace("_", "")]
+            close = difflib.get_close_matches(str(key), list(KEYS) + list(TRAINING), n=1, cutoff=0.8)
             bad(key, "not a keyword the converter knows" + (f" (did you mean {close[0]}?)" if close else ""))
     builder = desc.get("builder")
     if builder not in BUILDERS:
