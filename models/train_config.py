@@ -386,10 +386,12 @@ def detect_framework(path):
     if ext == ".py":
         if text.lstrip().startswith("{"):
             return "torchvision"  # a Python-literal builder description
+        if re.search(r"^\s*(from|import)\s+detectron2\b", text, re.M) or "LazyCall" in text:
+            return "detectron2"
         if re.search(r"^\s*_base_\s*=", text, re.M) or re.search(r"\bdict\(\s*type\s*=", text):
             return "mmdetection"
-        if "detectron2" in text or "LazyCall" in text or re.search(r"^\s*from \.+\w", text, re.M):
-            return "detectron2"
+        if re.search(r"^\s*from \.+\w", text, re.M):
+            return "detectron2"  # a LazyConfig importing its sibling files only
     refuse("--framework", "cannot tell which framework this config is for: give --framework "
            "detectron2, mmdetection or torchvision", path)
 
@@ -572,7 +574,7 @@ def check_weights(cfg, m, info, weights, file):
 
 def report(cfg, m, out, verbose=False, stream=sys.stdout):
     bb, cl = cfg["backbone"], cfg["classes"]
-    print(f"{out}: from a {m.kind} config: R-{bb['depth']} FPN, {cl['num_classes'] - 1} classes "
+    print(f"{out}: from the {m.kind} training config: R-{bb['depth']} FPN, {cl['num_classes'] - 1} classes "
           f"(+ background), {len(m.values)} settings from the training config", file=stream)
     if m.ignored:
         more = ": " + ", ".join(m.ignored) if verbose else " (-v lists them)"

@@ -109,7 +109,7 @@ class Name:
         raise AttributeError(f"cannot set {attr} on the stub name {self._dotted}")
 
     def __call__(self, *args, **kwargs):
-        node = Node(kwargs)
+        node = CallRecord(kwargs)
         node["_target_"] = self._dotted
         if args:
             node["_args_"] = list(args)
@@ -153,6 +153,16 @@ class Node(dict):
 
     def __deepcopy__(self, memo):
         return Node({k: copy.deepcopy(v, memo) for k, v in self.items()})
+
+
+class CallRecord(Node):
+    """What calling a stub name returns: its arguments, not its result."""
+
+    def __getattr__(self, attr):
+        if attr.startswith("__") and attr.endswith("__") or attr in self:
+            return super().__getattr__(attr)
+        raise AttributeError(f"{self['_target_']}(...) is a stub here, not run: its result has no {attr!r} "
+                             "(write what it returns into the config)")
 
 
 def _wrap(value):

@@ -1187,7 +1187,7 @@ def test_convert_writes_the_config(d2_tree, tmp_path, tiny_d2_checkpoint, engine
     cfg = check_written(tmp_path / "out" / "mine.json", engine_load)
     assert cfg["name"] == "mine" and cfg["classes"]["class_names"][1:] == ["cat", "dog", "bird", "fish"]
     assert (cfg["backbone"]["depth"], cfg["fpn"]["out_channels"], cfg["box_head"]["fc_dim"]) == (50, 16, 32)
-    assert "suggested config" not in r.stdout and "mine.json: from a detectron2 yaml config" in r.stdout
+    assert "suggested config" not in r.stdout and "mine.json: from the detectron2 yaml training config" in r.stdout
     r = convert(tiny_d2_checkpoint, tmp_path / "b.safetensors", "--train-config", yml, "--config-out",
                 tmp_path / "cfg" / "x.json")
     assert r.returncode == 2 and "--config-out" in r.stderr and "no such folder" in r.stderr
