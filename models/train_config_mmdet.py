@@ -19,7 +19,6 @@ follow is refused with the reason, a training-only one is ignored.  Defaults are
 (mmdet/models/..., mmcv's RoIAlign: aligned=True, sampling_ratio=0).
 """
 
-import math
 
 try:
     from . import train_config_sandbox as sandbox
