@@ -589,7 +589,7 @@ def convert_file(src, dst, source_format="auto", dtype="f32", before_write=None)
     state = fmt.extract(kind, obj, entries)
     tensors, info = convert_state_dict(state, name, dtype)
     if before_write is not None:
-        before_write(info, name)
+        before_write(dict(info, source_sha256=digest), name)
     try:
         safetensors_io.save(tensors, dst, make_metadata(info, name, digest))
     except OSError as e:
@@ -702,6 +702,13 @@ def _train_config(args):
                 None, f"a {mapping.framework} training config, but {args.src} is a {source_format} checkpoint "
                 f"(its conventions are {want or source_format}'s)", args.train_config)
         train_config.check_weights(cfg, mapping, info, args.src, args.train_config)
+        eps = norm_eps_of(info, source_format, info["source_sha256"])
+        if eps is not None and float(eps) != cfg["backbone"]["norm_eps"]:
+            raise train_config.TrainConfigError(
+                mapping.origin.get("backbone.norm_eps") or "backbone.norm_eps",
+                f"the training config gives the trunk's BatchNorm eps {cfg['backbone']['norm_eps']}, the weights "
+                f"{args.src} need {eps} (torchvision's COCO_V1 file, whose builder sets it to 0: describe it with "
+                '"weights": "COCO_V1")', args.train_config)
 
     return {"config": cfg, "mapping": mapping, "path": path, "check": check}
 

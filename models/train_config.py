@@ -227,6 +227,7 @@ LIMITS = {
     "classes.num_classes": (2, MAX_CLASSES),
 }
 DEPTHS = (50, 101, 152)
+FLOAT_LISTS = {"anchors.sizes": [[0.0]]}  # numbers, though the shipped files write integers
 
 
 def _number(x):
@@ -286,7 +287,7 @@ def assemble(m, file):
     for key, value in m.values.items():
         origin = m.origin.get(key)
         try:
-            like = get_key(cfg, key)
+            like = FLOAT_LISTS.get(key) or get_key(cfg, key)
         except KeyError:
             raise AssertionError(f"{key} is not a config key") from None
         value = _coerce(key, like, value, origin, file)
@@ -543,6 +544,7 @@ WEIGHT_CHECKS = (
     ("box_head.fc_dim", lambda i: i["representation"], "box head FC width"),
     ("box_head.norm", lambda i: i["box_head_norm"], "box head norm"),
     ("box_head.pooler.resolution", lambda i: i["pooler"], "box pooler size"),
+    ("mask_head.num_convs", lambda i: i.get("mask_head_num_convs", 4), "mask head convs"),
     ("mask_head.conv_dim", lambda i: i["mask_dim"], "mask head width"),
     ("mask_head.norm", lambda i: i["mask_head_norm"], "mask head norm"),
     ("classes.num_classes", lambda i: i["num_classes"], "classes (with the background)"),

@@ -277,7 +277,7 @@ D2_CUSTOM = {
           RESNETS: {DEPTH: 50, NORM: "GN", STRIDE_IN_1X1: False}
           FPN: {NORM: "GN"}
           ANCHOR_GENERATOR:
-            SIZES: [[32, 45], [64, 90], [128, 181], [256, 362], [512, 724]]
+            SIZES: [[32, 45.25], [64, 90.5], [128, 181], [256, 362], [512, 724]]
           RPN: {CONV_DIMS: [-1, -1], PRE_NMS_TOPK_TEST: 2000, POST_NMS_TOPK_TEST: 500, NMS_THRESH: 0.6}
           ROI_HEADS: {NUM_CLASSES: 7, NMS_THRESH_TEST: 0.6}
           ROI_BOX_HEAD: {NUM_CONV: 4, NUM_FC: 1, NORM: "GN", POOLER_TYPE: "ROIAlign", POOLER_SAMPLING_RATIO: 2}
@@ -287,7 +287,7 @@ D2_CUSTOM = {
         {"classes.num_classes": 8, "input.channel_order": "RGB", "input.pixel_mean": [123.675, 116.28, 103.53],
          "input.pixel_std": [58.395, 57.12, 57.375], "backbone.norm": "group_norm", "fpn.norm": "group_norm",
          "box_head.norm": "group_norm", "mask_head.norm": "group_norm", "backbone.stride_in_1x1": False,
-         "anchors.sizes": [[32.0, 45.0], [64.0, 90.0], [128.0, 181.0], [256.0, 362.0], [512.0, 724.0]],
+         "anchors.sizes": [[32.0, 45.25], [64.0, 90.5], [128.0, 181.0], [256.0, 362.0], [512.0, 724.0]],
          "rpn.num_convs": 2, "rpn.pre_nms_top_n": 2000, "rpn.post_nms_top_n": 500, "rpn.nms_thresh": 0.6,
          "box_head.nms_thresh": 0.6, "box_head.agnostic_nms_thresh": 0.6, "box_head.num_convs": 4,
          "box_head.num_fcs": 1, "box_head.pooler.aligned": False, "box_head.pooler.sampling_ratio": 2,
