@@ -5,8 +5,9 @@ The config (and its `_base_` files) is loaded by mmdetection's own loader, mmeng
 with build/venv-mmdet's python (`make deps` makes the venv; mmengine 0.10.7, mmdet 3.3.0, whose
 wheel has mmdet's own configs under mmdet/.mim/configs) and comes back as `cfg.to_dict()`.
 Custom imports (`custom_imports`) are not imported: a type they would register is refused by
-name here.  mmengine's "new style" configs (`with read_base():` and classes as types) import
-mmdet's models, and so torch; they are read if that import works in the venv.
+name here.  mmengine's "new style" configs (`with read_base():`, classes as types) load lazily
+(mmengine does not import the classes) and their types come back as dotted names
+("mmdet.models.MaskRCNN"), read by their last part.
 
 Read: the model (data_preprocessor, ResNet backbone, FPN neck, RPNHead, StandardRoIHead with
 its extractors, bbox head and FCNMaskHead, test_cfg), the test pipeline (v3:
