@@ -12,7 +12,8 @@ runs in a child process, never in the converter's own:
   -I ignores PYTHON* variables, the user's site-packages and the current folder; -B writes
   no .pyc files;
 - a scrubbed environment (PATH=/usr/bin:/bin, LANG=C.UTF-8, HOME and TMPDIR a new empty
-  temporary folder, nothing else) and that folder as the working directory, removed after;
+  temporary folder, OMP_NUM_THREADS and OPENBLAS_NUM_THREADS 1, nothing else) and that folder
+  as the working directory, removed after;
 - stdin from /dev/null; stdout (the answer, at most 16 MiB) and stderr (at most 64 KiB, shown
   when the child fails) captured;
 - resource limits set in the child before it starts (setrlimit): CPU time 30 s, address
@@ -86,7 +87,8 @@ def run_child(mode, config_path, python=None):
     python = python or sys.executable
     flags = ["-I", "-B"] + (["-S"] if mode == "lazy" else [])
     tmp = tempfile.mkdtemp(prefix="detect-train-config-")
-    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": tmp, "TMPDIR": tmp}
+    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": tmp, "TMPDIR": tmp,
+           "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}  # no BLAS thread pools: RLIMIT_NPROC 0
     try:
         proc = subprocess.Popen([python, *flags, CHILD, mode, os.path.abspath(config_path)],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
