@@ -679,7 +679,8 @@ def main(argv=None):
 
 
 # Which training framework's conventions a checkpoint format's weights need.
-TRAIN_FRAMEWORK_OF = {"detectron2": "detectron2", "torchvision": "torchvision", "mmdetection": "mmdetection"}
+TRAIN_FRAMEWORK_OF = {"detectron2": "detectron2", "torchvision": "torchvision", "mmdetection": "mmdetection",
+                      "mmdet": "mmdetection"}  # the mmdet format's name, whichever it lands with
 
 
 def _train_config(args):
