@@ -580,7 +580,8 @@ def report(cfg, m, out, verbose=False, stream=sys.stdout):
           f"(+ background), {len(m.values)} settings from the training config", file=stream)
     if m.ignored:
         more = ": " + ", ".join(m.ignored) if verbose else " (-v lists them)"
-        print(f"  ignored {len(m.ignored)} training-only settings{more}", file=stream)
+        print(f"  ignored {len(m.ignored)} settings that do not change inference (training, runtime){more}",
+              file=stream)
 
 
 def main(argv=None):

@@ -333,5 +333,6 @@ def read_lazy(tree, path, kind):
     model.done()
     d.put("datasets", lz.at("dataloader.test.dataset.names"), "dataloader.test.dataset.names")
     finish(d, m)
-    m.ignored += [k for k in ("dataloader.train", "train", "optimizer", "lr_multiplier") if lz.at(k) is not None]
+    m.ignored += [f"dataloader.{k}" for k in (lz.at("dataloader") or {}) if k != "test"]
+    m.ignored += sorted(k for k in tree if k not in ("model", "dataloader"))  # train, optimizer, ...
     return m

@@ -221,6 +221,9 @@ def read_tree(tree, path):
     _read_test_cfg(rd, model)
     model.done()
     _read_classes(rd, v2)
+    read = {"model", "test_pipeline", "test_dataloader", "val_dataloader", "train_dataloader", "metainfo",
+            "dataset_type", "data", "classes", "img_norm_cfg", "tta_model", "tta_pipeline"}
+    m.ignored += sorted(k for k in tree if k not in read)  # runtime and training: loops, hooks, optimiser
     for key in ("tta_model", "tta_pipeline"):
         if tree.get(key) is not None:
             m.ignored.append(key)
