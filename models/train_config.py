@@ -592,7 +592,7 @@ def main(argv=None):
     ap.add_argument("-o", "--output", required=True, metavar="OUT.json")
     ap.add_argument("--framework", choices=FRAMEWORKS, help="default: found from the file")
     ap.add_argument("--class-names", metavar="FILE", help="one name a line, or a JSON list")
-    ap.add_argument("-v", "--verbose", action="store_true", help="list the training-only settings ignored")
+    ap.add_argument("-v", "--verbose", action="store_true", help="list the settings ignored (training, runtime)")
     args = ap.parse_args(argv)
     try:
         names = read_class_names(args.class_names) if args.class_names else None
