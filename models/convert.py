@@ -3,6 +3,7 @@
 
     convert.py SRC DST.safetensors [--from detectron|detectron2|maskrcnn-benchmark|mmdetection|torchvision]
                                    [--dtype f32|f16] [-q]
+                                   [--train-config FILE [--config-out PATH] [--class-names FILE]]
 
 SRC is read without importing torch or running any code from the file: a torch.save() file
 (zip format, or the legacy pre-1.6 pickle stream) or a plain pickle of numpy arrays
@@ -19,6 +20,12 @@ source, classes, architecture and the config to use.
 
 On any problem: one line `convert.py: SRC: <problem>` on stderr, exit status 2, and
 DST is not created (the writer renames a finished temporary file into place).
+
+--train-config FILE also writes DST's `detect` config (DST with .json, or --config-out) from the
+config the model was trained with (models/train_config.py): it is read before the conversion
+(a refusal names FILE and the key, and nothing is written), the architecture the weights show
+(depth, widths, norms, head shapes, classes, anchors) must be the one it describes (else a
+refusal naming both, before DST is written), and the config is written after DST.
 
 Reading: checkpoint_reader.py; the zoos' layouts: zoo_formats.py (adding a source format:
 models/README.md).
@@ -40,11 +47,12 @@ except ImportError:  # e.g. a python3 without numpy earlier on PATH
     sys.exit(2)
 
 try:  # imported as part of a package
-    from . import checkpoint_reader, coco_classes, safetensors_io, zoo_formats
+    from . import checkpoint_reader, coco_classes, safetensors_io, train_config, zoo_formats
 except ImportError:  # run as a script, or imported with models/ on sys.path
     import checkpoint_reader
     import coco_classes
     import safetensors_io
+    import train_config
     import zoo_formats
 
 # Used below, and by tests/ and tests/fuzz/ as convert.<name> (convert.py is the entry point).
@@ -618,9 +626,10 @@ def sha256_file(path):
 _CONTAINER_WORDS = {"torch": "a torch.save() file (.pth)", "pickle": "a plain pickle of numpy arrays (.pkl)"}
 
 
-def convert_file(src, dst, source_format="auto", dtype="f32"):
+def convert_file(src, dst, source_format="auto", dtype="f32", before_write=None):
     """Convert SRC to DST.  Returns info (with `source_format`, `detected`, `opaque`,
-    `ignored_entries`); raises ConvertError (DST untouched on error)."""
+    `ignored_entries`); raises ConvertError (DST untouched on error).  before_write(info,
+    source_format), if given, runs after the checks and before DST is written (it may raise)."""
     if source_format != "auto" and source_format not in SOURCE_FORMATS:
         raise ConvertError(f"unknown source format {source_format!r}")
     if os.path.exists(dst) and os.path.exists(src) and os.path.samefile(src, dst):
@@ -646,6 +655,8 @@ def convert_file(src, dst, source_format="auto", dtype="f32"):
             f"{info['num_classes'] - 1} classes (+ background): class names not recorded")
     info["warnings"] += file_meta.warnings
     metadata = make_metadata(info, name, digest, file_meta)
+    if before_write is not None:
+        before_write(dict(info, source_sha256=digest), name)
     try:
         safetensors_io.save(tensors, dst, metadata)
     except OSError as e:
@@ -688,6 +699,8 @@ def _report(args, info):
               "style='caffe' model needs backbone.stride_in_1x1 true and its BGR, std 1 input")
     if fm is not None and class_names_from_file(fm, info["num_classes"]) is not None:
         print(f"  class names from {fm.source['class_names']}: {_names(info['class_names'][1:], 6)}")
+    if getattr(args, "train_config", None):
+        return  # the written config is reported instead
     cfg = info["suggested_config"]
     print(f"suggested config: {cfg}" if cfg else "suggested config: none (no config for this backbone, "
           "architecture and heads yet)")
@@ -705,9 +718,29 @@ def main(argv=None):
                     help="source format (default: detected from the file's structure and names)")
     ap.add_argument("--dtype", default="f32", choices=sorted(DTYPES))
     ap.add_argument("-q", "--quiet", action="store_true", help="print nothing on success (warnings still)")
+    ap.add_argument("--train-config", metavar="FILE", help="the model's training config (detectron2 yaml or "
+                    "LazyConfig, mmdetection .py, torchvision description): write the detect config from it "
+                    "beside DST, after checking that it describes the weights (models/train_config.py)")
+    ap.add_argument("--config-out", metavar="PATH", help="where --train-config's config goes (default: DST "
+                    "with .json)")
+    ap.add_argument("--framework", choices=train_config.FRAMEWORKS, help="--train-config's framework "
+                    "(default: found from the file)")
+    ap.add_argument("--class-names", metavar="FILE", help="class names for --train-config (one a line, or a "
+                    "JSON list)")
     args = ap.parse_args(argv)
+    if (args.config_out or args.framework or args.class_names) and not args.train_config:
+        ap.error("--config-out, --framework and --class-names go with --train-config")
+    trained = None
     try:
-        info = convert_file(args.src, args.dst, args.source_format, args.dtype)
+        if args.train_config:
+            trained = _train_config(args)
+        info = convert_file(args.src, args.dst, args.source_format, args.dtype,
+                            trained["check"] if trained else None)
+        if trained:
+            _save_train_config(args, trained)
+    except train_config.TrainConfigError as e:
+        print(f"convert.py: {e}", file=sys.stderr)
+        return 2
     except ConvertError as e:
         msg = " ".join(str(e).split())  # one line
         print(f"convert.py: {args.src}: {msg}", file=sys.stderr)
@@ -717,9 +750,62 @@ def main(argv=None):
         return 2
     for w in info["warnings"]:
         print(f"convert.py: {args.src}: warning: {w}", file=sys.stderr)
+    if trained:
+        for n in trained["mapping"].notes:
+            print(f"convert.py: {args.train_config}: note: {n}", file=sys.stderr)
     if not args.quiet:
         _report(args, info)
+        if trained:
+            train_config.report(trained["config"], trained["mapping"], trained["path"])
     return 0
+
+
+# Which training framework's conventions a checkpoint format's weights need.
+TRAIN_FRAMEWORK_OF = {"detectron2": "detectron2", "torchvision": "torchvision", "mmdetection": "mmdetection",
+                      "mmdet": "mmdetection"}  # the mmdet format's name, whichever it lands with
+
+
+def _train_config(args):
+    """--train-config: the config (refusals before any conversion), and the check of the
+    weights against it that runs before DST is written."""
+    names = train_config.read_class_names(args.class_names) if args.class_names else None
+    cfg, mapping = train_config.build_config(args.train_config, args.framework, names)
+    cfg["name"] = os.path.splitext(os.path.basename(args.dst))[0][:127] or cfg["name"]
+    path = args.config_out or os.path.splitext(args.dst)[0] + ".json"
+    for other in (args.src, args.dst, args.train_config):
+        if os.path.abspath(path) == os.path.abspath(other):
+            raise train_config.TrainConfigError("--config-out", f"{path} is also {other}")
+    if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        raise train_config.TrainConfigError("--config-out", f"{path}: no such folder")
+
+    def check(info, source_format):
+        want = TRAIN_FRAMEWORK_OF.get(source_format)
+        if want != mapping.framework:
+            raise train_config.TrainConfigError(
+                None, f"a {mapping.framework} training config, but {args.src} is a {source_format} checkpoint "
+                f"(its conventions are {want or source_format}'s)", args.train_config)
+        train_config.check_weights(cfg, mapping, info, args.src, args.train_config)
+        eps = norm_eps_of(info, source_format, info["source_sha256"])
+        if eps is not None and float(eps) != cfg["backbone"]["norm_eps"]:
+            raise train_config.TrainConfigError(
+                mapping.origin.get("backbone.norm_eps") or "backbone.norm_eps",
+                f"the training config gives the trunk's BatchNorm eps {cfg['backbone']['norm_eps']}, the weights "
+                f"{args.src} need {eps} (torchvision's COCO_V1 file, whose builder sets it to 0: describe it with "
+                '"weights": "COCO_V1")', args.train_config)
+
+    return {"config": cfg, "mapping": mapping, "path": path, "check": check}
+
+
+def _save_train_config(args, trained):
+    """Writes the config after the weights; if it cannot be written, the weights go too."""
+    try:
+        train_config.save(trained["config"], trained["path"])
+    except train_config.TrainConfigError:
+        try:
+            os.unlink(args.dst)
+        except OSError:
+            pass
+        raise
 
 
 if __name__ == "__main__":
