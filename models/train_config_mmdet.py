@@ -93,7 +93,9 @@ class Part:
                 self.rd.m.ignored.append(self.key(n))
 
     def done(self):
-        extra = [k for k in self.kw if k not in self.seen]
+        # `_scope_` is mmengine's registry scope, which a config that `_base_`s on
+        # 'mmdet::...' carries on every node: not an argument
+        extra = [k for k in self.kw if k not in self.seen and k != "_scope_"]
         if extra:
             self.rd.refuse(self.key(extra[0]), f"not an argument the converter reads for {self.type} "
                            "(mmdet would refuse an unknown one)")
