@@ -17,7 +17,7 @@ TRAIN_CONFIG is one of (docs/zoos.md "Bring your own model" has the commands and
 
 The framework is found from the file (extension and content) or given with --framework.
 The result starts from the shipped config of that framework's conventions (configs/
-mask_rcnn_R-101-FPN_<framework>.json; mmdetection's from MMDET_BASE until its file exists),
+mask_rcnn_R-101-FPN_<framework>.json),
 overlays every inference setting the training config makes and has all keys.  A setting the
 engine cannot honour (a cascade head, deformable convs, rotated boxes, test-time
 augmentation, a norm or layer shape it has not, ...) is refused: one line naming the file and
@@ -34,7 +34,6 @@ As a library: write_config(path, framework=None, class_names=None, out=None) -> 
 
 import argparse
 import collections
-import copy
 import json
 import os
 import re
@@ -100,46 +99,12 @@ class Mapping:
 # The bases: the shipped config of each framework's conventions
 # ---------------------------------------------------------------------------------------
 
-# Keys other branches are adding to the engine, with the value each zoo has; written in every
-# config (a base file that lacks them gets them here, after the key they follow).
-NEW_KEYS = (
-    ("box.bbox_xform_clip_rule", "box.bbox_xform_clip",
-     {"detectron2": "upper", "torchvision": "upper", "mmdetection": "symmetric"}),
-    ("box_head.class_agnostic_regression", "box_head.box_weights", False),
-    ("mask_head.class_agnostic", "mask_head.norm_groups", False),
-)
-
 BASE_FILES = {
     "detectron2": "mask_rcnn_R-101-FPN_detectron2.json",
     "torchvision": "mask_rcnn_R-101-FPN_torchvision.json",
     "torchvision_v2": "mask_rcnn_R-101-FPN_torchvision_v2.json",
     "mmdetection": "mask_rcnn_R-101-FPN_mmdetection.json",
 }
-
-# mmdetection's conventions as engine keys (zoo_variants.md section 3), over detectron2's
-# config: used while configs/mask_rcnn_R-101-FPN_mmdetection.json does not exist (the test
-# suite compares the two once it does).
-MMDET_BASE = {
-    "name": "mask_rcnn_R-101-FPN_mmdetection",
-    "input.channel_order": "RGB",
-    "input.pixel_mean": [123.675, 116.28, 103.53],
-    "input.pixel_std": [58.395, 57.12, 57.375],
-    "input.resize_rounding": "mmdet",
-    "input.resize_method": "cv2_linear_uint8",
-    "backbone.stride_in_1x1": False,
-    "rpn.rank_by_logit": False,
-    "box.bbox_xform_clip_rule": "symmetric",
-    "box_head.pooler.canonical_size": 56,
-    "box_head.pooler.canonical_level": 2,
-    "box_head.pooler.level_eps": 1e-06,
-    "box_head.pooler.level_eps_inside_log": True,
-    "box_head.clip_final_boxes": False,
-    "mask_head.pooler.canonical_size": 56,
-    "mask_head.pooler.canonical_level": 2,
-    "mask_head.pooler.level_eps": 1e-06,
-    "mask_head.pooler.level_eps_inside_log": True,
-}
-
 
 def get_key(cfg, key):
     node = cfg
@@ -172,27 +137,13 @@ def _read_json(path):
 
 
 def load_base(base):
-    """The full config a framework's mapping starts from (an OrderedDict, all keys)."""
-    framework = "torchvision" if base.startswith("torchvision") else base
+    """The full config a framework's mapping starts from (an OrderedDict, all keys): the shipped
+    config of its conventions."""
     path = os.path.join(CONFIGS, BASE_FILES[base])
-    if base == "mmdetection" and not os.path.isfile(path):
-        cfg = _read_json(os.path.join(CONFIGS, BASE_FILES["detectron2"]))
-        for key, value in MMDET_BASE.items():
-            if key != "box.bbox_xform_clip_rule":
-                set_key(cfg, key, copy.deepcopy(value))
-    else:
-        try:
-            cfg = _read_json(path)
-        except (OSError, ValueError) as e:
-            raise TrainConfigError(None, f"cannot read the base config {path}: {e}") from None
-    for key, after, value in NEW_KEYS:
-        if isinstance(value, dict):
-            value = value[framework]
-        try:
-            get_key(cfg, key)
-        except KeyError:
-            set_key(cfg, key, value, after)
-    return cfg
+    try:
+        return _read_json(path)
+    except (OSError, ValueError) as e:
+        raise TrainConfigError(None, f"cannot read the base config {path}: {e}") from None
 
 
 # ---------------------------------------------------------------------------------------
@@ -548,6 +499,9 @@ WEIGHT_CHECKS = (
     ("mask_head.conv_dim", lambda i: i["mask_dim"], "mask head width"),
     ("mask_head.norm", lambda i: i["mask_head_norm"], "mask head norm"),
     ("classes.num_classes", lambda i: i["num_classes"], "classes (with the background)"),
+    ("box_head.class_agnostic_regression", lambda i: bool(i.get("box_head_class_agnostic")),
+     "class-agnostic box regression"),
+    ("mask_head.class_agnostic", lambda i: bool(i.get("mask_head_class_agnostic")), "class-agnostic masks"),
 )
 
 
