@@ -95,6 +95,49 @@ class Mapping:
         self.notes.append(text)
 
 
+def short_repr(v):
+    """A value as a refusal quotes it: its repr, cut at 80 characters."""
+    text = repr(v)
+    return text if len(text) < 80 else text[:77] + "..."
+
+
+def set_norm(m, section, norm, origin):
+    """Sets `section`'s norm keys from (our kind, groups or None, eps or None) on m (a Mapping, or
+    anything with its set())."""
+    kind, groups, eps = norm
+    m.set(f"{section}.norm", kind, origin)
+    if groups is not None:
+        m.set(f"{section}.norm_groups", groups, origin)
+    if eps is not None:
+        m.set(f"{section}.norm_eps", eps, origin)
+
+
+class TreeReader:
+    """A training config's tree of dicts and lists (a LazyConfig's or mmengine's, as the child
+    printed it), read by dotted paths, with the file named in refusals."""
+
+    def __init__(self, tree, file, m):
+        self.tree, self.file, self.m = tree, file, m
+
+    def at(self, path):
+        """The node at a dotted path (list items by index), or None."""
+        node = self.tree
+        for part in path.split("."):
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                return None
+        return node
+
+    def refuse(self, key, problem):
+        refuse(key, problem, self.file)
+
+    def set(self, key, value, origin):
+        self.m.set(key, value, origin)
+
+
 # ---------------------------------------------------------------------------------------
 # The bases: the shipped config of each framework's conventions
 # ---------------------------------------------------------------------------------------

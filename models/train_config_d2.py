@@ -31,11 +31,11 @@ import yaml
 try:
     from . import train_config_d2_defaults as defaults
     from . import train_config_sandbox as sandbox
-    from .train_config import Mapping, TrainConfigError, refuse
+    from .train_config import Mapping, TrainConfigError, refuse, set_norm
 except ImportError:
     import train_config_d2_defaults as defaults
     import train_config_sandbox as sandbox
-    from train_config import Mapping, TrainConfigError, refuse
+    from train_config import Mapping, TrainConfigError, refuse, set_norm
 
 SCALE_CLAMP = math.log(1000.0 / 16)  # detectron2/modeling/box_regression.py _DEFAULT_SCALE_CLAMP
 BN_NAMES = {"BN", "SyncBN", "FrozenBN", "nnSyncBN", "naiveSyncBN", "naiveSyncBN_N"}
@@ -155,14 +155,14 @@ def finish(d, m):
     if stem[:2] != stages[:2]:
         d.refuse("stem_norm", f"the stem's norm ({stem[0]}) is not the stages' ({stages[0]}): the engine has "
                               "one trunk norm")
-    _set_norm(m, "backbone", stages, o["stage_norm"])
+    set_norm(m, "backbone", stages, o["stage_norm"])
 
     if list(d["fpn_in_features"]) != RES_FEATURES:
         d.refuse("fpn_in_features", f"FPN on {d['fpn_in_features']}: the engine's FPN takes {RES_FEATURES}")
     if d["fpn_fuse"] != "sum":
         d.refuse("fpn_fuse", f"FPN fuse type {d['fpn_fuse']!r}: the engine sums the top-down path")
     m.set("fpn.out_channels", d["fpn_out"], o["fpn_out"])
-    _set_norm(m, "fpn", _norm(d["fpn_norm"], d, "fpn_norm"), o["fpn_norm"])
+    set_norm(m, "fpn", _norm(d["fpn_norm"], d, "fpn_norm"), o["fpn_norm"])
 
     if list(d["rpn_in_features"]) != RPN_FEATURES:
         d.refuse("rpn_in_features", f"RPN on {d['rpn_in_features']}: the engine's RPN runs on {RPN_FEATURES}")
@@ -235,7 +235,7 @@ def finish(d, m):
         m.set("box_head.conv_dim", convs[0], o["box_conv_dims"])
     m.set("box_head.num_fcs", len(fcs), o["box_fc_dims"])
     m.set("box_head.fc_dim", fcs[0], o["box_fc_dims"])
-    _set_norm(m, "box_head", _norm(d["box_norm"], d, "box_norm") if convs else ("none", None, None),
+    set_norm(m, "box_head", _norm(d["box_norm"], d, "box_norm") if convs else ("none", None, None),
               o["box_norm"])
 
     mdims = list(d["mask_conv_dims"])
@@ -245,22 +245,13 @@ def finish(d, m):
         d.refuse("mask_conv_dims", f"mask head convs and deconv of widths {mdims}: the engine's are all one width")
     m.set("mask_head.num_convs", len(mdims) - 1, o["mask_conv_dims"])
     m.set("mask_head.conv_dim", mdims[0], o["mask_conv_dims"])
-    _set_norm(m, "mask_head", _norm(d["mask_norm"], d, "mask_norm") if len(mdims) > 1 else ("none", None, None),
+    set_norm(m, "mask_head", _norm(d["mask_norm"], d, "mask_norm") if len(mdims) > 1 else ("none", None, None),
               o["mask_norm"])
     m.set("mask_head.class_agnostic", bool(d["agnostic_mask"]), o["agnostic_mask"])
 
     names = d.v.get("datasets") or []
     names = [names] if isinstance(names, str) else list(names)
     m.coco = bool(names) and all(isinstance(n, str) and n.startswith("coco_") for n in names)
-
-
-def _set_norm(m, section, norm, origin):
-    kind, groups, eps = norm
-    m.set(f"{section}.norm", kind, origin)
-    if groups is not None:
-        m.set(f"{section}.norm_groups", groups, origin)
-    if eps is not None:
-        m.set(f"{section}.norm_eps", eps, origin)
 
 
 def _weights(d, name):

@@ -14,10 +14,10 @@ test_score_thresh 0.0, BottleneckBlock stride_in_1x1 False and norm "BN", ...).
 import re
 
 try:
-    from .train_config import Mapping, refuse
+    from .train_config import Mapping, TreeReader, short_repr, refuse
     from .train_config_d2 import D2, RES_FEATURES, SCALE_CLAMP, finish
 except ImportError:
-    from train_config import Mapping, refuse
+    from train_config import Mapping, TreeReader, short_repr, refuse
     from train_config_d2 import D2, RES_FEATURES, SCALE_CLAMP, finish
 
 
@@ -80,7 +80,7 @@ class Call:
             self.kw = None
             return
         if not isinstance(node, dict) or "_target_" not in node:
-            lz.refuse(path, f"expected a LazyCall of {' or '.join(classes)}, got {_short(node)}")
+            lz.refuse(path, f"expected a LazyCall of {' or '.join(classes)}, got {short_repr(node)}")
         target = str(node["_target_"])
         cls = target.rsplit(".", 1)[-1]
         if cls not in classes:
@@ -109,7 +109,7 @@ class Call:
     def must(self, name, default, problem):
         v = self.get(name, default)
         if v != default:
-            self.lz.refuse(self.key(name), f"{_short(v)}: {problem}")
+            self.lz.refuse(self.key(name), f"{short_repr(v)}: {problem}")
 
     def done(self):
         extra = [k for k in self.kw if k not in self.seen]
@@ -126,28 +126,8 @@ _WHY = {"CascadeROIHeads": " (cascade heads are not supported)",
         "PanopticFPN": " (panoptic heads are not supported)", "RetinaNet": " (RetinaNet is not supported)"}
 
 
-def _short(v):
-    text = repr(v)
-    return text if len(text) < 80 else text[:77] + "..."
-
-
-class Lazy:
-    def __init__(self, tree, file, m):
-        self.tree, self.file, self.m = tree, file, m
-
-    def at(self, path):
-        node = self.tree
-        for part in path.split("."):
-            if isinstance(node, dict) and part in node:
-                node = node[part]
-            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                node = node[int(part)]
-            else:
-                return None
-        return node
-
-    def refuse(self, key, problem):
-        refuse(key, problem, self.file)
+class Lazy(TreeReader):
+    """The tree this reader maps (train_config.TreeReader)."""
 
 
 def read_lazy(tree, path, kind):
@@ -198,7 +178,7 @@ def read_lazy(tree, path, kind):
     block = stages.get("block_class", None)
     if block is not None and str(block.get("_name_", block) if isinstance(block, dict) else block) \
             .rsplit(".", 1)[-1] != "BottleneckBlock":
-        lz.refuse(stages.key("block_class"), f"{_short(block)}: the engine's blocks are BottleneckBlock")
+        lz.refuse(stages.key("block_class"), f"{short_repr(block)}: the engine's blocks are BottleneckBlock")
     put("stride_in_1x1", stages, "stride_in_1x1", False)
     put("stage_norm", stages, "norm", "BN")
     put("num_groups", stages, "num_groups", 1)
@@ -212,7 +192,7 @@ def read_lazy(tree, path, kind):
     pre, post = rpn.get("pre_nms_topk"), rpn.get("post_nms_topk")
     for name, v in (("pre_nms_topk", pre), ("post_nms_topk", post)):
         if not isinstance(v, (list, tuple)) or len(v) != 2:
-            lz.refuse(rpn.key(name), f"{_short(v)}: expected (train, test)")
+            lz.refuse(rpn.key(name), f"{short_repr(v)}: expected (train, test)")
     d.put("rpn_pre", pre[1], rpn.key("pre_nms_topk") + "[1]")
     d.put("rpn_post", post[1], rpn.key("post_nms_topk") + "[1]")
     put("rpn_nms", rpn, "nms_thresh", 0.7)
@@ -303,7 +283,7 @@ def read_lazy(tree, path, kind):
     augs = mapper.get("augmentations")
     if not isinstance(augs, list) or len(augs) != 1:
         lz.refuse(mapper.key("augmentations"), "the engine's test transform is one ResizeShortestEdge; got "
-                  f"{len(augs) if isinstance(augs, list) else _short(augs)} transforms")
+                  f"{len(augs) if isinstance(augs, list) else short_repr(augs)} transforms")
     rs = Call(lz, "dataloader.test.mapper.augmentations.0", ("ResizeShortestEdge",))
     short = rs.get("short_edge_length")
     if isinstance(short, (list, tuple)):
@@ -319,7 +299,7 @@ def read_lazy(tree, path, kind):
     interp = rs.get("interp", None)
     if interp is not None and not str(interp.get("_name_", "") if isinstance(interp, dict) else interp) \
             .endswith("BILINEAR") and interp != 2:
-        lz.refuse(rs.key("interp"), f"{_short(interp)}: the engine resizes bilinearly (PIL.Image.BILINEAR)")
+        lz.refuse(rs.key("interp"), f"{short_repr(interp)}: the engine resizes bilinearly (PIL.Image.BILINEAR)")
     rs.done()
     fmt = model.get("input_format", None)
     mfmt = mapper.get("image_format", None)

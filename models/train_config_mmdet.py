@@ -23,10 +23,10 @@ follow is refused with the reason, a training-only one is ignored.  Defaults are
 
 try:
     from . import train_config_sandbox as sandbox
-    from .train_config import Mapping, TrainConfigError, refuse
+    from .train_config import Mapping, TrainConfigError, TreeReader, refuse, set_norm, short_repr
 except ImportError:
     import train_config_sandbox as sandbox
-    from train_config import Mapping, TrainConfigError, refuse
+    from train_config import Mapping, TrainConfigError, TreeReader, refuse, set_norm, short_repr
 
 BN_TYPES = {"BN", "BN2d", "SyncBN", "MMSyncBN", "NaiveSyncBN", "TorchSyncBN"}  # eval: running stats
 RES_WIDTHS = 4  # stages
@@ -61,7 +61,7 @@ class Part:
         self.rd, self.path = rd, path
         node = rd.at(path) if node is Part.MISSING else node
         if not isinstance(node, dict) or "type" not in node:
-            rd.refuse(path, f"expected a dict with type {' or '.join(types)}, got {_short(node)}")
+            rd.refuse(path, f"expected a dict with type {' or '.join(types)}, got {short_repr(node)}")
         self.type = _type_name(node["type"])
         if self.type not in types:
             reason = (why or {}).get(self.type, "")
@@ -83,7 +83,7 @@ class Part:
     def must(self, name, default, problem, ok=None):
         v = self.get(name, default)
         if not (ok(v) if ok else v == default):
-            self.rd.refuse(self.key(name), f"{_short(v)}: {problem}")
+            self.rd.refuse(self.key(name), f"{short_repr(v)}: {problem}")
         return v
 
     def training(self, *names):
@@ -101,31 +101,8 @@ class Part:
                            "(mmdet would refuse an unknown one)")
 
 
-def _short(v):
-    text = repr(v)
-    return text if len(text) < 80 else text[:77] + "..."
-
-
-class Reader:
-    def __init__(self, tree, file, m):
-        self.tree, self.file, self.m = tree, file, m
-
-    def at(self, path):
-        node = self.tree
-        for part in path.split("."):
-            if isinstance(node, dict) and part in node:
-                node = node[part]
-            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                node = node[int(part)]
-            else:
-                return None
-        return node
-
-    def refuse(self, key, problem):
-        refuse(key, problem, self.file)
-
-    def set(self, key, value, origin):
-        self.m.set(key, value, origin)
+class Reader(TreeReader):
+    """The tree this reader maps (train_config.TreeReader)."""
 
 
 def _norm(rd, part, name, default=None):
@@ -134,7 +111,7 @@ def _norm(rd, part, name, default=None):
     if cfg is None:
         return "none", None, None
     if not isinstance(cfg, dict) or "type" not in cfg:
-        rd.refuse(part.key(name), f"{_short(cfg)}: expected a norm dict")
+        rd.refuse(part.key(name), f"{short_repr(cfg)}: expected a norm dict")
     kind = _type_name(cfg["type"])
     extra = set(cfg) - {"type", "requires_grad", "eps", "momentum", "num_groups", "affine"}
     if extra:
@@ -151,19 +128,10 @@ def _norm(rd, part, name, default=None):
     rd.refuse(part.key(name) + ".type", f"{kind}: the engine runs BatchNorm (BN, SyncBN) and GroupNorm (GN) only")
 
 
-def _set_norm(rd, section, norm, origin):
-    kind, groups, eps = norm
-    rd.set(f"{section}.norm", kind, origin)
-    if groups is not None:
-        rd.set(f"{section}.norm_groups", groups, origin)
-    if eps is not None:
-        rd.set(f"{section}.norm_eps", eps, origin)
-
-
 def _conv_cfg(part, name="conv_cfg"):
     v = part.get(name, None)
     if v is not None and _type_name(v.get("type") if isinstance(v, dict) else v) not in ("Conv", "Conv2d"):
-        part.rd.refuse(part.key(name), f"{_short(v)}: the engine runs plain convolutions (deformable and "
+        part.rd.refuse(part.key(name), f"{short_repr(v)}: the engine runs plain convolutions (deformable and "
                        "other conv types are not supported)")
 
 
@@ -174,7 +142,7 @@ def _coder(rd, path, stds_default, section, origin_words):
         rd.refuse(coder.key("target_means"), f"{list(means)}: the engine's box coder has zero means")
     stds = coder.get("target_stds", stds_default)
     if len(stds) != 4 or any(float(s) <= 0 for s in stds):
-        rd.refuse(coder.key("target_stds"), f"{_short(stds)}: expected 4 positive numbers")
+        rd.refuse(coder.key("target_stds"), f"{short_repr(stds)}: expected 4 positive numbers")
     rd.set(f"{section}.box_weights", [1.0 / float(s) for s in stds], coder.key("target_stds"))
     coder.must("clip_border", True, "the engine clips decoded boxes to the image")
     coder.must("add_ctr_clamp", False, "centre clamping is not supported")
@@ -186,7 +154,7 @@ def _coder(rd, path, stds_default, section, origin_words):
 def _nms(rd, path, what):
     nms = rd.at(path)
     if not isinstance(nms, dict):
-        rd.refuse(path, f"{_short(nms)}: expected dict(type='nms', iou_threshold=...)")
+        rd.refuse(path, f"{short_repr(nms)}: expected dict(type='nms', iou_threshold=...)")
     if _type_name(nms.get("type", "nms")) != "nms":
         rd.refuse(path + ".type", f"{nms.get('type')}: the engine runs plain NMS ({what})")
     if nms.get("class_agnostic", False):
@@ -257,7 +225,7 @@ def _read_input(rd, model, v2):
     size = None
     for step, spath in steps:
         if not isinstance(step, dict) or "type" not in step:
-            rd.refuse(spath, f"{_short(step)}: expected a transform dict")
+            rd.refuse(spath, f"{short_repr(step)}: expected a transform dict")
         t = _type_name(step["type"])
         if t in ("LoadImageFromFile", "LoadAnnotations", "PackDetInputs", "ImageToTensor", "DefaultFormatBundle",
                  "Collect", "RandomFlip", "LoadImageFromWebcam", "LoadImageFromNDArray"):
@@ -309,7 +277,7 @@ def _read_input(rd, model, v2):
         rd.refuse(where, "no Resize in the test pipeline: the engine always resizes")
     scale, spath = size
     if not isinstance(scale, (list, tuple)) or len(scale) != 2 or not all(isinstance(s, int) for s in scale):
-        rd.refuse(spath, f"{_short(scale)}: expected (long, short) sizes")
+        rd.refuse(spath, f"{short_repr(scale)}: expected (long, short) sizes")
     rd.set("input.min_size", min(scale), spath)
     rd.set("input.max_size", max(scale), spath)
     if v2 and origin is None:
@@ -364,11 +332,11 @@ def _read_backbone(rd, model):
     norm = _norm(rd, bb, "norm_cfg", {"type": "BN", "requires_grad": True})
     if norm[0] == "none":
         rd.refuse(bb.key("norm_cfg"), "a trunk without norms is not supported")
-    _set_norm(rd, "backbone", norm, bb.key("norm_cfg"))
+    set_norm(rd, "backbone", norm, bb.key("norm_cfg"))
     dcn = bb.get("dcn", None)
     stage_with_dcn = list(bb.get("stage_with_dcn", (False,) * 4))
     if dcn is not None and any(stage_with_dcn):
-        rd.refuse(bb.key("dcn"), f"{_short(dcn)}: deformable convolutions are not supported")
+        rd.refuse(bb.key("dcn"), f"{short_repr(dcn)}: deformable convolutions are not supported")
     if dcn is None and any(stage_with_dcn):
         rd.refuse(bb.key("stage_with_dcn"), "deformable convolutions are not supported")
     if bb.get("plugins", None):
@@ -397,11 +365,11 @@ def _read_neck(rd, model):
         neck.must("no_norm_on_lateral", False, "a norm on the output convs only is not supported")
     else:
         neck.get("no_norm_on_lateral", False)
-    _set_norm(rd, "fpn", norm, neck.key("norm_cfg"))
+    set_norm(rd, "fpn", norm, neck.key("norm_cfg"))
     neck.must("act_cfg", None, "the engine's FPN convs have no activation")
     up = neck.get("upsample_cfg", {"mode": "nearest"})
     if up != {"mode": "nearest"}:
-        rd.refuse(neck.key("upsample_cfg"), f"{_short(up)}: the engine upsamples nearest to the lateral's size")
+        rd.refuse(neck.key("upsample_cfg"), f"{short_repr(up)}: the engine upsamples nearest to the lateral's size")
     neck.training("init_cfg")
     neck.done()
     model.get("neck")
@@ -508,7 +476,7 @@ def _read_bbox_head(rd, pool):
     rd.set("box_head.fc_dim", head.get("fc_out_channels", 1024), head.key("fc_out_channels"))
     _conv_cfg(head)
     norm = _norm(rd, head, "norm_cfg")
-    _set_norm(rd, "box_head", norm if convs else ("none", None, None), head.key("norm_cfg"))
+    set_norm(rd, "box_head", norm if convs else ("none", None, None), head.key("norm_cfg"))
     head.must("with_avg_pool", False, "average pooling before the FCs is not supported")
     head.must("with_cls", True, "the engine's box head classifies")
     head.must("with_reg", True, "the engine's box head regresses boxes")
@@ -546,14 +514,14 @@ def _read_mask_head(rd, pool):
     rd.set("mask_head.class_agnostic", bool(head.get("class_agnostic", False)), head.key("class_agnostic"))
     up = head.get("upsample_cfg", {"type": "deconv", "scale_factor": 2})
     if _type_name(up.get("type")) != "deconv" or up.get("scale_factor", 2) != 2 or set(up) - {"type", "scale_factor"}:
-        rd.refuse(head.key("upsample_cfg"), f"{_short(up)}: the engine upsamples with a 2x2 stride-2 deconv")
+        rd.refuse(head.key("upsample_cfg"), f"{short_repr(up)}: the engine upsamples with a 2x2 stride-2 deconv")
     _conv_cfg(head)
     norm = _norm(rd, head, "norm_cfg")
-    _set_norm(rd, "mask_head", norm if rd.m.values["mask_head.num_convs"] else ("none", None, None),
+    set_norm(rd, "mask_head", norm if rd.m.values["mask_head.num_convs"] else ("none", None, None),
               head.key("norm_cfg"))
     pred = head.get("predictor_cfg", {"type": "Conv"})
     if _type_name(pred.get("type")) not in ("Conv", "Conv2d") or set(pred) != {"type"}:
-        rd.refuse(head.key("predictor_cfg"), f"{_short(pred)}: the engine's mask logits are a 1x1 conv")
+        rd.refuse(head.key("predictor_cfg"), f"{short_repr(pred)}: the engine's mask logits are a 1x1 conv")
     head.training("loss_mask", "init_cfg")
     head.done()
     return nc
@@ -617,7 +585,7 @@ def _read_classes(rd, v2):
         names = rd.at(p)
         if names is not None:
             if isinstance(names, str) or not all(isinstance(n, str) for n in names):
-                rd.refuse(p, f"{_short(names)}: expected a list of class names")
+                rd.refuse(p, f"{short_repr(names)}: expected a list of class names")
             rd.m.class_names, rd.m.class_names_origin = list(names), p
             break
     dtype = rd.at("data.test.type" if v2 else "test_dataloader.dataset.type") or rd.at("dataset_type")

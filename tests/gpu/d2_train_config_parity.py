@@ -31,13 +31,12 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "parity"))
-D2_DIR = os.path.join(HERE, "deps", "detectron2")
-BUILD = os.environ.get("DETECT_BUILD", os.path.join(REPO, "build"))
 
 import torch  # noqa: E402
 import oracle  # noqa: E402
 import oracle_d2  # noqa: E402
 from metrics import mask_iou, match_detections, near_tie  # noqa: E402
+from d2_strong_parity import D2_DIR, ours_detect  # noqa: E402  (the same detect run)
 
 BASE = "COCO-InstanceSegmentation/mask_rcnn_R_101_FPN_3x.yaml"
 CASES = {
@@ -184,7 +183,6 @@ def main():
     torch.set_num_threads(a.threads)
     d2_path()
     from detectron2.modeling import build_model
-    from test_cli import detect_json_images
     with open(os.path.join(D2_DIR, "SOURCE.txt")) as f:
         print(f.readline().strip())
     rgb = oracle.load_image(a.image)
@@ -208,10 +206,7 @@ def main():
         weights, config = os.path.join(a.work, f"{name}.safetensors"), os.path.join(a.work, f"{name}.json")
         run([sys.executable, os.path.join(REPO, "models", "convert.py"), ckpt, weights, "-q", "--from",
              "detectron2", "--train-config", yaml_path, "--class-names", names, "--config-out", config])
-        out = os.path.join(a.work, f"{name}.out.json")
-        run([os.path.join(BUILD, "detect"), "-q", "--device", "cpu", "--threads", str(a.threads), "--config",
-             config, "--weights", weights, "--json", out, png])
-        (_, (ob, osc, ol), om), = detect_json_images(out)
+        ob, osc, ol, om = ours_detect(a.work, name, config, weights, png, a.threads)
         rb, rs, rl, rm = d2_detect(model, cfg, bgr)
         cuts = [cfg.MODEL.ROI_HEADS.SCORE_THRESH_TEST] + \
                ([float(rs.min())] if len(rs) >= cfg.TEST.DETECTIONS_PER_IMAGE else [])
