@@ -19,6 +19,9 @@
 #      detect --device cuda (decoding ahead, CUDA graphs per input size)
 #      against detect --device cpu, image by image; again on 6 sizes under
 #      mmdetection's conventions with class-agnostic box and mask heads;
+#      mmdet_parity.py: mmdetection's own predictor (build/venv-mmdet) against
+#      detect --device cuda, its R-101 config at 800x1203 and a class-agnostic
+#      training config (test_mmdet_e2e.py's cases);
 #   5. whole_pass.py: the forward pass from the backbone to the mask
 #      probabilities as one CUDA graph (the shapes model and seeded R-101):
 #      one capture that nothing in it broke (no sync, allocation or pageable
@@ -107,6 +110,8 @@ step "a folder of mixed sizes, PNG and JPEG, vs the CPU" mixed.log $PY tests/emu
     --work build-emu/mixed
 step "mmdetection's conventions, class-agnostic heads, vs the CPU" mixed_mmdet.log $PY tests/emu/mixed_batch.py \
     --work build-emu/mixed_mmdet --conventions mmdet-agnostic
+step "mmdetection's own predictor vs CUDA (mmdet_parity.py)" mmdet.log $PY tests/emu/mmdet_parity.py \
+    --work build-emu/mmdet
 step "the emulator's own checks (test_emu.cu)" emu.log build-emu/test_emu
 ops=build/tests/test_backend_ops
 step "backend ops" ops.log $ops
