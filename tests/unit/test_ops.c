@@ -30,14 +30,14 @@
 static void test_decode_zero_delta(void **state)
 {
     (void)state;
-    const mr_box_coder c = {{10, 10, 5, 5}, 4.135166556742356f, 0};
+    const mr_box_coder c = {{10, 10, 5, 5}, 4.135166556742356f, 0, 0};
     const float box[4] = {10, 20, 30, 60}, d[4] = {0, 0, 0, 0};
     float out[4];
     box_decode(&c, box, d, out);
     for (int k = 0; k < 4; k++) assert_true(out[k] == box[k]);
 
     /* Detectron: w = 21, cx = 10 + 10.5 = 20.5, x2 = 20.5 + 10.5 - 1 = 30 */
-    const mr_box_coder c1 = {{10, 10, 5, 5}, 4.135166556742356f, 1};
+    const mr_box_coder c1 = {{10, 10, 5, 5}, 4.135166556742356f, 1, 0};
     box_decode(&c1, box, d, out);
     for (int k = 0; k < 4; k++) assert_true(out[k] == box[k]);
 }
@@ -45,7 +45,7 @@ static void test_decode_zero_delta(void **state)
 static void test_decode_shift_scale_clip(void **state)
 {
     (void)state;
-    const mr_box_coder c = {{1, 1, 1, 1}, 4.135166556742356f, 0};
+    const mr_box_coder c = {{1, 1, 1, 1}, 4.135166556742356f, 0, 0};
     const float box[4] = {0, 0, 10, 20};
     /* dx = 0.5 moves the centre by half a width; dw = ln 2 doubles w */
     const float d[4] = {0.5f, -0.25f, 0.69314718f, 0};
