@@ -105,8 +105,10 @@ fi
 mvenv=build/venv-mmdet
 mpy=$(scripts/test_env.sh --mmdet-python)
 mreq=tests/mmdet/requirements.txt
+# Without PYTHONPATH, as the oracle runs: make exports build/venv-test's site-packages on it, and
+# pip then took that venv's pycocotools for installed here (a fresh clone's make check failed so).
 mmdet_ready() {
-  cmp -s "$mreq" "$mvenv/requirements.txt" && "$mpy" - <<'PY' 2>/dev/null
+  cmp -s "$mreq" "$mvenv/requirements.txt" && env -u PYTHONPATH "$mpy" - <<'PY' 2>/dev/null
 import filecmp, os, warnings
 warnings.simplefilter("ignore")
 import mmcv
@@ -122,8 +124,8 @@ fi
 echo "install_deps (test): installing the mmdetection oracle from PyPI into $mvenv ($mreq)"
 rm -rf "$mvenv"
 /usr/bin/python3 -m venv --without-pip --system-site-packages "$mvenv"
-/usr/bin/python3 -m pip --python "$mpy" install -q --no-deps --disable-pip-version-check --root-user-action=ignore \
-  -r "$mreq"
-cp tests/mmdet/mmcv_ext.py "$("$mpy" -c 'import mmcv, os; print(os.path.dirname(mmcv.__file__))')/_ext.py"
+env -u PYTHONPATH /usr/bin/python3 -m pip --python "$mpy" install -q --no-deps --ignore-installed \
+  --disable-pip-version-check --root-user-action=ignore -r "$mreq"
+cp tests/mmdet/mmcv_ext.py "$(env -u PYTHONPATH "$mpy" -c 'import mmcv, os; print(os.path.dirname(mmcv.__file__))')/_ext.py"
 cp "$mreq" "$mvenv/requirements.txt"
 mmdet_ready || { echo "install_deps (test): $mvenv does not import mmdet.apis and mmcv.ops" >&2; exit 1; }
