@@ -14,6 +14,7 @@
 
 #include "cuda_internal.h"
 #include "ops/mask_paste_chunk.h"
+#include "ops/mask_probs.h"
 
 static mr_status to_host(cuda_ctx *c, void *dst, const void *src, size_t bytes, const char *op, mr_error *err)
 {
@@ -73,8 +74,9 @@ mr_status cuda_mask_probs(void *vctx, const mr_tensor *logits, const mr_tensor *
     float *h = c->host;
     MR_TRY(to_host(c, h, labels->data, sizeof(float) * (size_t)D, "mask_probs", err));
     for (int d = 0; d < D; d++) {
-        /* (int)label in 0..K-1, as the CPU backend's test; NaN fails */
-        if (!(h[d] > -1.0f && h[d] < (float)K))
+        /* the CPU backend's test (ops/mask_probs.h): a class of the predictor, any
+         * label with a one-channel (class-agnostic) one; NaN fails */
+        if (mask_channel_of(h[d], K) < 0)
             return mr_fail(err, MR_ERR_RANGE, "mask_probs: detection %d has label %g, outside 0..%d", d, (double)h[d],
                            K - 1);
     }
