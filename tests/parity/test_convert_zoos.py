@@ -896,7 +896,8 @@ def test_mmdetection_v2_caffe_training_checkpoint(tmp_path, r50):
                 "optimizer": {"state": {}, "param_groups": [{"lr": 0.02, "momentum": 0.9}]}}, src)
     tensors, meta, r = convert_ok(src, tmp_path / "caffe.safetensors", "--from", "mmdetection")
     assert_tensors(tensors, expected)
-    assert (meta["depth"], meta["stride_in_1x1"], meta["suggested_config"]) == ("50", "true", "")
+    assert (meta["depth"], meta["stride_in_1x1"], meta["suggested_config"]) == (
+        "50", "true", "configs/mask_rcnn_R-50-FPN_mmdetection_caffe.json")
     assert json.loads(meta["class_names"]) == coco_classes.COCO_81
     assert "given with --from" in r.stdout and "not weights, ignored: meta, optimizer" in r.stdout
     assert "trunk strides in the 1x1 conv, from meta['config'] style='caffe' (config backbone.stride_in_1x1 true)" in r.stdout

@@ -205,6 +205,8 @@ static const char *const shipped_configs[] = {
     "configs/mask_rcnn_R-101-FPN_torchvision_v2.json",
     "configs/mask_rcnn_R-101-FPN_mmdetection.json",
     "configs/mask_rcnn_R-101-FPN_mmdetection_caffe.json",
+    "configs/mask_rcnn_R-50-FPN_mmdetection.json",
+    "configs/mask_rcnn_R-50-FPN_mmdetection_caffe.json",
 };
 
 /* The list above is every .json in configs/: a new config cannot escape the two tests below. */
