@@ -2,7 +2,7 @@
 """Our CPU time per stage at each precision, on one full-size image, in the same run.
 
     /usr/bin/python3 bench/bench_precision.py [--precisions fp32,bf16,int8] [--rounds 3] [--threads 2]
-                                              [--archs classic,v2]
+                                              [--archs classic,v2] [--reduced-precision "none;mask_head"]
 
 The seeded R-101-FPN weights and the 800x1216 synthetic scene of `make bench`
 (bench_cpu.py, tests/parity/oracle.py). Each round runs one detect process per
@@ -22,7 +22,11 @@ ARCH_*: classic = the zoos' FrozenBN trunk, 2fc head; v2 = the strong baselines,
 detectron2's LSJ and torchvision's v2: batchnorm in the FPN and heads, two RPN
 convs, 4conv1fc; gn = GroupNorm throughout), alternating in each round with
 the precisions; the table adds each architecture's ratio to the first at the
-same precision."""
+same precision.
+
+--reduced-precision: variants of the config's reduced_precision keys (which parts leave fp32 at
+bf16 and int8), each a column at every reduced precision, with its ratio to the first variant.
+Their accuracy is bench/reduced_parts_ap.py's (the demo model's AP)."""
 
 import argparse
 import json
@@ -87,6 +91,10 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--config", default=os.path.join(REPO, "configs", "mask_rcnn_R-101-FPN_torchvision.json"))
     ap.add_argument("--archs", default="classic")
+    ap.add_argument("--reduced-precision", default="",
+                    help="variants of the config's reduced_precision keys, ';'-separated, each 'none' or a "
+                         "'+'-joined set of stem, rpn_predictors, mask_head: each a column at every reduced "
+                         "precision (fp32 ignores the keys), in the same alternating rounds")
     args = ap.parse_args()
     import oracle
     from conftest import write_config
@@ -95,21 +103,30 @@ def main():
 
     precisions = args.precisions.split(",")
     archs = args.archs.split(",")
+    variants = args.reduced_precision.split(";") if args.reduced_precision else [""]
+    parts = ("stem", "rpn_predictors", "mask_head")
+    for v in variants:
+        for part in v.split("+"):
+            if part not in parts + ("none", ""):
+                sys.exit(f"bench_precision: --reduced-precision: unknown part {part!r} (one of {', '.join(parts)})")
     base_config = args.config
     with tempfile.TemporaryDirectory(prefix="bench_precision_") as tmp:
         img = oracle.make_synthetic_image(800, 1216, 0)
         png = os.path.join(tmp, "image.png")
         oracle.save_png(img, png)
-        setup = {}  # arch -> (config, weights)
+        setup = {}  # (arch, variant) -> (config, weights)
         for arch in archs:
             name = ARCHES[arch]
             model = oracle.build_model(0, arch=getattr(oracle, name) if name else None)
-            overrides = oracle.config_keys(getattr(oracle, name)) if name else {}
+            arch_keys = oracle.config_keys(getattr(oracle, name)) if name else {}
             weights = os.path.join(tmp, f"weights_{arch}.safetensors")
-            config = write_config(base_config, overrides, os.path.join(tmp, f"config_{arch}.json"))
+            for k, v in enumerate(variants):
+                overrides = dict(arch_keys, reduced_precision={p: p in v.split("+") for p in parts}) if v else arch_keys
+                setup[arch, v] = (write_config(base_config, overrides, os.path.join(tmp, f"config_{arch}_{k}.json")),
+                                  weights)
             oracle.export_weights(model, weights)
             del model
-            setup[arch] = (config, weights)
+            config = setup[arch, variants[0]][0]
             if "int8" in precisions:
                 cal = os.path.join(tmp, "calibration")
                 if not os.path.isdir(cal):
@@ -120,7 +137,7 @@ def main():
                                 str(args.threads), "--config", config, "--weights", weights, cal], check=True)
 
         usable = []
-        config, weights = setup[archs[0]]
+        config, weights = setup[archs[0], variants[0]]
         for p in precisions:
             probe = subprocess.run([os.path.join(REPO, "build", "detect"), "-q", "--precision", p, "--config",
                                     config, "--weights", weights, png], capture_output=True, text=True)
@@ -128,21 +145,24 @@ def main():
                 print(f"{p}: skipped: {probe.stderr.strip()}")
             else:
                 usable.append(p)
-        cols = [(a, p) for a in archs for p in usable]
-        label = {c: (c[1] if len(archs) == 1 else f"{c[0]} {c[1]}") for c in cols}
+        # columns (arch, variant, precision); fp32 once per arch (the variants change nothing there)
+        cols = [(a, v, p) for a in archs for v in variants for p in usable if p != "fp32" or v == variants[0]]
+        label = {c: " ".join(([c[0]] if len(archs) > 1 else []) + [c[2]] +
+                             ([c[1] or "default"] if len(variants) > 1 and c[2] != "fp32" else [])) for c in cols}
         runs = {c: [] for c in cols}
         rss = {}
         for _ in range(args.rounds):
             for c in cols:
-                args.config, weights = setup[c[0]]
+                args.config, weights = setup[c[0], c[1]]
                 bench_cpu.peak_rss_kb["full"] = 0
-                doc = bench_cpu.run_detect(args, weights, [png], ["--profile-runs", "2", "--precision", c[1]], "full")
+                doc = bench_cpu.run_detect(args, weights, [png], ["--profile-runs", "2", "--precision", c[2]], "full")
                 runs[c] += [{s: r[bench_cpu.OUR_NAME.get(s, s)] for s in bench_cpu.STAGES} for r in doc]
                 rss[c] = max(rss.get(c, 0), bench_cpu.peak_rss_kb["full"])
 
         # ratios: each precision to the first at the same architecture, each architecture to the first
-        ratios = [(c, (c[0], usable[0])) for c in cols if c[1] != usable[0]]
-        ratios += [(c, (archs[0], c[1])) for c in cols if c[0] != archs[0]]
+        ratios = [(c, (c[0], variants[0], usable[0])) for c in cols if c[2] != usable[0]]
+        ratios += [(c, (archs[0], c[1], c[2])) for c in cols if c[0] != archs[0]]
+        ratios += [(c, (c[0], variants[0], c[2])) for c in cols if c[1] != variants[0]]
         print(f"\nCPU, {args.threads} threads, 800x1216, seeded R-101-FPN, median of {args.rounds} alternating "
               f"rounds x 2 runs (seconds)")
         w = max(12, max(len(label[c]) for c in cols) + 2)
@@ -158,7 +178,7 @@ def main():
         print(f"{'peak RSS MiB':<12}" + "".join(f"{rss[c] / 1024:>{w}.0f}" for c in cols))
 
         for arch in archs:
-          args.config, weights = setup[arch]
+          args.config, weights = setup[arch, variants[0]]
           base = usable[0]
           ref = detections(args, weights, png, base, os.path.join(tmp, f"{arch}_{base}.json"))
           for p in usable[1:]:
