@@ -145,6 +145,12 @@ void config_defaults(mr_config *cfg)
     mh->paste_padding = 1;
     mh->class_agnostic = 0;
 
+    /* bf16/int8 leave fp32 where the demo model's AP allows it and it pays (bench/NOTES.md
+     * section 34): the mask head's convs do; the stem and the RPN predictors stay fp32 */
+    cfg->reduced_precision.stem = 0;
+    cfg->reduced_precision.rpn_predictors = 0;
+    cfg->reduced_precision.mask_head = 1;
+
     cfg->classes.num_classes = CFG_COCO_NUM_CLASSES;
     for (int i = 0; i < CFG_COCO_NUM_CLASSES; i++)
         strcpy(cfg->classes.class_names[i], cfg_coco_names[i]);
