@@ -328,12 +328,13 @@ STEM_INPUT_SCALE = 255.0 * 0.226
 
 
 @torch.no_grad()
-def build_model(seed, min_size=320, max_size=512, patches=PATCHES, bg_bias=0.0, arch=None):
+def build_model(seed, min_size=320, max_size=512, patches=PATCHES, bg_bias=0.0, arch=None, num_classes=81):
     """oracle.build_model (seeded init of oracle.md §2; shapes do not depend on the strides;
     `arch`: oracle.ARCH_* for the strong baselines), the stem conv divided by STEM_INPUT_SCALE
     (whatever the patches: the weights stay those the engine gets), and the named patches
     applied."""
-    model = oracle.build_model(seed, min_size=min_size, max_size=max_size, bg_bias=bg_bias, arch=arch)
+    model = oracle.build_model(seed, num_classes=num_classes, min_size=min_size, max_size=max_size, bg_bias=bg_bias,
+                               arch=arch)
     model.backbone.body.conv1.weight /= STEM_INPUT_SCALE
     return patch(model, patches)
 
