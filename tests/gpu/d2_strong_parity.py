@@ -51,10 +51,27 @@ CASES = {
 }
 
 
-def d2_model(case):
+def d2_path():
+    """detectron2's source and its pure-Python dependencies (fetch_detectron2.sh) on sys.path,
+    after the machine's own packages."""
     for p in (D2_DIR, os.path.join(D2_DIR, "site")):
         if p not in sys.path:
             sys.path.append(p)
+
+
+def photo_inputs(work, image):
+    """Prints detectron2's commit; writes the image as work/image.png for our engine and returns
+    (that path, the BGR uint8 array detectron2 reads)."""
+    with open(os.path.join(D2_DIR, "SOURCE.txt")) as f:
+        print(f.readline().strip())
+    rgb = oracle.load_image(image)
+    png = os.path.join(work, "image.png")
+    oracle.save_png(rgb, png)
+    return png, np.ascontiguousarray(rgb[:, :, ::-1])
+
+
+def d2_model(case):
+    d2_path()
     path = os.path.join(D2_DIR, "configs", case["d2"])
     if path.endswith(".py"):
         from detectron2.config import LazyConfig, instantiate
@@ -121,12 +138,7 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     torch.set_num_threads(a.threads)
-    with open(os.path.join(D2_DIR, "SOURCE.txt")) as f:
-        print(f.readline().strip())
-    rgb = oracle.load_image(a.image)
-    png = os.path.join(a.work, "image.png")
-    oracle.save_png(rgb, png)
-    bgr = np.ascontiguousarray(rgb[:, :, ::-1])
+    png, bgr = photo_inputs(a.work, a.image)
     failed = 0
     for name in a.cases.split(","):
         case = CASES[name]
@@ -148,7 +160,7 @@ def main():
         ok = len(ref[0]) > 0 and not missed and not extra and all(v >= 0.98 for v in ious)
         failed += not ok
         print(f"{'OK  ' if ok else 'FAIL'} {name} ({case['d2']} vs configs/{case['ours']}, {a.image} "
-              f"{rgb.shape[1]}x{rgb.shape[0]}): detectron2 {len(ref[0])} detections, ours {len(ours[0])}, matched "
+              f"{bgr.shape[1]}x{bgr.shape[0]}): detectron2 {len(ref[0])} detections, ours {len(ours[0])}, matched "
               f"{len(pairs)} (class, box IoU >= 0.99, score within 1e-3; max score diff {dscore:.1e}), "
               f"unmatched {len(missed)} + {len(extra)}; mask IoU min {min(ious, default=1):.4f} "
               f"mean {np.mean(ious) if ious else 1:.4f}", flush=True)

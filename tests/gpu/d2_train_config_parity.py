@@ -26,17 +26,15 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "parity"))
 
 import torch  # noqa: E402
-import oracle  # noqa: E402
 import oracle_d2  # noqa: E402
 from metrics import mask_iou, match_detections, near_tie  # noqa: E402
-from d2_strong_parity import D2_DIR, ours_detect  # noqa: E402  (the same detect run)
+from d2_strong_parity import D2_DIR, d2_path, ours_detect, photo_inputs  # noqa: E402  (the same runs)
 
 BASE = "COCO-InstanceSegmentation/mask_rcnn_R_101_FPN_3x.yaml"
 CASES = {
@@ -87,12 +85,6 @@ TEST:
 """),
 }
 TIE_EPS = 2e-4
-
-
-def d2_path():
-    for p in (D2_DIR, os.path.join(D2_DIR, "site")):
-        if p not in sys.path:
-            sys.path.append(p)
 
 
 def d2_cfg(yaml_path):
@@ -183,12 +175,7 @@ def main():
     torch.set_num_threads(a.threads)
     d2_path()
     from detectron2.modeling import build_model
-    with open(os.path.join(D2_DIR, "SOURCE.txt")) as f:
-        print(f.readline().strip())
-    rgb = oracle.load_image(a.image)
-    png = os.path.join(a.work, "image.png")
-    oracle.save_png(rgb, png)
-    bgr = np.ascontiguousarray(rgb[:, :, ::-1])
+    png, bgr = photo_inputs(a.work, a.image)
     failed = 0
     for name in a.cases.split(","):
         case = CASES[name]
