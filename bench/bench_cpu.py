@@ -79,14 +79,15 @@ def torch_stages(model, img, torch):
     return t
 
 
-def run_detect(args, weights, images, extra, kind):
-    """One detect process over `images`; returns --profile-json's runs and
-    records the process's peak RSS under peak_rss_kb[kind]."""
+def run_detect(args, weights, images, extra, kind, detect=None):
+    """One detect process over `images` (detect: another build's binary, else
+    ours); returns --profile-json's runs and records the process's peak RSS
+    under peak_rss_kb[kind]."""
     tmp = os.path.dirname(weights)
     pj, rss = os.path.join(tmp, "profile.json"), os.path.join(tmp, "rss.txt")
     # GNU time reports the peak RSS of detect itself; a child forked straight
     # from this (torch-sized) process would inherit its RSS in ru_maxrss.
-    cmd = ["/usr/bin/time", "-f", "%M", "-o", rss, os.path.join(REPO, "build", "detect"), "-q", *extra,
+    cmd = ["/usr/bin/time", "-f", "%M", "-o", rss, detect or os.path.join(REPO, "build", "detect"), "-q", *extra,
            "--profile-json", pj, "--threads", str(args.threads), "--config", args.config, "--weights", weights,
            *images]
     r = subprocess.run(cmd, capture_output=True, text=True)

@@ -26,7 +26,12 @@ same precision.
 
 --reduced-precision: variants of the config's reduced_precision keys (which parts leave fp32 at
 bf16 and int8), each a column at every reduced precision, with its ratio to the first variant.
-Their accuracy is bench/reduced_parts_ap.py's (the demo model's AP)."""
+Their accuracy is bench/reduced_parts_ap.py's (the demo model's AP).
+
+--baseline DIR: another checkout, built (`git worktree add DIR COMMIT && make -C DIR build/detect`),
+as one more variant: its build/detect with its own copy of the config (so keys it does not know
+are not given), at every precision, in the same alternating rounds. "Today's int8" of a
+performance issue is measured so, beside the change, on the same machine at the same time."""
 
 import argparse
 import json
@@ -93,8 +98,9 @@ def main():
     ap.add_argument("--archs", default="classic")
     ap.add_argument("--reduced-precision", default="",
                     help="variants of the config's reduced_precision keys, ';'-separated, each 'none' or a "
-                         "'+'-joined set of stem, rpn_predictors, mask_head: each a column at every reduced "
-                         "precision (fp32 ignores the keys), in the same alternating rounds")
+                         "'+'-joined set of stem, rpn_predictors, box_head, mask_head: each a column at every "
+                         "reduced precision (fp32 ignores the keys), in the same alternating rounds")
+    ap.add_argument("--baseline", default="", help="another checkout, built: its detect and config as a variant")
     args = ap.parse_args()
     import oracle
     from conftest import write_config
@@ -104,7 +110,7 @@ def main():
     precisions = args.precisions.split(",")
     archs = args.archs.split(",")
     variants = args.reduced_precision.split(";") if args.reduced_precision else [""]
-    parts = ("stem", "rpn_predictors", "mask_head")
+    parts = ("stem", "rpn_predictors", "box_head", "mask_head")
     for v in variants:
         for part in v.split("+"):
             if part not in parts + ("none", ""):
@@ -124,6 +130,10 @@ def main():
                 overrides = dict(arch_keys, reduced_precision={p: p in v.split("+") for p in parts}) if v else arch_keys
                 setup[arch, v] = (write_config(base_config, overrides, os.path.join(tmp, f"config_{arch}_{k}.json")),
                                   weights)
+            if args.baseline:
+                own = os.path.join(args.baseline, "configs", os.path.basename(base_config))
+                setup[arch, "baseline"] = (write_config(own, arch_keys, os.path.join(tmp, f"config_{arch}_base.json")),
+                                           weights)
             oracle.export_weights(model, weights)
             del model
             config = setup[arch, variants[0]][0]
@@ -145,24 +155,34 @@ def main():
                 print(f"{p}: skipped: {probe.stderr.strip()}")
             else:
                 usable.append(p)
-        # columns (arch, variant, precision); fp32 once per arch (the variants change nothing there)
+        # columns (arch, variant, precision); fp32 once per arch (the variants change nothing there),
+        # and once more for the baseline build
         cols = [(a, v, p) for a in archs for v in variants for p in usable if p != "fp32" or v == variants[0]]
+        if args.baseline:
+            cols += [(a, "baseline", p) for a in archs for p in usable]
+            baseline_detect = os.path.join(args.baseline, "build", "detect")
         label = {c: " ".join(([c[0]] if len(archs) > 1 else []) + [c[2]] +
-                             ([c[1] or "default"] if len(variants) > 1 and c[2] != "fp32" else [])) for c in cols}
+                             ([c[1] or "default"] if (len(variants) > 1 and c[2] != "fp32") or c[1] == "baseline"
+                              else [])) for c in cols}
         runs = {c: [] for c in cols}
         rss = {}
         for _ in range(args.rounds):
             for c in cols:
                 args.config, weights = setup[c[0], c[1]]
                 bench_cpu.peak_rss_kb["full"] = 0
-                doc = bench_cpu.run_detect(args, weights, [png], ["--profile-runs", "2", "--precision", c[2]], "full")
+                doc = bench_cpu.run_detect(args, weights, [png], ["--profile-runs", "2", "--precision", c[2]], "full",
+                                           detect=baseline_detect if c[1] == "baseline" else None)
                 runs[c] += [{s: r[bench_cpu.OUR_NAME.get(s, s)] for s in bench_cpu.STAGES} for r in doc]
                 rss[c] = max(rss.get(c, 0), bench_cpu.peak_rss_kb["full"])
 
         # ratios: each precision to the first at the same architecture, each architecture to the first
-        ratios = [(c, (c[0], variants[0], usable[0])) for c in cols if c[2] != usable[0]]
-        ratios += [(c, (archs[0], c[1], c[2])) for c in cols if c[0] != archs[0]]
-        ratios += [(c, (c[0], variants[0], c[2])) for c in cols if c[1] != variants[0]]
+        ratios = [(c, (c[0], variants[0], usable[0])) for c in cols if c[2] != usable[0] and c[1] != "baseline"]
+        ratios += [(c, (archs[0], c[1], c[2])) for c in cols if c[0] != archs[0] and c[1] != "baseline"]
+        ratios += [(c, (c[0], variants[0], c[2])) for c in cols if c[1] not in (variants[0], "baseline")]
+        # against the baseline build: each precision to the same, and each reduced one to its int8
+        ratios += [((c[0], variants[0], c[2]), c) for c in cols if c[1] == "baseline"]
+        ratios += [((a, variants[0], p), (a, "baseline", "int8")) for a in archs for p in usable
+                   if args.baseline and "int8" in usable and p not in ("fp32", "int8")]
         print(f"\nCPU, {args.threads} threads, 800x1216, seeded R-101-FPN, median of {args.rounds} alternating "
               f"rounds x 2 runs (seconds)")
         w = max(12, max(len(label[c]) for c in cols) + 2)

@@ -23,7 +23,7 @@ sys.path[:0] = [os.path.join(REPO, "models", "shapes"), os.path.join(REPO, "mode
 
 import evaluate  # noqa: E402
 
-PARTS = ("stem", "rpn_predictors", "mask_head")
+PARTS = ("stem", "rpn_predictors", "box_head", "mask_head")
 
 
 def main():

@@ -71,10 +71,16 @@ typedef struct {
  * convolution runs. */
 typedef void (*mr_conv_observer)(void *user, const char *layer, const float *x, size_t count);
 
-/* Fully connected: y[n, out] = act(x[n, in] * W^T + b). */
+/* Fully connected: y[n, out] = act(x[n, in] * W^T + b). keep_fp32,
+ * int8_range and int8_signed as for mr_conv_params (a backend computing in
+ * bf16 or int8 runs a layer that is not keep_fp32 so, int8 with its
+ * input's calibrated range). */
 typedef struct {
     int in, out;
     int relu;
+    int keep_fp32;
+    float int8_range;
+    int int8_signed;
 } mr_linear_params;
 
 /* Transposed convolution with kernel 2 and stride 2 (mask head): every
@@ -84,6 +90,9 @@ typedef struct {
     int cin, cout;
     int relu;
     int max_n, max_h, max_w; /* largest input, as for mr_conv_params */
+    int keep_fp32;           /* and the precision, as for mr_linear_params */
+    float int8_range;
+    int int8_signed;
 } mr_deconv2x2_params;
 
 typedef struct {

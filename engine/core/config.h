@@ -245,16 +245,16 @@ typedef struct {
 } mr_classes_config;
 
 /* Which parts of the network compute in reduced precision when a run asks
- * for it (the CPU's --precision bf16). The rest of the backbone, the FPN and
- * the RPN's 3x3 conv always do; these parts stay fp32 unless set, after
- * NNCF's Mask R-CNN recipe (its 3-channel input is where reduced precision
- * loses most; predictors and heads decide the boxes and masks). The box
- * head's fully connected layers, box decoding, NMS, RoIAlign and the paste
- * are fp32 whatever these say. */
+ * for it (the CPU's --precision bf16 or int8). The rest of the backbone, the
+ * FPN and the RPN's 3x3 conv always do; each part here was measured by the
+ * demo model's AP and by time (bench/NOTES.md sections 34 and 35). The box
+ * predictor (class scores, box deltas), box decoding, NMS, RoIAlign and the
+ * paste are fp32 whatever these say. */
 typedef struct {
     int stem;                   /* "stem": false; the 7x7 conv on the image       */
     int rpn_predictors;         /* "rpn_predictors": false; objectness and box deltas (1x1) */
-    int mask_head;              /* "mask_head": false; its 3x3 convs and the 1x1 mask logits */
+    int box_head;               /* "box_head": true; its convs (4conv1fc) and fully connected layers */
+    int mask_head;              /* "mask_head": true; its 3x3 convs, the deconvolution and the 1x1 mask logits */
 } mr_reduced_precision_config;
 
 typedef struct {

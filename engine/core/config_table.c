@@ -146,9 +146,10 @@ void config_defaults(mr_config *cfg)
     mh->class_agnostic = 0;
 
     /* bf16/int8 leave fp32 where the demo model's AP allows it and it pays (bench/NOTES.md
-     * section 34): the mask head's convs do; the stem and the RPN predictors stay fp32 */
+     * sections 34 and 35): the box and mask heads do; the stem and the RPN predictors stay fp32 */
     cfg->reduced_precision.stem = 0;
     cfg->reduced_precision.rpn_predictors = 0;
+    cfg->reduced_precision.box_head = 1;
     cfg->reduced_precision.mask_head = 1;
 
     cfg->classes.num_classes = CFG_COCO_NUM_CLASSES;
@@ -326,6 +327,7 @@ static const cfg_key classes_keys[] = {
 static const cfg_key reduced_precision_keys[] = {
     K_BOOL(mr_reduced_precision_config, stem),
     K_BOOL(mr_reduced_precision_config, rpn_predictors),
+    K_BOOL(mr_reduced_precision_config, box_head),
     K_BOOL(mr_reduced_precision_config, mask_head),
 };
 

@@ -86,14 +86,69 @@ typedef struct {
     dnnl_memory_desc_t src_md, wei_md, bias_md, dst_md;
     int blocked, narrow_from_blocked;
     int quantized_out; /* dst is u8/s8 for the layer's int8 reader (mr_layer.out_scales_q) */
+    /* int8: the output scales as a per-channel multiply post-op whose values
+     * come with each run (DNNL_ARG_SRC_1), not as the attribute's constants:
+     * the primitive then carries nothing of the layer's own, and oneDNN's
+     * primitive cache gives identical layers of a shape (res4's 22 blocks)
+     * one primitive, made once (backend_cpu_layers.c, shared_scales_use). */
+    int runtime_scales;
+    dnnl_memory_desc_t scales_md;
     /* A bf16 or int8 layer's: the fp32 NHWC input to bf16, u8 or s8 NHWC
-     * (ctx->lowp_src), src_md then being that one; NULL for fp32 layers. */
+     * (ctx->lowp_src), src_md then being that one; NULL for fp32 layers.
+     * Its scale (int8: 1 / the input's step) comes with each run, so that
+     * every layer of a shape shares one reorder through oneDNN's primitive
+     * cache instead of each making its own. */
     dnnl_primitive_t src_convert;
     dnnl_memory_desc_t src_f32_md;
     float *weights; /* in the layout the primitive chose (bf16 or s8 for such a layer) */
     int owns_weights; /* 0: the layer's master copy, or another entry's */
     size_t scratch_bytes;
 } cpu_conv_entry;
+
+/* A fully connected layer or the mask head's deconvolution computing in bf16
+ * or int8 (backend_cpu_gemm.c): y[rows, cols] = x[rows, k] * W[k, cols] as
+ * one oneDNN matmul primitive of chunk_rows rows, made at load, run over
+ * the rows chunk by chunk. */
+typedef struct {
+    int k, cols, chunk_rows;
+    int int8;          /* else bf16 */
+    int is_signed;     /* int8: s8 input (else u8) */
+    float to_steps;    /* int8: 1 / the input's step (its calibrated range / 255 or 127) */
+    float *scales;     /* int8: [cols], the input step x the column's weight scale */
+    float *bias;       /* [cols] (int8: in accumulator units, bias / scales) */
+    int with_bias;     /* bias (and ReLU) in the primitive; else the caller adds them */
+    dnnl_primitive_t prim;
+    dnnl_memory_desc_t src_md, wei_md, bias_md, dst_md;
+    void *weights; /* s8 or bf16, in the layout the primitive chose */
+    size_t scratch_bytes;
+} cpu_gemm_lowp;
+
+/* x [rows, k] fp32 -> dst [padded_rows, k] as int8 (u8, or s8 where
+ * is_signed: saturate(round_half_even(x * to_steps)), as oneDNN's quantizing
+ * reorder) or bf16 (round to nearest even); the rows past `rows` zero. Over
+ * the OpenMP threads; avx512: with AVX-512 (ctx->avx512). */
+void cpu_lowp_convert(const float *x, size_t rows, size_t padded_rows, size_t k, int int8, int is_signed,
+                      float to_steps, int avx512, void *dst);
+
+/* w: [k, cols], or [cols, k] where transposed (a linear layer's [out, in]).
+ * bias NULL: the caller adds bias and ReLU after (the deconvolution's
+ * depth-to-space pass does); else both are fused. int8 (ctx->int8) takes
+ * the input's calibrated range and sign. */
+mr_status cpu_gemm_lowp_init(const cpu_ctx *c, const char *name, cpu_gemm_lowp *g, int k, int cols, int chunk_rows,
+                             const float *w, int transposed, const float *bias, int relu, float int8_range,
+                             int int8_signed, mr_error *err);
+void cpu_gemm_lowp_free(cpu_gemm_lowp *g);
+/* x [rows, k] into ctx->lowp_src in the GEMM's input type, zero rows up to
+ * whole chunks; then chunk `chunk`'s [chunk_rows, cols] fp32 result to dst
+ * (ctx->scratch serves as the primitive's scratchpad). */
+mr_status cpu_gemm_lowp_convert(cpu_ctx *c, const char *name, const cpu_gemm_lowp *g, const float *x, int rows,
+                                mr_error *err);
+mr_status cpu_gemm_lowp_chunk(cpu_ctx *c, const char *name, const cpu_gemm_lowp *g, int chunk, float *dst,
+                              mr_error *err);
+/* y [rows, cols] (room for y_cap floats) from x [rows, k]: convert, then
+ * every chunk, the last through scratch where it would pass y_cap. */
+mr_status cpu_gemm_lowp_run(cpu_ctx *c, const char *name, const cpu_gemm_lowp *g, const float *x, int rows,
+                            float *y, size_t y_cap, mr_error *err);
 
 struct mr_layer {
     cpu_layer_kind kind;
@@ -130,6 +185,9 @@ struct mr_layer {
     int out_signed;
     cpu_conv_entry cache[CPU_CONV_CACHE];
     int cache_count;
+    /* linear, deconv: computes in bf16 or int8 (bf16 or int8 set), through
+     * this; `weights` is then NULL. */
+    cpu_gemm_lowp gemm;
 };
 
 /* The block for this CPU: MR_CPU_BLOCK (8 or 16) if set, else 16 where

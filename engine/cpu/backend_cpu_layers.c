@@ -162,23 +162,71 @@ mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, co
     return MR_OK;
 }
 
+/* A GEMM layer's precision (linear, deconv): the context's bf16 or int8
+ * unless keep_fp32; int8 needs the input's calibrated range, as a conv
+ * does. Sets l->bf16 / l->int8. */
+static mr_status gemm_layer_precision(const cpu_ctx *c, mr_layer *l, int keep_fp32, float int8_range,
+                                      mr_error *err)
+{
+    l->bf16 = c->bf16 && !keep_fp32;
+    l->int8 = c->int8 && !keep_fp32;
+    if (l->int8 && !(int8_range > 0.0f && isfinite(int8_range)))
+        return mr_fail(err, MR_ERR_CONFIG, "%s: precision int8 needs this layer's calibrated input range, and it "
+                       "has none", l->name);
+    return MR_OK;
+}
+
+/* The fully connected layers' rows (RoIs) per reduced-precision chunk:
+ * oneDNN's AMX matmul ran the box head's fc6 fastest at 128 rows of the
+ * shapes tried (64 to 1000; bench/NOTES.md section 35), and a 1000-RoI
+ * image wastes 24 padded rows. */
+#define LINEAR_LOWP_ROWS 128
+
 mr_status cpu_linear_init(void *ctx, const char *name, const mr_linear_params *p, const float *w,
                           const float *bias, mr_layer **out, mr_error *err)
 {
-    (void)ctx;
-    mr_layer *l = layer_new(CPU_LAYER_LINEAR, name, sizeof(float) * (size_t)p->in * (size_t)p->out, (size_t)p->out);
+    const cpu_ctx *c = ctx;
+    mr_layer *l = calloc(1, sizeof *l);
     if (!l) return mr_fail(err, MR_ERR_OOM, "%s: out of memory", name);
+    l->kind = CPU_LAYER_LINEAR;
+    snprintf(l->name, sizeof l->name, "%s", name);
     l->linear = *p;
-    memcpy(l->weights, w, sizeof(float) * (size_t)p->in * (size_t)p->out);
-    if (bias) memcpy(l->bias, bias, sizeof(float) * (size_t)p->out);
+    mr_status st = gemm_layer_precision(c, l, p->keep_fp32, p->int8_range, err);
+    if (st == MR_OK && cpu_layer_reduced(l)) {
+        /* bias and ReLU fused; a zero bias where there is none */
+        float *zero = bias ? NULL : calloc((size_t)p->out, sizeof(float));
+        if (!bias && !zero) st = mr_fail(err, MR_ERR_OOM, "%s: out of memory", name);
+        else
+            st = cpu_gemm_lowp_init(c, name, &l->gemm, p->in, p->out, LINEAR_LOWP_ROWS, w, 1, bias ? bias : zero,
+                                    p->relu, p->int8_range, p->int8_signed, err);
+        free(zero);
+    } else if (st == MR_OK) {
+        l->weights = cpu_alloc(sizeof(float) * (size_t)p->in * (size_t)p->out);
+        l->bias = calloc((size_t)p->out, sizeof(float));
+        if (!l->weights || !l->bias) st = mr_fail(err, MR_ERR_OOM, "%s: out of memory", name);
+        else {
+            memcpy(l->weights, w, sizeof(float) * (size_t)p->in * (size_t)p->out);
+            if (bias) memcpy(l->bias, bias, sizeof(float) * (size_t)p->out);
+        }
+    }
+    if (st != MR_OK) {
+        cpu_layer_free(ctx, l);
+        return st;
+    }
     *out = l;
     return MR_OK;
 }
 
+/* The deconvolution's input pixels per reduced-precision chunk: two 14x14
+ * RoIs. oneDNN's AMX matmul [rows x 256] x [256 x 1024] ran 0.77-0.91 T int8
+ * multiply-adds/s at 196 to 1960 rows (bench/NOTES.md section 35); two RoIs
+ * keep the fp32 result (1.6 MB) in cache for the depth-to-space pass. */
+#define DECONV_LOWP_ROWS 392
+
 mr_status cpu_deconv2x2_init(void *ctx, const char *name, const mr_deconv2x2_params *p, const float *w,
                              const float *bias, mr_layer **out, mr_error *err)
 {
-    (void)ctx;
+    const cpu_ctx *c = ctx;
     size_t cin = (size_t)p->cin, cout = (size_t)p->cout;
     mr_layer *l = layer_new(CPU_LAYER_DECONV2X2, name, sizeof(float) * cin * 4 * cout, cout);
     if (!l) return mr_fail(err, MR_ERR_OOM, "%s: out of memory", name);
@@ -188,6 +236,19 @@ mr_status cpu_deconv2x2_init(void *ctx, const char *name, const mr_deconv2x2_par
         for (size_t co = 0; co < cout; co++)
             for (size_t k = 0; k < 4; k++) l->weights[ci * 4 * cout + k * cout + co] = w[(ci * cout + co) * 4 + k];
     if (bias) memcpy(l->bias, bias, sizeof(float) * cout);
+    mr_status st = gemm_layer_precision(c, l, p->keep_fp32, p->int8_range, err);
+    /* bias and ReLU stay in the depth-to-space pass, in fp32 */
+    if (st == MR_OK && cpu_layer_reduced(l))
+        st = cpu_gemm_lowp_init(c, name, &l->gemm, p->cin, 4 * p->cout, DECONV_LOWP_ROWS, l->weights, 0, NULL, 0,
+                                p->int8_range, p->int8_signed, err);
+    if (st == MR_OK && cpu_layer_reduced(l)) {
+        free(l->weights);
+        l->weights = NULL;
+    }
+    if (st != MR_OK) {
+        cpu_layer_free(ctx, l);
+        return st;
+    }
     *out = l;
     return MR_OK;
 }
@@ -212,6 +273,7 @@ void cpu_layer_free(void *ctx, mr_layer *l)
     free(l->wino_u);
     free(l->out_scales);
     free(l->out_scales_q);
+    cpu_gemm_lowp_free(&l->gemm);
     free(l);
 }
 
@@ -277,6 +339,22 @@ static mr_status blocked_operands(cpu_ctx *c, const mr_tensor *x, mr_tensor *y, 
     return cpu_layout_will_be_blocked(c, y, x, err);
 }
 
+/* Whether an int8 conv's primitive for this output takes its scales at
+ * run time (cpu_conv_entry.runtime_scales). Making int8 primitives is most
+ * of what small inputs pay for int8 (bench/NOTES.md section 36: a 3x3 conv's
+ * takes 1.5-8 ms, and every layer made its own for every input shape), and
+ * with scales at run time identical layers share one. It costs run time
+ * where the output is large: the multiply as a post-op ran 10-50% slower on
+ * the full-size res2-res4 1x1 convs with a residual sum, and as fast or
+ * faster at or below about a thousand output pixels (res4 and res5 of a
+ * 224x320 input, res5 at 800x1216). */
+#define RUNTIME_SCALES_MAX_PIXELS 1024
+
+static int runtime_scales_use(const mr_layer *l, const mr_tensor *y)
+{
+    return l->int8 && (size_t)y->n * (size_t)y->h * (size_t)y->w <= RUNTIME_SCALES_MAX_PIXELS;
+}
+
 /* Builds (or finds) the primitive for this input shape and input layout. */
 static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x, const mr_tensor *y,
                                 int accumulate, cpu_conv_entry **out, mr_error *err)
@@ -304,6 +382,7 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
     e.blocked = !cpu_layer_reduced(layer) && p->groups == 1 && p->cin % c->block == 0 && p->cout % c->block == 0;
     e.narrow_from_blocked = narrow;
     e.quantized_out = layer->out_scales_q && !accumulate;
+    e.runtime_scales = runtime_scales_use(layer, y);
 
     dnnl_dims_t src_dims = {x->n, p->cin, x->h, x->w}, dst_dims = {y->n, p->cout, y->h, y->w};
     dnnl_dims_t bias_dims = {p->cout}, strides = {p->stride, p->stride};
@@ -335,9 +414,9 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
         dnnl_primitive_desc_t rpd = NULL;
         DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.src_f32_md, 4, src_dims, dnnl_f32, dnnl_nhwc), "src desc");
         DNNL_TRY(dnnl_primitive_attr_create(&attr), "attr");
-        if (layer->int8) { /* q = saturate(round(x / src_scale)) */
-            float to_steps = 1.0f / layer->src_scale;
-            DNNL_TRY(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &to_steps), "input quantization scale");
+        if (layer->int8) { /* q = saturate(round(x / src_scale)), the scale given at run time */
+            const float runtime = DNNL_RUNTIME_F32_VAL;
+            DNNL_TRY(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &runtime), "input quantization scale");
         }
         DNNL_TRY(dnnl_reorder_primitive_desc_create(&rpd, &e.src_f32_md, c->engine, &e.src_md, c->engine, attr),
                  "input conversion");
@@ -361,11 +440,16 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
     DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "attr");
     /* int8: the s32 sum (plus the bias, in the same units) times
      * src_scale * weight scale[oc] is the fp32 result; post-ops follow */
-    if (layer->int8)
+    DNNL_TRY(dnnl_post_ops_create(&ops), "post-ops");
+    if (layer->int8 && e.runtime_scales) {
+        dnnl_dims_t sd = {1, p->cout, 1, 1};
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.scales_md, 4, sd, dnnl_f32, dnnl_nchw), "scales desc");
+        DNNL_TRY(dnnl_post_ops_append_binary(ops, dnnl_binary_mul, &e.scales_md), "scales post-op");
+    } else if (layer->int8) {
         DNNL_TRY(dnnl_primitive_attr_set_output_scales(attr, p->cout, 1 << 1,
                                                        e.quantized_out ? layer->out_scales_q : layer->out_scales),
                  "output scales");
-    DNNL_TRY(dnnl_post_ops_create(&ops), "post-ops");
+    }
     if (accumulate) DNNL_TRY(dnnl_post_ops_append_sum(ops, 1.0f), "sum post-op");
     if (p->relu) DNNL_TRY(dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f), "relu post-op");
     DNNL_TRY(dnnl_primitive_attr_set_post_ops(attr, ops), "attr");
@@ -417,6 +501,92 @@ done:
     return st;
 }
 
+/* Entry e's convolution from src (e->src_md's type and layout) to dst,
+ * bias, sum and ReLU included, ctx->scratch its scratchpad. */
+static mr_status conv_execute(cpu_ctx *c, const mr_layer *layer, const cpu_conv_entry *e, void *src, float *dst,
+                              mr_error *err)
+{
+    mr_status st = MR_OK;
+    dnnl_memory_t m[6] = {0}; /* src, weights, bias, dst, scratchpad, run-time scales */
+    DNNL_TRY(dnnl_memory_create(&m[0], &e->src_md, c->engine, src), "memory");
+    DNNL_TRY(dnnl_memory_create(&m[1], &e->wei_md, c->engine, e->weights), "memory");
+    DNNL_TRY(dnnl_memory_create(&m[2], &e->bias_md, c->engine, layer->bias), "memory");
+    DNNL_TRY(dnnl_memory_create(&m[3], &e->dst_md, c->engine, dst), "memory");
+    dnnl_memory_desc_t sp_md;
+    dnnl_dims_t sp_dims = {(dnnl_dim_t)e->scratch_bytes};
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&sp_md, 1, sp_dims, dnnl_u8, dnnl_a), "memory");
+    DNNL_TRY(dnnl_memory_create(&m[4], &sp_md, c->engine, c->scratch), "memory");
+    dnnl_exec_arg_t args[6] = {{DNNL_ARG_SRC, m[0]}, {DNNL_ARG_WEIGHTS, m[1]}, {DNNL_ARG_BIAS, m[2]},
+                               {DNNL_ARG_DST, m[3]}, {DNNL_ARG_SCRATCHPAD, m[4]}};
+    if (e->runtime_scales) {
+        float *scales = e->quantized_out ? layer->out_scales_q : layer->out_scales;
+        DNNL_TRY(dnnl_memory_create(&m[5], &e->scales_md, c->engine, scales), "memory");
+        args[5] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, m[5]};
+    }
+    DNNL_TRY(dnnl_primitive_execute(e->prim, c->stream, e->runtime_scales ? 6 : 5, args), "convolution");
+    DNNL_TRY(dnnl_stream_wait(c->stream), "convolution");
+done:
+    for (int i = 0; i < 6; i++)
+        if (m[i]) dnnl_memory_destroy(m[i]);
+    return st;
+}
+
+/* The heads' convolutions see a new batch size nearly every image (the
+ * mask head's detections, the 4conv1fc box head's RoIs), and a oneDNN
+ * primitive has a fixed one: made per size, primitives were made anew on
+ * most small images (the demo model's mask head at int8: p90 6.8 ms
+ * against a median of 1.1, bench/NOTES.md section 36) and piled up in
+ * oneDNN's primitive cache. So a reduced-precision head conv (planned for
+ * batches, max_n > 1) runs batches of power-of-two sizes only: as many
+ * full chunks of the largest (about HEAD_CHUNK_PIXELS output pixels: 16
+ * RoIs of 14x14, 64 of 7x7, 4 of 28x28) as fit, then the rest by its
+ * binary digits (11 RoIs: 8 + 2 + 1). At most log2(chunk) + 1 primitives
+ * per layer, each made once; no padding, so no wasted work (a padded chunk
+ * of 16 took the demo model's 8 or so detections at twice the time). The
+ * input is converted once, into ctx->lowp_src. */
+#define HEAD_CHUNK_PIXELS 4096
+
+static int head_chunk_images(int h, int w)
+{
+    int n = 1;
+    while ((size_t)2 * n * (size_t)h * (size_t)w <= HEAD_CHUNK_PIXELS) n *= 2;
+    return n;
+}
+
+static int conv_runs_in_chunks(const mr_layer *l, int accumulate)
+{
+    return cpu_layer_reduced(l) && l->conv.max_n > 1 && !accumulate && !l->out_scales_q;
+}
+
+static mr_status conv_heads_lowp(cpu_ctx *c, mr_layer *layer, const mr_tensor *x, mr_tensor *y, mr_error *err)
+{
+    const mr_conv_params *p = &layer->conv;
+    const int chunk = head_chunk_images(x->h, x->w);
+    const size_t in_img = (size_t)x->h * x->w * p->cin, out_img = (size_t)y->h * y->w * p->cout;
+    const size_t elem = layer->int8 ? 1 : 2;
+    MR_TRY(cpu_read(c, x, err));
+    cpu_wrote(c, y);
+    MR_TRY(cpu_lowp_src_reserve(c, (size_t)x->n * in_img * elem, err));
+    cpu_lowp_convert(x->data, (size_t)x->n, (size_t)x->n, in_img, layer->int8, p->int8_signed,
+                     layer->int8 ? 1.0f / layer->src_scale : 0.0f, c->avx512, c->lowp_src);
+    /* full chunks, then the rest (under one chunk) by its binary digits, largest first */
+    int n0 = 0;
+    for (int size = chunk; size >= 1 && n0 < x->n; size /= 2) {
+        const int runs = size == chunk ? (x->n - n0) / chunk : ((x->n - n0) & size) != 0;
+        if (!runs) continue;
+        mr_tensor xc = *x, yc = *y;
+        xc.n = yc.n = size;
+        cpu_conv_entry *e;
+        /* (an entry reserves lowp_src for `size` images, under the x->n converted: the
+         * conversion stays; it may grow scratch, whose pointer conv_execute reads after) */
+        MR_TRY(conv_entry_get(c, layer, &xc, &yc, 0, &e, err));
+        for (int r = 0; r < runs; r++, n0 += size)
+            MR_TRY(conv_execute(c, layer, e, (char *)c->lowp_src + (size_t)n0 * in_img * elem,
+                                y->data + (size_t)n0 * out_img, err));
+    }
+    return MR_OK;
+}
+
 mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y, int accumulate, mr_error *err)
 {
     cpu_ctx *c = vctx;
@@ -447,6 +617,7 @@ mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y
                      c->scratch);
         return MR_OK;
     }
+    if (conv_runs_in_chunks(layer, accumulate)) return conv_heads_lowp(c, layer, x, y, err);
     cpu_conv_entry *e;
     int x_quantized = 0;
     MR_TRY(conv_entry_get(c, layer, x, y, accumulate, &e, err));
@@ -466,33 +637,29 @@ mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y
         else cpu_wrote(c, y);
     }
     float *dst = e->narrow_from_blocked ? c->blocked : y->data;
-    mr_status st = MR_OK;
-    /* m: src, weights, bias, dst, scratchpad; for a bf16 layer, the fp32 input. */
-    dnnl_memory_t m[6] = {0};
+    void *src = x->data;
     if (e->src_convert && !x_quantized) {
-        DNNL_TRY(dnnl_memory_create(&m[5], &e->src_f32_md, c->engine, x->data), "memory");
-        DNNL_TRY(dnnl_memory_create(&m[0], &e->src_md, c->engine, c->lowp_src), "memory");
-        dnnl_exec_arg_t conv_args[2] = {{DNNL_ARG_FROM, m[5]}, {DNNL_ARG_TO, m[0]}};
-        DNNL_TRY(dnnl_primitive_execute(e->src_convert, c->stream, 2, conv_args), "bf16 input conversion");
-    } else {
-        DNNL_TRY(dnnl_memory_create(&m[0], &e->src_md, c->engine, x->data), "memory");
+        mr_status st = MR_OK;
+        dnnl_memory_t from = NULL, to = NULL, scale = NULL;
+        const float to_steps = layer->int8 ? 1.0f / layer->src_scale : 1.0f;
+        dnnl_memory_desc_t scale_md;
+        dnnl_dims_t one = {1};
+        DNNL_TRY(dnnl_memory_create(&from, &e->src_f32_md, c->engine, x->data), "memory");
+        DNNL_TRY(dnnl_memory_create(&to, &e->src_md, c->engine, c->lowp_src), "memory");
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&scale_md, 1, one, dnnl_f32, dnnl_a), "memory");
+        DNNL_TRY(dnnl_memory_create(&scale, &scale_md, c->engine, (void *)&to_steps), "memory");
+        dnnl_exec_arg_t conv_args[3] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}, {DNNL_ARG_ATTR_OUTPUT_SCALES, scale}};
+        DNNL_TRY(dnnl_primitive_execute(e->src_convert, c->stream, layer->int8 ? 3 : 2, conv_args), "input conversion");
+        src = c->lowp_src;
+    done:
+        if (from) dnnl_memory_destroy(from);
+        if (to) dnnl_memory_destroy(to);
+        if (scale) dnnl_memory_destroy(scale);
+        MR_TRY(st);
     }
-    DNNL_TRY(dnnl_memory_create(&m[1], &e->wei_md, c->engine, e->weights), "memory");
-    DNNL_TRY(dnnl_memory_create(&m[2], &e->bias_md, c->engine, layer->bias), "memory");
-    DNNL_TRY(dnnl_memory_create(&m[3], &e->dst_md, c->engine, dst), "memory");
-    dnnl_memory_desc_t sp_md;
-    dnnl_dims_t sp_dims = {(dnnl_dim_t)e->scratch_bytes};
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&sp_md, 1, sp_dims, dnnl_u8, dnnl_a), "memory");
-    DNNL_TRY(dnnl_memory_create(&m[4], &sp_md, c->engine, c->scratch), "memory");
-    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, m[0]}, {DNNL_ARG_WEIGHTS, m[1]}, {DNNL_ARG_BIAS, m[2]},
-                               {DNNL_ARG_DST, m[3]}, {DNNL_ARG_SCRATCHPAD, m[4]}};
-    DNNL_TRY(dnnl_primitive_execute(e->prim, c->stream, 5, args), "convolution");
-    DNNL_TRY(dnnl_stream_wait(c->stream), "convolution");
+    MR_TRY(conv_execute(c, layer, e, src, dst, err));
     if (e->narrow_from_blocked) unblock_padded(dst, c->block, y);
-done:
-    for (int i = 0; i < 6; i++)
-        if (m[i]) dnnl_memory_destroy(m[i]);
-    return st;
+    return MR_OK;
 }
 
 /* y[r, :] = act(y[r, :] + bias) over rows; the epilogue of a GEMM. The
@@ -533,8 +700,11 @@ mr_status cpu_linear(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor 
     if ((size_t)x->h * x->w * x->c != (size_t)p->in || (size_t)y->h * y->w * y->c != (size_t)p->out || y->n != rows)
         return mr_fail(err, MR_ERR_SHAPE, "%s: input/output sizes do not match %d->%d", layer->name, p->in, p->out);
     if (rows == 0) return MR_OK;
+    cpu_ctx *c = vctx;
+    if (c->observe) c->observe(c->observe_user, layer->name, x->data, mr_tensor_numel(x));
     MR_TRY(cpu_read(vctx, x, err));
     cpu_wrote(vctx, y);
+    if (cpu_layer_reduced(layer)) return cpu_gemm_lowp_run(c, layer->name, &layer->gemm, x->data, rows, y->data, y->cap, err);
     const int row_tiles = (rows + LINEAR_TILE_ROWS - 1) / LINEAR_TILE_ROWS;
     const int col_tiles = (p->out + LINEAR_TILE_COLS - 1) / LINEAR_TILE_COLS;
     dnnl_status_t failed = dnnl_success;
@@ -590,6 +760,30 @@ static void depth_to_space(const float *tmp, int r0, int count, const mr_tensor 
     }
 }
 
+/* The deconvolution in bf16 or int8 (mr_layer.gemm): the input converted
+ * once, then per chunk of DECONV_LOWP_ROWS pixels the matmul into scratch
+ * and the depth-to-space pass (bias and ReLU in fp32) over both threads. */
+static mr_status deconv_lowp(cpu_ctx *c, mr_layer *layer, const mr_tensor *x, mr_tensor *y, mr_error *err)
+{
+    const cpu_gemm_lowp *g = &layer->gemm;
+    const mr_deconv2x2_params *p = &layer->deconv;
+    const int rows = x->n * x->h * x->w;
+    MR_TRY(cpu_gemm_lowp_convert(c, layer->name, g, x->data, rows, err));
+    const size_t sp = (g->scratch_bytes + 63) / 64 * 64;
+    MR_TRY(cpu_scratch_reserve(c, sp + sizeof(float) * (size_t)g->chunk_rows * (size_t)g->cols, err));
+    float *tmp = (float *)((char *)c->scratch + sp);
+    const int chunks = (rows + g->chunk_rows - 1) / g->chunk_rows;
+    for (int ch = 0; ch < chunks; ch++) {
+        const int r0 = ch * g->chunk_rows, count = rows - r0 < g->chunk_rows ? rows - r0 : g->chunk_rows;
+        MR_TRY(cpu_gemm_lowp_chunk(c, layer->name, g, ch, tmp, err));
+#pragma omp parallel for schedule(static)
+        for (int r = 0; r < count; r++)
+            depth_to_space(tmp + (size_t)r * (size_t)g->cols, r0 + r, 1, y, x->h, x->w, layer->bias, p->cout,
+                           p->relu);
+    }
+    return MR_OK;
+}
+
 mr_status cpu_deconv2x2(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y, mr_error *err)
 {
     cpu_ctx *c = vctx;
@@ -599,8 +793,10 @@ mr_status cpu_deconv2x2(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tens
                        p->cout);
     int rows = x->n * x->h * x->w, cols = 4 * p->cout;
     if (rows == 0) return MR_OK;
+    if (c->observe) c->observe(c->observe_user, layer->name, x->data, mr_tensor_numel(x));
     MR_TRY(cpu_read(c, x, err));
     cpu_wrote(c, y);
+    if (cpu_layer_reduced(layer)) return deconv_lowp(c, layer, x, y, err);
     int threads = c->threads > 0 ? c->threads : omp_get_max_threads();
     size_t slice = (size_t)DECONV_CHUNK_ROWS * (size_t)cols;
     MR_TRY(cpu_scratch_reserve(c, sizeof(float) * slice * (size_t)threads, err));

@@ -40,8 +40,9 @@ mr_status model_linear_layer(mr_model *m, mr_weights *w, const char *prefix, int
     }
     if (st == MR_OK) st = model_check_finite(w, prefix, wt, (size_t)in * (size_t)out + (size_t)out, err);
     if (st == MR_OK) {
-        mr_linear_params p = {in, out, relu};
-        st = m->be.i->linear_init(m->be.ctx, prefix, &p, use, bias, dst, err);
+        mr_linear_params p = {in, out, relu, model_layer_keeps_fp32(&m->cfg, prefix), 0.0f, 0};
+        st = model_gemm_int8_range(m, prefix, &p.int8_range, &p.int8_signed, err);
+        if (st == MR_OK) st = m->be.i->linear_init(m->be.ctx, prefix, &p, use, bias, dst, err);
     }
     free(wt);
     return st;

@@ -61,8 +61,11 @@ mr_status mask_head_load(mr_model *m, mr_weights *w, mr_error *err)
     if (st == MR_OK) st = weights_read_f32(w, "mask_head.deconv.bias", 1, bshape, wt + wn, err);
     if (st == MR_OK) st = model_check_finite(w, "mask_head.deconv", wt, wn + (size_t)D, err);
     if (st == MR_OK) {
-        mr_deconv2x2_params p = {Din, D, 1, roi.n, roi.h, roi.w};
-        st = m->be.i->deconv2x2_init(m->be.ctx, "mask_head.deconv", &p, wt, wt + wn, &m->mask_deconv,
+        mr_deconv2x2_params p = {Din, D, 1, roi.n, roi.h, roi.w, model_layer_keeps_fp32(&m->cfg, "mask_head.deconv"),
+                                 0.0f, 0};
+        st = model_gemm_int8_range(m, "mask_head.deconv", &p.int8_range, &p.int8_signed, err);
+        if (st == MR_OK)
+            st = m->be.i->deconv2x2_init(m->be.ctx, "mask_head.deconv", &p, wt, wt + wn, &m->mask_deconv,
                                      err);
     }
     free(wt);

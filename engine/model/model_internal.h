@@ -125,6 +125,22 @@ mr_status model_check_finite(const mr_weights *w, const char *layer, const float
  * count gets an error naming the key, not only the shapes. */
 mr_status model_check_class_rows(const mr_weights *w, const char *tensor, int rows, int agnostic, int other_rows,
                                  const char *key, mr_error *err);
+/* Whether the layer `prefix` stays fp32 when the backend computes in a
+ * reduced precision (config "reduced_precision"; names as model.c loads
+ * them): the stem, the RPN's predictors, the box head (its convs and fully
+ * connected layers) and the mask head (convs, deconvolution, logits) as
+ * the config says; the box predictor's class scores and deltas always. The
+ * rest of the backbone, the FPN and the RPN's 3x3 conv never stay fp32. */
+int model_layer_keeps_fp32(const mr_config *c, const char *prefix);
+
+/* A fully connected layer's or the deconvolution's calibrated input range
+ * and sign for the backend (mr_linear_params.int8_range), 0 where the
+ * ranges (if any) have none. Missing under int8 on the CPU backend, which
+ * computes these layers in int8 unless they keep fp32, it is refused,
+ * naming the ranges file and the layer; CUDA's GEMMs never read it. */
+mr_status model_gemm_int8_range(const mr_model *m, const char *prefix, float *range, int *is_signed,
+                                mr_error *err);
+
 /* A conv without normalisation (its bias), whose largest input is `in`. */
 mr_status model_conv_layer(mr_model *m, mr_weights *w, const char *prefix, int cin, int cout, int k, int stride,
                            int pad, int relu, mr_extent in, mr_layer **out, mr_error *err);

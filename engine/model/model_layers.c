@@ -43,16 +43,29 @@ mr_status model_check_class_rows(const mr_weights *w, const char *tensor, int ro
                    key, agnostic ? "true" : "false", rows);
 }
 
-/* Whether the conv `prefix` stays fp32 when the backend computes in a
- * reduced precision (config "reduced_precision"; names as model.c loads
- * them). The rest of the backbone, the FPN and the RPN's 3x3 conv never do. */
-static int layer_keeps_fp32(const mr_config *c, const char *prefix)
+int model_layer_keeps_fp32(const mr_config *c, const char *prefix)
 {
     const mr_reduced_precision_config *r = &c->reduced_precision;
     if (strcmp(prefix, "backbone.stem.conv") == 0) return !r->stem;
     if (strcmp(prefix, "rpn.objectness") == 0 || strcmp(prefix, "rpn.deltas") == 0) return !r->rpn_predictors;
     if (strncmp(prefix, "mask_head.", strlen("mask_head.")) == 0) return !r->mask_head;
+    if (strncmp(prefix, "box_head.", strlen("box_head.")) == 0) return !r->box_head;
+    if (strncmp(prefix, "box_predictor.", strlen("box_predictor.")) == 0) return 1;
     return 0;
+}
+
+mr_status model_gemm_int8_range(const mr_model *m, const char *prefix, float *range, int *is_signed,
+                                mr_error *err)
+{
+    const mr_int8_range *r = int8_ranges_find(m->int8_ranges, prefix);
+    *range = r ? r->range : 0.0f;
+    *is_signed = r ? r->is_signed : 0;
+    /* the CPU backend computes the layer in int8 and needs it (ranges from
+     * before the heads' GEMMs left fp32 lack it); CUDA's GEMMs never read it */
+    if (!r && m->int8_ranges && !model_layer_keeps_fp32(&m->cfg, prefix) && strcmp(m->be.i->name, "cpu") == 0)
+        return mr_fail(err, MR_ERR_CONFIG, "%s: no range for layer \"%s\", which int8 quantizes: calibrate "
+                       "again for this config", m->int8_ranges->path, prefix);
+    return MR_OK;
 }
 
 /* The conv and its folded normalisation (norm: its prefix, NULL for none)
@@ -81,11 +94,11 @@ static mr_status conv_layer(mr_model *m, mr_weights *w, const char *prefix, cons
     size_t count = per_out * (size_t)cout + (size_t)cout * (norm ? 3 : 1);
     if (st == MR_OK) st = model_check_finite(w, prefix, wt, count, err);
     mr_conv_params p = {cin, cout, k, k, stride, pad, 1, 1, relu, in.n, in.h, in.w,
-                        layer_keeps_fp32(&m->cfg, prefix), 0.0f, 0, 0.0f, 0};
+                        model_layer_keeps_fp32(&m->cfg, prefix), 0.0f, 0, 0.0f, 0};
     if (st == MR_OK) {
         const mr_int8_range *r = int8_ranges_find(m->int8_ranges, prefix);
         const mr_int8_range *next = reader ? int8_ranges_find(m->int8_ranges, reader) : NULL;
-        if (next && !layer_keeps_fp32(&m->cfg, reader)) {
+        if (next && !model_layer_keeps_fp32(&m->cfg, reader)) {
             p.int8_out_range = next->range;
             p.int8_out_signed = next->is_signed;
         }

@@ -24,7 +24,9 @@ stands in for a CPU without VNNI (7-bit weights for u8 inputs).
 And the refusals: bf16 on a CPU without AVX512_BF16 or AMX (oneDNN capped at AVX512_CORE_VNNI
 with DNNL_MAX_CPU_ISA stands in for one) is one error line naming the instruction set, exit 2;
 bf16 or int8 with --device cuda is one error line, exit 2; int8 without ranges beside the
-weights, or with the ranges of other weights, is one line naming the file, exit 2. On a CPU
+weights, or with the ranges of other weights, or with ranges that lack a layer the heads compute in
+int8 (calibrated before the box head's FCs and the mask deconvolution did), is one line naming the
+file, exit 2. On a CPU
 without bf16 its comparisons skip, visibly, and the refusal runs without the cap."""
 
 import json
@@ -222,6 +224,27 @@ def test_int8_with_the_ranges_of_other_weights_is_refused(tmp_path):
     r = detect("--device", "cpu", "--precision", "int8", "--config", evaluate.CONFIG, "--weights", str(weights), png)
     line = one_error_line(r)
     assert "model.int8.json: made for other weights" in line and "calibrate again" in line, line
+
+
+@pytest.mark.parametrize("layer", ["box_head.fc6", "mask_head.deconv"])
+def test_int8_ranges_without_a_head_gemm_are_refused(tmp_path, layer):
+    """Ranges calibrated before the heads' GEMMs ran in int8 lack them: refused, naming the file
+    and the layer; with the part kept in fp32 (reduced_precision) the same file runs."""
+    weights = tmp_path / "model.safetensors"
+    shutil.copy(evaluate.WEIGHTS, weights)
+    doc = json.load(open(evaluate.WEIGHTS.replace(".safetensors", ".int8.json")))
+    del doc["layers"][layer]
+    (tmp_path / "model.int8.json").write_text(json.dumps(doc))
+    png = os.path.join(REPO, "examples", "shapes", "scene_1.png")
+    r = detect("--device", "cpu", "--precision", "int8", "--config", evaluate.CONFIG, "--weights", str(weights), png)
+    line = one_error_line(r)
+    assert f'model.int8.json: no range for layer "{layer}"' in line and "calibrate again" in line, line
+    config = json.load(open(evaluate.CONFIG))
+    config["reduced_precision"][layer.split(".")[0]] = False
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    r = detect("-q", "--device", "cpu", "--precision", "int8", "--config", str(tmp_path / "config.json"),
+               "--weights", str(weights), png)
+    assert r.returncode == 0, r.stderr
 
 
 def test_bf16_without_the_instructions_is_refused():

@@ -42,6 +42,7 @@ static double uniform(void) /* [0, 1) */
 
 typedef struct {
     int cin, cout, k, stride, pad, relu, is_signed, accumulate, h, w;
+    int n; /* images (0: 1); above 1 the layer is planned for batches (a head's: max_n = n) */
 } int8_case;
 
 static mr_tensor tensor(mr_backend *be, int n, int h, int w, int c, const float *host)
@@ -67,6 +68,7 @@ static void run_case(const int8_case *tc)
     const int qlo = tc->is_signed ? -128 : 0, qhi = tc->is_signed ? 127 : 255;
     const int stays_fp32 = !vnni && K == 3 && tc->stride == 1; /* Winograd's, without VNNI */
     int oh = (tc->h + 2 * tc->pad - K) / tc->stride + 1, ow = (tc->w + 2 * tc->pad - K) / tc->stride + 1;
+    const int N = tc->n ? tc->n : 1;
 
     /* weights: whole steps of sw plus at most 0.4 of one; each row's first is qmax steps, so s_w = sw exactly */
     float *w = malloc(sizeof(float) * (size_t)tc->cout * per_out), *bias = malloc(sizeof(float) * tc->cout);
@@ -81,7 +83,7 @@ static void run_case(const int8_case *tc)
         bias[o] = (float)(uniform() - 0.5);
     }
     /* inputs: whole steps plus at most 0.4 of one; 1 in 50 beyond the range (saturates) */
-    size_t xn = (size_t)tc->h * tc->w * tc->cin, yn = (size_t)oh * ow * tc->cout;
+    size_t xn = (size_t)N * tc->h * tc->w * tc->cin, yn = (size_t)N * oh * ow * tc->cout;
     float *x = malloc(sizeof(float) * xn), *y0 = malloc(sizeof(float) * yn), *y = malloc(sizeof(float) * yn);
     int *qx = malloc(sizeof(int) * xn);
     for (size_t i = 0; i < xn; i++) {
@@ -96,19 +98,28 @@ static void run_case(const int8_case *tc)
     }
     for (size_t i = 0; i < yn; i++) y0[i] = (float)(uniform() * 4 - 2);
 
-    mr_conv_params p = {tc->cin, tc->cout, K, K, tc->stride, tc->pad, 1, 1, tc->relu, 1, tc->h, tc->w, 0, range,
+    mr_conv_params p = {tc->cin, tc->cout, K, K, tc->stride, tc->pad, 1, 1, tc->relu, N, tc->h, tc->w, 0, range,
                         tc->is_signed, 0.0f, 0};
     mr_layer *layer;
     assert_int_equal(be.i->conv_init(be.ctx, "int8 test", &p, w, bias, &layer, &err), MR_OK);
     assert_int_equal(layer->int8, !stays_fp32);
-    mr_tensor xt = tensor(&be, 1, tc->h, tc->w, tc->cin, x), yt = tensor(&be, 1, oh, ow, tc->cout, y0);
+    mr_tensor xt = tensor(&be, N, tc->h, tc->w, tc->cin, x), yt = tensor(&be, N, oh, ow, tc->cout, y0);
     assert_int_equal(be.i->conv(be.ctx, layer, &xt, &yt, tc->accumulate, &err), MR_OK);
     assert_int_equal(be.i->copy_to_host(be.ctx, y, yt.data, sizeof(float) * yn, &err), MR_OK);
+    /* a batch ran in power-of-two parts: 21 RoIs of 14x14 as 16 + 4 + 1, 3 of 7x7 as 2 + 1 */
+    if (N > 1 && layer->int8) {
+        int parts = 0;
+        for (int i = 0; i < layer->cache_count; i++) parts += layer->cache[i].n;
+        assert_int_equal(parts, N);
+        assert_int_equal(layer->cache[0].n, tc->h == 14 ? 16 : 2);
+    }
 
     double worst = 0;
+    for (int img = 0; img < N; img++)
     for (int oy = 0; oy < oh; oy++)
         for (int ox = 0; ox < ow; ox++)
             for (int o = 0; o < tc->cout; o++) {
+                const size_t xo = (size_t)img * tc->h * tc->w * tc->cin; /* this image's input */
                 long long acc = 0;
                 long long mag = 0;
                 double facc = 0, fmag = 0; /* unquantized */
@@ -117,17 +128,17 @@ static void run_case(const int8_case *tc)
                         int iy = oy * tc->stride - tc->pad + ky, ix = ox * tc->stride - tc->pad + kx;
                         if (iy < 0 || ix < 0 || iy >= tc->h || ix >= tc->w) continue;
                         for (int c = 0; c < tc->cin; c++) {
-                            int a = qx[((size_t)iy * tc->w + ix) * tc->cin + c];
+                            int a = qx[xo + ((size_t)iy * tc->w + ix) * tc->cin + c];
                             int b = qw[(size_t)o * per_out + (size_t)c * K * K + ky * K + kx];
                             acc += (long long)a * b;
                             mag += llabs((long long)a * b);
-                            double xw = (double)x[((size_t)iy * tc->w + ix) * tc->cin + c] *
+                            double xw = (double)x[xo + ((size_t)iy * tc->w + ix) * tc->cin + c] *
                                         w[(size_t)o * per_out + (size_t)c * K * K + ky * K + kx];
                             facc += xw;
                             fmag += fabs(xw);
                         }
                     }
-                size_t yi = ((size_t)oy * ow + ox) * tc->cout + o;
+                size_t yi = (((size_t)img * oh + oy) * ow + ox) * tc->cout + o;
                 const double swe = halved ? 2.0 * sw : sw;
                 double sum = stays_fp32 ? facc : (double)sx * swe * (double)acc;
                 double ref = sum + bias[o] + (tc->accumulate ? y0[yi] : 0.0);
@@ -136,9 +147,9 @@ static void run_case(const int8_case *tc)
                 double d = fabs(y[yi] - ref) / scale;
                 if (d > worst) worst = d;
                 if (d > 1e-5)
-                    fail_msg("y[%d,%d,%d] = %.7g, expected %.7g (qmax %d)", oy, ox, o, y[yi], ref, qmax);
+                    fail_msg("y[%d,%d,%d,%d] = %.7g, expected %.7g (qmax %d)", img, oy, ox, o, y[yi], ref, qmax);
             }
-    print_message("%dx%d %d->%d stride %d %s%s%s: %s, worst difference %.2g of the output's scale\n", K, K,
+    print_message("N=%d %dx%d %d->%d stride %d %s%s%s: %s, worst difference %.2g of the output's scale\n", N, K, K,
                   tc->cin, tc->cout, tc->stride, tc->is_signed ? "s8" : "u8", tc->accumulate ? " +sum" : "",
                   tc->relu ? " relu" : "", stays_fp32 ? "fp32 Winograd (no VNNI)" : qmax == 127 ? "qmax 127" : "qmax 63",
                   worst);
@@ -152,25 +163,27 @@ static void run_case(const int8_case *tc)
 static void test_1x1_u8_relu(void **s)
 {
     (void)s;
-    run_case(&(int8_case){64, 48, 1, 1, 0, 1, 0, 0, 13, 17});
+    run_case(&(int8_case){64, 48, 1, 1, 0, 1, 0, 0, 13, 17, 1});
+    /* above RUNTIME_SCALES_MAX_PIXELS (backend_cpu_layers.c): the scales as the attribute's constants */
+    run_case(&(int8_case){64, 48, 1, 1, 0, 1, 0, 0, 40, 30, 1});
 }
 
 static void test_3x3_s8_stride2(void **s)
 {
     (void)s;
-    run_case(&(int8_case){32, 64, 3, 2, 1, 0, 1, 0, 15, 22});
+    run_case(&(int8_case){32, 64, 3, 2, 1, 0, 1, 0, 15, 22, 1});
 }
 
 static void test_3x3_u8_residual_relu(void **s)
 {
     (void)s;
-    run_case(&(int8_case){48, 32, 3, 1, 1, 1, 0, 1, 9, 11});
+    run_case(&(int8_case){48, 32, 3, 1, 1, 1, 0, 1, 9, 11, 1});
 }
 
 static void test_1x1_s8_residual(void **s)
 {
     (void)s;
-    run_case(&(int8_case){16, 256, 1, 1, 0, 0, 1, 1, 7, 5});
+    run_case(&(int8_case){16, 256, 1, 1, 0, 0, 1, 1, 7, 5, 1});
 }
 
 /* A bottleneck's conv1 -> conv2 under int8: conv1's output handed over
@@ -241,6 +254,153 @@ static void test_quantized_map_between_convs(void **s)
     free(x), free(wa), free(wb), free(qa), free(fa), free(r1), free(r2);
 }
 
+/* A head's convs (planned for batches) run batches of power-of-two sizes
+ * only (backend_cpu_layers.c, HEAD_CHUNK_PIXELS): 21 RoIs of 14x14 as 16 +
+ * 4 + 1, 3 RoIs of 7x7 (chunks of 64) as 2 + 1. The same promise, image by
+ * image. */
+static void test_head_convs_in_chunks(void **s)
+{
+    (void)s;
+    run_case(&(int8_case){16, 24, 3, 1, 1, 1, 0, 0, 14, 14, 21});
+    run_case(&(int8_case){24, 8, 1, 1, 0, 0, 1, 0, 7, 7, 3});
+}
+
+/* The fully connected layers and the 2x2 deconvolution in int8
+ * (backend_cpu_gemm.c) against the same promise, per GEMM column instead
+ * of per output channel: y[r, col] = act(s_x * s_w[col] * sum_k q_x q_w +
+ * bias). A linear layer's columns are its outputs; the deconvolution's are
+ * (tap, output channel), and its bias and ReLU come after, in fp32. Rows
+ * run in chunks of a fixed count: `rows` is chosen to leave a short last
+ * chunk, which goes through scratch when the output has no room past it. */
+typedef struct {
+    int deconv;           /* 0: linear [rows, k] -> [rows, cols]; 1: deconv [n, h, w, k] -> [n, 2h, 2w, cols] */
+    int n, h, w, k, cols; /* linear: n rows (h = w = 1) */
+    int relu, is_signed;
+} gemm_case;
+
+static void run_gemm_case(const gemm_case *tc)
+{
+    mr_backend be;
+    mr_error err = {0};
+    assert_int_equal(backend_open("cpu", &(mr_backend_params){.threads = 2, .precision = MR_PRECISION_INT8}, &be,
+                                  &err), MR_OK);
+    /* without VNNI the GEMMs' weights take 63 steps for s8 inputs too (backend_cpu_gemm.c) */
+    const int qmax = ((cpu_ctx *)be.ctx)->int8_vnni ? 127 : 63;
+    const int K = tc->k, taps = tc->deconv ? 4 : 1, gcols = taps * tc->cols; /* GEMM columns */
+    const float range = 6.0f, sx = range / (tc->is_signed ? 127.0f : 255.0f), sw = 1.0f / 128.0f;
+    const int qlo = tc->is_signed ? -128 : 0, qhi = tc->is_signed ? 127 : 255;
+    /* GEMM weights g[k][col]: whole steps plus at most 0.4 of one, each
+     * column's first qmax steps (s_w = sw exactly) */
+    int *qw = malloc(sizeof(int) * (size_t)K * gcols);
+    float *g = malloc(sizeof(float) * (size_t)K * gcols), *w = malloc(sizeof(float) * (size_t)K * gcols);
+    float *bias = malloc(sizeof(float) * tc->cols);
+    for (int col = 0; col < gcols; col++)
+        for (int i = 0; i < K; i++) {
+            int q = i == 0 ? (col % 2 ? -qmax : qmax) : (int)floor(uniform() * (2 * qmax - 1)) - (qmax - 1);
+            double frac = i == 0 ? 0.0 : (uniform() - 0.5) * 0.8;
+            qw[(size_t)i * gcols + col] = q;
+            g[(size_t)i * gcols + col] = (float)((q + frac) * sw);
+        }
+    for (int o = 0; o < tc->cols; o++) bias[o] = (float)(uniform() - 0.5);
+    /* in the layers' own layouts: linear [out, in]; deconv [cin, cout, 2, 2] with column = tap * cout + co */
+    for (int i = 0; i < K; i++)
+        for (int col = 0; col < gcols; col++) {
+            if (tc->deconv)
+                w[((size_t)i * tc->cols + col % tc->cols) * 4 + col / tc->cols] = g[(size_t)i * gcols + col];
+            else
+                w[(size_t)col * K + i] = g[(size_t)i * gcols + col];
+        }
+    const size_t rows = (size_t)tc->n * tc->h * tc->w, xn = rows * K;
+    float *x = malloc(sizeof(float) * xn);
+    int *qx = malloc(sizeof(int) * xn);
+    for (size_t i = 0; i < xn; i++) {
+        int q = qlo + (int)floor(uniform() * (qhi - qlo + 1));
+        double frac = (uniform() - 0.5) * 0.8;
+        if (uniform() < 0.02) {
+            q = uniform() < 0.5 && tc->is_signed ? -400 : 400;
+            frac = 0;
+        }
+        x[i] = (float)((q + frac) * sx);
+        qx[i] = q < qlo ? qlo : q > qhi ? qhi : q;
+    }
+    mr_layer *layer;
+    mr_tensor xt, yt;
+    size_t yn;
+    if (tc->deconv) {
+        mr_deconv2x2_params p = {K, tc->cols, tc->relu, 0, 0, 0, 0, range, tc->is_signed};
+        assert_int_equal(be.i->deconv2x2_init(be.ctx, "mask_head.deconv", &p, w, bias, &layer, &err), MR_OK);
+        xt = tensor(&be, tc->n, tc->h, tc->w, K, x);
+        yt = tensor(&be, tc->n, 2 * tc->h, 2 * tc->w, tc->cols, NULL);
+        yn = rows * 4 * tc->cols;
+        assert_int_equal(be.i->deconv2x2(be.ctx, layer, &xt, &yt, &err), MR_OK);
+    } else {
+        mr_linear_params p = {K, tc->cols, tc->relu, 0, range, tc->is_signed};
+        assert_int_equal(be.i->linear_init(be.ctx, "box_head.fc6", &p, w, bias, &layer, &err), MR_OK);
+        xt = tensor(&be, tc->n, 1, 1, K, x);
+        yt = tensor(&be, tc->n, 1, 1, tc->cols, NULL);
+        yn = rows * tc->cols;
+        assert_int_equal(be.i->linear(be.ctx, layer, &xt, &yt, &err), MR_OK);
+    }
+    assert_int_equal(layer->int8, 1);
+    float *y = malloc(sizeof(float) * yn);
+    assert_int_equal(be.i->copy_to_host(be.ctx, y, yt.data, sizeof(float) * yn, &err), MR_OK);
+    double worst = 0;
+    for (size_t r = 0; r < rows; r++)
+        for (int col = 0; col < gcols; col++) {
+            long long acc = 0, mag = 0;
+            for (int i = 0; i < K; i++) {
+                long long t = (long long)qx[r * K + i] * qw[(size_t)i * gcols + col];
+                acc += t;
+                mag += llabs(t);
+            }
+            const int o = col % tc->cols;
+            double ref = (double)sx * sw * (double)acc + bias[o];
+            if (tc->relu && ref < 0) ref = 0;
+            size_t yi = r * (size_t)tc->cols + o;
+            if (tc->deconv) { /* pixel r = (n, i, j) -> output (n, 2i + di, 2j + dj), tap = di * 2 + dj */
+                size_t n = r / ((size_t)tc->h * tc->w), i = r / tc->w % tc->h, j = r % tc->w;
+                int tap = col / tc->cols;
+                yi = ((n * 2 * tc->h + 2 * i + tap / 2) * 2 * tc->w + 2 * j + tap % 2) * tc->cols + o;
+            }
+            double scale = (double)sx * sw * (double)mag + fabs(bias[o]) + 2.0;
+            double d = fabs(y[yi] - ref) / scale;
+            if (d > worst) worst = d;
+            if (d > 1e-5) fail_msg("row %zu column %d = %.7g, expected %.7g (qmax %d)", r, col, y[yi], ref, qmax);
+        }
+    print_message("%s %zu rows %d->%d %s%s: qmax %d, worst difference %.2g of the output's scale\n",
+                  tc->deconv ? "deconv" : "linear", rows, K, gcols, tc->is_signed ? "s8" : "u8",
+                  tc->relu ? " relu" : "", qmax, worst);
+    be.i->layer_free(be.ctx, layer);
+    be.i->buffer_free(be.ctx, xt.data);
+    be.i->buffer_free(be.ctx, yt.data);
+    be.i->destroy(be.ctx);
+    free(qw), free(g), free(w), free(bias), free(x), free(qx), free(y);
+}
+
+/* fc6: s8 (the FPN's pooled maps), 300 rows = two chunks and a short one */
+static void test_linear_s8(void **s)
+{
+    (void)s;
+    run_gemm_case(&(gemm_case){0, 300, 1, 1, 200, 40, 1, 1});
+}
+
+/* fc7: u8 (after fc6's ReLU), one exact chunk, then fewer rows than one */
+static void test_linear_u8(void **s)
+{
+    (void)s;
+    run_gemm_case(&(gemm_case){0, 128, 1, 1, 96, 24, 1, 0});
+    run_gemm_case(&(gemm_case){0, 5, 1, 1, 96, 24, 0, 0});
+}
+
+/* the mask head's deconv: u8 (after the last conv's ReLU), 5 RoIs of 7x7
+ * (245 pixels: one short chunk) and 3 of 14x14 (588: one and a half) */
+static void test_deconv_u8(void **s)
+{
+    (void)s;
+    run_gemm_case(&(gemm_case){1, 5, 7, 7, 32, 8, 1, 0});
+    run_gemm_case(&(gemm_case){1, 3, 14, 14, 16, 8, 0, 1});
+}
+
 /* A layer without a range is refused by name; one that keeps fp32 needs none. */
 static void test_ranges_required(void **s)
 {
@@ -266,6 +426,8 @@ int main(void)
         cmocka_unit_test(test_1x1_u8_relu),          cmocka_unit_test(test_3x3_s8_stride2),
         cmocka_unit_test(test_3x3_u8_residual_relu), cmocka_unit_test(test_1x1_s8_residual),
         cmocka_unit_test(test_ranges_required),      cmocka_unit_test(test_quantized_map_between_convs),
+        cmocka_unit_test(test_linear_s8),            cmocka_unit_test(test_linear_u8),
+        cmocka_unit_test(test_deconv_u8),            cmocka_unit_test(test_head_convs_in_chunks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
