@@ -28,6 +28,12 @@ same precision.
 bf16 and int8), each a column at every reduced precision, with its ratio to the first variant.
 Their accuracy is bench/reduced_parts_ap.py's (the demo model's AP).
 
+--peaks: the chip's peak multiply-adds per second at each precision (bench/NOTES.md section 33,
+bench/onednn_peak.c: "fp32=0.18,bf16=1.2,int8=2.8" T/s on this AMX Xeon at 2 threads); with it the
+table gets each stage's multiply-adds (counted from the config's layer shapes at 800x1216, 1000
+RoIs, 100 detections) and its achieved rate as a fraction of its precision's peak. fp32's 3x3 convs
+run as Winograd, so their effective rate can pass the direct-convolution peak.
+
 --baseline DIR: another checkout, built (`git worktree add DIR COMMIT && make -C DIR build/detect`),
 as one more variant: its build/detect with its own copy of the config (so keys it does not know
 are not given), at every precision, in the same alternating rounds. "Today's int8" of a
@@ -89,6 +95,54 @@ def matched(ref, got, iou=0.9, ious=None):
     return n
 
 
+def stage_macs(config, h=800, w=1216, rois=1000, dets=100):
+    """Multiply-adds per stage of the network a config describes (its convs and GEMMs only: pooling,
+    RoIAlign, decoding and the paste are not counted), for an h x w network input."""
+    c = json.load(open(config))
+    bb, fpn, rpn, bh, mh = c["backbone"], c["fpn"], c["rpn"], c["box_head"], c["mask_head"]
+    blocks = {50: [3, 4, 6, 3], 101: [3, 4, 23, 3]}[bb["depth"]]
+    ceil = lambda v, s: -(-v // s)  # noqa: E731
+    macs = {k: 0.0 for k in bench_cpu.STAGES}
+    hh, ww = ceil(h, 2), ceil(w, 2)
+    macs["backbone"] += hh * ww * 7 * 7 * 3 * bb["stem_out_channels"]
+    hh, ww = ceil(hh, 2), ceil(ww, 2)
+    cin, outs = bb["stem_out_channels"], []
+    for s, n in enumerate(blocks):
+        width, cout = bb["width_per_group"] * bb["num_groups"] << s, bb["res2_out_channels"] << s
+        for b in range(n):
+            stride = 2 if s > 0 and b == 0 else 1
+            oh, ow = ceil(hh, stride), ceil(ww, stride)
+            conv1_pixels = oh * ow if bb.get("stride_in_1x1") else hh * ww  # where the stride sits
+            macs["backbone"] += conv1_pixels * cin * width + oh * ow * width * width * 9 + oh * ow * width * cout \
+                + (oh * ow * cin * cout if b == 0 else 0)
+            hh, ww, cin = oh, ow, cout
+        outs.append((hh, ww, cout))
+    F = fpn["out_channels"]
+    levels = [(oh, ow) for oh, ow, _ in outs] + [(ceil(outs[-1][0], 2), ceil(outs[-1][1], 2))]
+    for oh, ow, cc in outs:
+        macs["fpn"] += oh * ow * (cc * F + F * F * 9)
+    A = len(c["anchors"]["aspect_ratios"]) * len(c["anchors"]["sizes"][0])
+    for oh, ow in levels:
+        macs["rpn"] += oh * ow * (F * F * 9 * rpn.get("num_convs", 1) + F * 5 * A)
+    R = bh["pooler"]["resolution"]
+    cin = F
+    for _ in range(bh["num_convs"]):
+        macs["box"] += rois * R * R * cin * bh["conv_dim"] * 9
+        cin = bh["conv_dim"]
+    fin = cin * R * R
+    for _ in range(bh["num_fcs"]):
+        macs["box"] += rois * fin * bh["fc_dim"]
+        fin = bh["fc_dim"]
+    K = c["classes"]["num_classes"]
+    macs["box"] += rois * fin * K * 5
+    M, cin = mh["pooler"]["resolution"], F
+    for _ in range(mh["num_convs"]):
+        macs["mask"] += dets * M * M * cin * mh["conv_dim"] * 9
+        cin = mh["conv_dim"]
+    macs["mask"] += dets * M * M * cin * mh["conv_dim"] * 4 + dets * 4 * M * M * mh["conv_dim"] * K
+    return macs
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--precisions", default="fp32,bf16,int8")
@@ -101,6 +155,7 @@ def main():
                          "'+'-joined set of stem, rpn_predictors, box_head, mask_head: each a column at every "
                          "reduced precision (fp32 ignores the keys), in the same alternating rounds")
     ap.add_argument("--baseline", default="", help="another checkout, built: its detect and config as a variant")
+    ap.add_argument("--peaks", default="", help="precision=T multiply-adds/s,...: a fraction-of-peak table")
     args = ap.parse_args()
     import oracle
     from conftest import write_config
@@ -196,6 +251,22 @@ def main():
             print(f"{s:<12}" + "".join(f"{med[c]:>{w}.3f}" for c in cols) +
                   "".join(f"{med[a] / med[b] if med[b] else float('nan'):>{2 * w}.2f}" for a, b in ratios))
         print(f"{'peak RSS MiB':<12}" + "".join(f"{rss[c] / 1024:>{w}.0f}" for c in cols))
+        if args.peaks:
+            peaks = {k: float(v) for k, v in (kv.split("=") for kv in args.peaks.split(","))}
+            print(f"\nG multiply-adds per stage, achieved T/s and fraction of the precision's peak ({args.peaks} T/s)")
+            print(f"{'stage':<12}{'G MAC':>8}" + "".join(f"{label[c]:>{w + 8}}" for c in cols if c[2] in peaks))
+            macs = {a: stage_macs(setup[a, variants[0]][0]) for a in archs}
+            for s in bench_cpu.STAGES + ["total"]:
+                line = f"{s:<12}"
+                for k, c in enumerate([c for c in cols if c[2] in peaks]):
+                    g = sum(macs[c[0]].values()) if s == "total" else macs[c[0]][s]
+                    if k == 0:
+                        line += f"{g / 1e9:>8.1f}"
+                    vals = [sum(r.values()) if s == "total" else r[s] for r in runs[c]]
+                    t = statistics.median(vals)
+                    rate = g / t / 1e12 if t and g else 0.0
+                    line += f"{rate:>{w}.2f} {rate / peaks[c[2]]:>6.0%} " if g else f"{'-':>{w + 8}}"
+                print(line)
 
         for arch in archs:
           args.config, weights = setup[arch, variants[0]]

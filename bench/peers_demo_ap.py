@@ -105,7 +105,7 @@ def main():
         if "ov_convert_s" in info:
             bench_peers.prepare_openvino_int8(d, calib, info)
         say(f"prepared: {json.dumps(info)}")
-        for kind in ("onnxruntime", "onnxruntime-int8", "openvino-converted", "openvino-int8"):
+        for kind in ("onnxruntime", "onnxruntime-int8", "openvino-converted", "openvino-int8", "openvino-int8-heads"):
             if not os.path.exists(os.path.join(d, bench_peers.MODEL_FILE[kind])):
                 say(f"{kind}: no model file (see prepared)")
                 continue

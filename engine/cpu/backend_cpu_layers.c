@@ -164,13 +164,17 @@ mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, co
 
 /* A GEMM layer's precision (linear, deconv): the context's bf16 or int8
  * unless keep_fp32; int8 needs the input's calibrated range, as a conv
- * does. Sets l->bf16 / l->int8. */
+ * does. Without VNNI a fully connected layer stays fp32: oneDNN's AVX2
+ * int8 matmul ran the full-size fc6 ([128 x 12544] x [12544 x 1024] chunks,
+ * s8 input) at 26 ms a chunk in a pass, the box head 1.22x its fp32 time
+ * (bench/NOTES.md section 37); the deconvolution's int8 paid (0.87x), and
+ * stays int8. Sets l->bf16 / l->int8. */
 static mr_status gemm_layer_precision(const cpu_ctx *c, mr_layer *l, int keep_fp32, float int8_range,
                                       mr_error *err)
 {
     l->bf16 = c->bf16 && !keep_fp32;
-    l->int8 = c->int8 && !keep_fp32;
-    if (l->int8 && !(int8_range > 0.0f && isfinite(int8_range)))
+    l->int8 = c->int8 && !keep_fp32 && (c->int8_vnni || l->kind != CPU_LAYER_LINEAR);
+    if (c->int8 && !keep_fp32 && !(int8_range > 0.0f && isfinite(int8_range)))
         return mr_fail(err, MR_ERR_CONFIG, "%s: precision int8 needs this layer's calibrated input range, and it "
                        "has none", l->name);
     return MR_OK;
