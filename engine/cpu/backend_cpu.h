@@ -203,6 +203,10 @@ static inline dnnl_format_tag_t cpu_block_tag(int block)
 mr_status cpu_scratch_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err);
 mr_status cpu_blocked_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err);
 mr_status cpu_lowp_src_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err);
+/* `from` (from_md) rewritten into `to` (to_md) by a oneDNN reorder made for
+ * the one call (weights at load); `name` in errors. */
+mr_status cpu_reorder_once(const cpu_ctx *c, const char *name, const dnnl_memory_desc_t *from_md, const void *from,
+                           const dnnl_memory_desc_t *to_md, void *to, mr_error *err);
 
 /* Whether the layer computes in a reduced precision (bf16 or int8): NHWC,
  * never Winograd or the blocked layout. */

@@ -1,7 +1,8 @@
-/* The CPU backend's allocator and its grow-only scratch buffers, which
- * backend_cpu.c (activation buffers), backend_cpu_layers.c (weights,
- * oneDNN scratch) and backend_cpu_layout.c (blocked copies) all call: it
- * sits below them, so none calls back into another. */
+/* The CPU backend's allocator, its grow-only scratch buffers and its
+ * one-off reorder, which backend_cpu.c (activation buffers),
+ * backend_cpu_layers.c (weights, oneDNN scratch), backend_cpu_gemm.c and
+ * backend_cpu_layout.c (blocked copies) all call: it sits below them, so
+ * none calls back into another. */
 #include <stdlib.h>
 #include <sys/mman.h>
 
@@ -52,4 +53,28 @@ mr_status cpu_blocked_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err)
 mr_status cpu_lowp_src_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err)
 {
     return grow(&ctx->lowp_src, &ctx->lowp_src_size, bytes, "reduced-precision input", err);
+}
+
+mr_status cpu_reorder_once(const cpu_ctx *c, const char *name, const dnnl_memory_desc_t *from_md, const void *from,
+                           const dnnl_memory_desc_t *to_md, void *to, mr_error *err)
+{
+    mr_status st = MR_OK;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_t prim = NULL;
+    dnnl_memory_t src = NULL, dst = NULL;
+    dnnl_status_t s = dnnl_reorder_primitive_desc_create(&pd, from_md, c->engine, to_md, c->engine, NULL);
+    if (s == dnnl_success) s = dnnl_primitive_create(&prim, pd);
+    if (s == dnnl_success) s = dnnl_memory_create(&src, from_md, c->engine, (void *)from);
+    if (s == dnnl_success) s = dnnl_memory_create(&dst, to_md, c->engine, to);
+    if (s == dnnl_success) {
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}};
+        s = dnnl_primitive_execute(prim, c->stream, 2, args);
+    }
+    if (s == dnnl_success) s = dnnl_stream_wait(c->stream);
+    if (s != dnnl_success) st = mr_fail(err, MR_ERR_BACKEND, "%s: oneDNN weight reorder failed (status %d)", name, (int)s);
+    if (src) dnnl_memory_destroy(src);
+    if (dst) dnnl_memory_destroy(dst);
+    if (prim) dnnl_primitive_destroy(prim);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    return st;
 }

@@ -161,11 +161,9 @@ mr_status cpu_gemm_lowp_init(const cpu_ctx *c, const char *name, cpu_gemm_lowp *
                              int int8_signed, mr_error *err)
 {
     mr_status st = MR_OK;
-    dnnl_primitive_desc_t pd = NULL, rpd = NULL;
+    dnnl_primitive_desc_t pd = NULL;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t ops = NULL;
-    dnnl_primitive_t rp = NULL;
-    dnnl_memory_t from = NULL, to = NULL;
     void *plain = NULL;
     memset(g, 0, sizeof *g);
     g->k = k;
@@ -234,19 +232,8 @@ mr_status cpu_gemm_lowp_init(const cpu_ctx *c, const char *name, cpu_gemm_lowp *
     }
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_plain, 2, wei_dims, wdt, transposed ? dnnl_ba : dnnl_ab),
              "weights desc");
-    DNNL_TRY(dnnl_reorder_primitive_desc_create(&rpd, &wei_plain, c->engine, &g->wei_md, c->engine, NULL),
-             "weight reorder");
-    DNNL_TRY(dnnl_primitive_create(&rp, rpd), "weight reorder");
-    DNNL_TRY(dnnl_memory_create(&from, &wei_plain, c->engine, plain), "memory");
-    DNNL_TRY(dnnl_memory_create(&to, &g->wei_md, c->engine, g->weights), "memory");
-    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
-    DNNL_TRY(dnnl_primitive_execute(rp, c->stream, 2, args), "weight reorder");
-    DNNL_TRY(dnnl_stream_wait(c->stream), "weight reorder");
+    st = cpu_reorder_once(c, name, &wei_plain, plain, &g->wei_md, g->weights, err);
 done:
-    if (from) dnnl_memory_destroy(from);
-    if (to) dnnl_memory_destroy(to);
-    if (rp) dnnl_primitive_destroy(rp);
-    if (rpd) dnnl_primitive_desc_destroy(rpd);
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (ops) dnnl_post_ops_destroy(ops);
     if (attr) dnnl_primitive_attr_destroy(attr);

@@ -285,26 +285,9 @@ void cpu_layer_free(void *ctx, mr_layer *l)
 static mr_status reorder_weights(cpu_ctx *c, mr_layer *layer, const dnnl_memory_desc_t *want, float **out,
                                  mr_error *err)
 {
-    mr_status st = MR_OK;
-    dnnl_primitive_desc_t rpd = NULL;
-    dnnl_primitive_t rp = NULL;
-    dnnl_memory_t from = NULL, to = NULL;
-    size_t bytes = dnnl_memory_desc_get_size(want);
-    void *buf = cpu_alloc(bytes);
+    void *buf = cpu_alloc(dnnl_memory_desc_get_size(want));
     if (!buf) return mr_fail(err, MR_ERR_OOM, "%s: out of memory", layer->name);
-    const dnnl_memory_desc_t *plain = &layer->weights_md;
-    DNNL_TRY(dnnl_reorder_primitive_desc_create(&rpd, plain, c->engine, want, c->engine, NULL), "weight reorder");
-    DNNL_TRY(dnnl_primitive_create(&rp, rpd), "weight reorder");
-    DNNL_TRY(dnnl_memory_create(&from, plain, c->engine, layer->weights), "memory");
-    DNNL_TRY(dnnl_memory_create(&to, want, c->engine, buf), "memory");
-    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
-    DNNL_TRY(dnnl_primitive_execute(rp, c->stream, 2, args), "weight reorder");
-    DNNL_TRY(dnnl_stream_wait(c->stream), "weight reorder");
-done:
-    if (from) dnnl_memory_destroy(from);
-    if (to) dnnl_memory_destroy(to);
-    if (rp) dnnl_primitive_destroy(rp);
-    if (rpd) dnnl_primitive_desc_destroy(rpd);
+    mr_status st = cpu_reorder_once(c, layer->name, &layer->weights_md, layer->weights, want, buf, err);
     if (st != MR_OK) free(buf);
     else *out = buf;
     return st;

@@ -55,6 +55,32 @@ static mr_tensor tensor(mr_backend *be, int n, int h, int w, int c, const float 
     return mr_tensor_make(p, n, h, w, c);
 }
 
+/* n inputs of step sx: whole steps plus at most 0.4 of one, 1 in 50 beyond
+ * the range (saturating); qx gets the steps the conv must see. */
+static void fill_inputs(float *x, int *qx, size_t n, int is_signed, float sx)
+{
+    const int qlo = is_signed ? -128 : 0, qhi = is_signed ? 127 : 255;
+    for (size_t i = 0; i < n; i++) {
+        int q = qlo + (int)floor(uniform() * (qhi - qlo + 1));
+        double frac = (uniform() - 0.5) * 0.8;
+        if (uniform() < 0.02) {
+            q = uniform() < 0.5 && is_signed ? -400 : 400;
+            frac = 0;
+        }
+        x[i] = (float)((q + frac) * sx);
+        qx[i] = q < qlo ? qlo : q > qhi ? qhi : q;
+    }
+}
+
+/* A case's layer, its two tensors and the backend, freed. */
+static void release(mr_backend *be, mr_layer *layer, mr_tensor *x, mr_tensor *y)
+{
+    be->i->layer_free(be->ctx, layer);
+    be->i->buffer_free(be->ctx, x->data);
+    be->i->buffer_free(be->ctx, y->data);
+    be->i->destroy(be->ctx);
+}
+
 static void run_case(const int8_case *tc)
 {
     mr_backend be;
@@ -65,7 +91,6 @@ static void run_case(const int8_case *tc)
     const int qmax = vnni || tc->is_signed ? 127 : 63, halved = !vnni && tc->is_signed;
     const int K = tc->k, per_out = tc->cin * K * K;
     const float range = 6.0f, sx = range / (tc->is_signed ? 127.0f : 255.0f), sw = 1.0f / 128.0f;
-    const int qlo = tc->is_signed ? -128 : 0, qhi = tc->is_signed ? 127 : 255;
     const int stays_fp32 = !vnni && K == 3 && tc->stride == 1; /* Winograd's, without VNNI */
     int oh = (tc->h + 2 * tc->pad - K) / tc->stride + 1, ow = (tc->w + 2 * tc->pad - K) / tc->stride + 1;
     const int N = tc->n ? tc->n : 1;
@@ -86,16 +111,7 @@ static void run_case(const int8_case *tc)
     size_t xn = (size_t)N * tc->h * tc->w * tc->cin, yn = (size_t)N * oh * ow * tc->cout;
     float *x = malloc(sizeof(float) * xn), *y0 = malloc(sizeof(float) * yn), *y = malloc(sizeof(float) * yn);
     int *qx = malloc(sizeof(int) * xn);
-    for (size_t i = 0; i < xn; i++) {
-        int q = qlo + (int)floor(uniform() * (qhi - qlo + 1));
-        double frac = (uniform() - 0.5) * 0.8;
-        if (uniform() < 0.02) {
-            q = uniform() < 0.5 && tc->is_signed ? -400 : 400;
-            frac = 0;
-        }
-        x[i] = (float)((q + frac) * sx);
-        qx[i] = q < qlo ? qlo : q > qhi ? qhi : q;
-    }
+    fill_inputs(x, qx, xn, tc->is_signed, sx);
     for (size_t i = 0; i < yn; i++) y0[i] = (float)(uniform() * 4 - 2);
 
     mr_conv_params p = {tc->cin, tc->cout, K, K, tc->stride, tc->pad, 1, 1, tc->relu, N, tc->h, tc->w, 0, range,
@@ -153,10 +169,7 @@ static void run_case(const int8_case *tc)
                   tc->cin, tc->cout, tc->stride, tc->is_signed ? "s8" : "u8", tc->accumulate ? " +sum" : "",
                   tc->relu ? " relu" : "", stays_fp32 ? "fp32 Winograd (no VNNI)" : qmax == 127 ? "qmax 127" : "qmax 63",
                   worst);
-    be.i->layer_free(be.ctx, layer);
-    be.i->buffer_free(be.ctx, xt.data);
-    be.i->buffer_free(be.ctx, yt.data);
-    be.i->destroy(be.ctx);
+    release(&be, layer, &xt, &yt);
     free(w), free(bias), free(qw), free(x), free(qx), free(y0), free(y);
 }
 
@@ -288,7 +301,6 @@ static void run_gemm_case(const gemm_case *tc)
     const int qmax = ((cpu_ctx *)be.ctx)->int8_vnni ? 127 : 63;
     const int K = tc->k, taps = tc->deconv ? 4 : 1, gcols = taps * tc->cols; /* GEMM columns */
     const float range = 6.0f, sx = range / (tc->is_signed ? 127.0f : 255.0f), sw = 1.0f / 128.0f;
-    const int qlo = tc->is_signed ? -128 : 0, qhi = tc->is_signed ? 127 : 255;
     /* GEMM weights g[k][col]: whole steps plus at most 0.4 of one, each
      * column's first qmax steps (s_w = sw exactly) */
     int *qw = malloc(sizeof(int) * (size_t)K * gcols);
@@ -313,16 +325,7 @@ static void run_gemm_case(const gemm_case *tc)
     const size_t rows = (size_t)tc->n * tc->h * tc->w, xn = rows * K;
     float *x = malloc(sizeof(float) * xn);
     int *qx = malloc(sizeof(int) * xn);
-    for (size_t i = 0; i < xn; i++) {
-        int q = qlo + (int)floor(uniform() * (qhi - qlo + 1));
-        double frac = (uniform() - 0.5) * 0.8;
-        if (uniform() < 0.02) {
-            q = uniform() < 0.5 && tc->is_signed ? -400 : 400;
-            frac = 0;
-        }
-        x[i] = (float)((q + frac) * sx);
-        qx[i] = q < qlo ? qlo : q > qhi ? qhi : q;
-    }
+    fill_inputs(x, qx, xn, tc->is_signed, sx);
     mr_layer *layer;
     mr_tensor xt, yt;
     size_t yn;
@@ -378,10 +381,7 @@ static void run_gemm_case(const gemm_case *tc)
     print_message("%s %zu rows %d->%d %s%s: %s, worst difference %.2g of the output's scale\n",
                   tc->deconv ? "deconv" : "linear", rows, K, gcols, tc->is_signed ? "s8" : "u8",
                   tc->relu ? " relu" : "", how, worst);
-    be.i->layer_free(be.ctx, layer);
-    be.i->buffer_free(be.ctx, xt.data);
-    be.i->buffer_free(be.ctx, yt.data);
-    be.i->destroy(be.ctx);
+    release(&be, layer, &xt, &yt);
     free(qw), free(g), free(w), free(bias), free(x), free(qx), free(y);
 }
 
