@@ -116,7 +116,7 @@ typedef struct {
     float to_steps;    /* int8: 1 / the input's step (its calibrated range / 255 or 127) */
     float *scales;     /* int8: [cols], the input step x the column's weight scale */
     float *bias;       /* [cols] (int8: in accumulator units, bias / scales) */
-    int with_bias;     /* bias (and ReLU) in the primitive; else the caller adds them */
+    int with_bias;     /* the epilogue: bias (and ReLU) in the primitive; else the caller adds them */
     dnnl_primitive_t prim;
     dnnl_memory_desc_t src_md, wei_md, bias_md, dst_md;
     void *weights; /* s8 or bf16, in the layout the primitive chose */
@@ -131,18 +131,19 @@ void cpu_lowp_convert(const float *x, size_t rows, size_t padded_rows, size_t k,
                       float to_steps, int avx512, void *dst);
 
 /* w: [k, cols], or [cols, k] where transposed (a linear layer's [out, in]).
- * bias NULL: the caller adds bias and ReLU after (the deconvolution's
- * depth-to-space pass does); else both are fused. int8 (ctx->int8) takes
- * the input's calibrated range and sign. */
+ * epilogue: bias (NULL: none) and ReLU fused into the primitive; 0: the
+ * caller adds them after (the deconvolution's depth-to-space pass does).
+ * int8 (ctx->int8) takes the input's calibrated range and sign. */
 mr_status cpu_gemm_lowp_init(const cpu_ctx *c, const char *name, cpu_gemm_lowp *g, int k, int cols, int chunk_rows,
-                             const float *w, int transposed, const float *bias, int relu, float int8_range,
-                             int int8_signed, mr_error *err);
+                             const float *w, int transposed, int epilogue, const float *bias, int relu,
+                             float int8_range, int int8_signed, mr_error *err);
 void cpu_gemm_lowp_free(cpu_gemm_lowp *g);
 /* x [rows, k] into ctx->lowp_src in the GEMM's input type, zero rows up to
- * whole chunks; then chunk `chunk`'s [chunk_rows, cols] fp32 result to dst
- * (ctx->scratch serves as the primitive's scratchpad). */
-mr_status cpu_gemm_lowp_convert(cpu_ctx *c, const char *name, const cpu_gemm_lowp *g, const float *x, int rows,
-                                mr_error *err);
+ * whole chunks; room for one chunk's fp32 result in ctx->scratch, past the
+ * primitive's scratchpad; then chunk `chunk`'s [chunk_rows, cols] result to
+ * dst (ctx->scratch serves as the primitive's scratchpad). */
+mr_status cpu_gemm_lowp_convert(cpu_ctx *c, const cpu_gemm_lowp *g, const float *x, int rows, mr_error *err);
+mr_status cpu_gemm_lowp_room(cpu_ctx *c, const cpu_gemm_lowp *g, float **room, mr_error *err);
 mr_status cpu_gemm_lowp_chunk(cpu_ctx *c, const char *name, const cpu_gemm_lowp *g, int chunk, float *dst,
                               mr_error *err);
 /* y [rows, cols] (room for y_cap floats) from x [rows, k]: convert, then

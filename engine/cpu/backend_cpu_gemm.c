@@ -157,8 +157,8 @@ static void int8_columns(const float *w, int transposed, int k, int cols, int qm
 }
 
 mr_status cpu_gemm_lowp_init(const cpu_ctx *c, const char *name, cpu_gemm_lowp *g, int k, int cols, int chunk_rows,
-                             const float *w, int transposed, const float *bias, int relu, float int8_range,
-                             int int8_signed, mr_error *err)
+                             const float *w, int transposed, int epilogue, const float *bias, int relu,
+                             float int8_range, int int8_signed, mr_error *err)
 {
     mr_status st = MR_OK;
     dnnl_primitive_desc_t pd = NULL;
@@ -171,7 +171,7 @@ mr_status cpu_gemm_lowp_init(const cpu_ctx *c, const char *name, cpu_gemm_lowp *
     g->chunk_rows = chunk_rows;
     g->int8 = c->int8;
     g->is_signed = int8_signed;
-    g->with_bias = bias != NULL;
+    g->with_bias = epilogue;
     dnnl_data_type_t wdt = g->int8 ? dnnl_s8 : dnnl_bf16;
     dnnl_data_type_t sdt = !g->int8 ? dnnl_bf16 : int8_signed ? dnnl_s8 : dnnl_u8;
     dnnl_dims_t src_dims = {chunk_rows, k}, wei_dims = {k, cols}, dst_dims = {chunk_rows, cols}, bias_dims = {1, cols};
@@ -216,10 +216,11 @@ mr_status cpu_gemm_lowp_init(const cpu_ctx *c, const char *name, cpu_gemm_lowp *
         for (size_t i = 0; i < (size_t)k * (size_t)cols; i++) b[i] = to_bf16(w[i]);
     }
     DNNL_TRY(dnnl_post_ops_create(&ops), "post-ops");
-    if (relu && bias) DNNL_TRY(dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f), "relu post-op");
+    if (relu && epilogue) DNNL_TRY(dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f), "relu post-op");
     DNNL_TRY(dnnl_primitive_attr_set_post_ops(attr, ops), "attr");
     dnnl_matmul_desc_t md;
-    DNNL_TRY(dnnl_matmul_desc_init(&md, &g->src_md, &wei_any, bias ? &g->bias_md : NULL, &g->dst_md), "matmul desc");
+    DNNL_TRY(dnnl_matmul_desc_init(&md, &g->src_md, &wei_any, epilogue ? &g->bias_md : NULL, &g->dst_md),
+             "matmul desc");
     DNNL_TRY(dnnl_primitive_desc_create(&pd, &md, attr, c->engine, NULL), "matmul");
     g->wei_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     g->scratch_bytes = dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
@@ -251,20 +252,20 @@ void cpu_gemm_lowp_free(cpu_gemm_lowp *g)
     memset(g, 0, sizeof *g);
 }
 
-size_t cpu_gemm_lowp_src_bytes(const cpu_gemm_lowp *g, int rows)
+mr_status cpu_gemm_lowp_convert(cpu_ctx *c, const cpu_gemm_lowp *g, const float *x, int rows, mr_error *err)
 {
-    size_t chunks = ((size_t)rows + (size_t)g->chunk_rows - 1) / (size_t)g->chunk_rows;
-    return chunks * (size_t)g->chunk_rows * (size_t)g->k * (g->int8 ? 1 : 2);
+    const size_t padded = ((size_t)rows + (size_t)g->chunk_rows - 1) / (size_t)g->chunk_rows * (size_t)g->chunk_rows;
+    MR_TRY(cpu_lowp_src_reserve(c, padded * (size_t)g->k * (g->int8 ? 1 : 2), err));
+    cpu_lowp_convert(x, (size_t)rows, padded, (size_t)g->k, g->int8, g->is_signed, g->to_steps, c->avx512,
+                     c->lowp_src);
+    return MR_OK;
 }
 
-mr_status cpu_gemm_lowp_convert(cpu_ctx *c, const char *name, const cpu_gemm_lowp *g, const float *x, int rows,
-                                mr_error *err)
+mr_status cpu_gemm_lowp_room(cpu_ctx *c, const cpu_gemm_lowp *g, float **room, mr_error *err)
 {
-    (void)name;
-    MR_TRY(cpu_lowp_src_reserve(c, cpu_gemm_lowp_src_bytes(g, rows), err));
-    size_t chunks = ((size_t)rows + (size_t)g->chunk_rows - 1) / (size_t)g->chunk_rows;
-    cpu_lowp_convert(x, (size_t)rows, chunks * (size_t)g->chunk_rows, (size_t)g->k, g->int8, g->is_signed,
-                     g->to_steps, c->avx512, c->lowp_src);
+    const size_t sp = (g->scratch_bytes + 63) / 64 * 64;
+    MR_TRY(cpu_scratch_reserve(c, sp + sizeof(float) * (size_t)g->chunk_rows * (size_t)g->cols, err));
+    *room = (float *)((char *)c->scratch + sp);
     return MR_OK;
 }
 
@@ -297,17 +298,15 @@ mr_status cpu_gemm_lowp_run(cpu_ctx *c, const char *name, const cpu_gemm_lowp *g
                             float *y, size_t y_cap, mr_error *err)
 {
     if (rows == 0) return MR_OK;
-    MR_TRY(cpu_gemm_lowp_convert(c, name, g, x, rows, err));
-    /* scratch: the primitive's, then room for one chunk's output */
-    const size_t sp = (g->scratch_bytes + 63) / 64 * 64;
+    float *tail;
+    MR_TRY(cpu_gemm_lowp_convert(c, g, x, rows, err));
+    MR_TRY(cpu_gemm_lowp_room(c, g, &tail, err));
     const size_t chunk_out = (size_t)g->chunk_rows * (size_t)g->cols;
-    MR_TRY(cpu_scratch_reserve(c, sp + sizeof(float) * chunk_out, err));
     const int chunks = (rows + g->chunk_rows - 1) / g->chunk_rows;
     for (int ch = 0; ch < chunks; ch++) {
         const size_t r0 = (size_t)ch * (size_t)g->chunk_rows;
         float *dst = y + r0 * (size_t)g->cols;
         int inside = r0 * (size_t)g->cols + chunk_out <= y_cap;
-        float *tail = (float *)((char *)c->scratch + sp);
         MR_TRY(cpu_gemm_lowp_chunk(c, name, g, ch, inside ? dst : tail, err));
         if (!inside) memcpy(dst, tail, sizeof(float) * ((size_t)rows - r0) * (size_t)g->cols);
     }

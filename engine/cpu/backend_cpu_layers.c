@@ -196,14 +196,9 @@ mr_status cpu_linear_init(void *ctx, const char *name, const mr_linear_params *p
     snprintf(l->name, sizeof l->name, "%s", name);
     l->linear = *p;
     mr_status st = gemm_layer_precision(c, l, p->keep_fp32, p->int8_range, err);
-    if (st == MR_OK && cpu_layer_reduced(l)) {
-        /* bias and ReLU fused; a zero bias where there is none */
-        float *zero = bias ? NULL : calloc((size_t)p->out, sizeof(float));
-        if (!bias && !zero) st = mr_fail(err, MR_ERR_OOM, "%s: out of memory", name);
-        else
-            st = cpu_gemm_lowp_init(c, name, &l->gemm, p->in, p->out, LINEAR_LOWP_ROWS, w, 1, bias ? bias : zero,
-                                    p->relu, p->int8_range, p->int8_signed, err);
-        free(zero);
+    if (st == MR_OK && cpu_layer_reduced(l)) { /* bias and ReLU fused */
+        st = cpu_gemm_lowp_init(c, name, &l->gemm, p->in, p->out, LINEAR_LOWP_ROWS, w, 1, 1, bias, p->relu,
+                                p->int8_range, p->int8_signed, err);
     } else if (st == MR_OK) {
         l->weights = cpu_alloc(sizeof(float) * (size_t)p->in * (size_t)p->out);
         l->bias = calloc((size_t)p->out, sizeof(float));
@@ -243,8 +238,8 @@ mr_status cpu_deconv2x2_init(void *ctx, const char *name, const mr_deconv2x2_par
     mr_status st = gemm_layer_precision(c, l, p->keep_fp32, p->int8_range, err);
     /* bias and ReLU stay in the depth-to-space pass, in fp32 */
     if (st == MR_OK && cpu_layer_reduced(l))
-        st = cpu_gemm_lowp_init(c, name, &l->gemm, p->cin, 4 * p->cout, DECONV_LOWP_ROWS, l->weights, 0, NULL, 0,
-                                p->int8_range, p->int8_signed, err);
+        st = cpu_gemm_lowp_init(c, name, &l->gemm, p->cin, 4 * p->cout, DECONV_LOWP_ROWS, l->weights, 0, 0, NULL,
+                                0, p->int8_range, p->int8_signed, err);
     if (st == MR_OK && cpu_layer_reduced(l)) {
         free(l->weights);
         l->weights = NULL;
@@ -755,10 +750,9 @@ static mr_status deconv_lowp(cpu_ctx *c, mr_layer *layer, const mr_tensor *x, mr
     const cpu_gemm_lowp *g = &layer->gemm;
     const mr_deconv2x2_params *p = &layer->deconv;
     const int rows = x->n * x->h * x->w;
-    MR_TRY(cpu_gemm_lowp_convert(c, layer->name, g, x->data, rows, err));
-    const size_t sp = (g->scratch_bytes + 63) / 64 * 64;
-    MR_TRY(cpu_scratch_reserve(c, sp + sizeof(float) * (size_t)g->chunk_rows * (size_t)g->cols, err));
-    float *tmp = (float *)((char *)c->scratch + sp);
+    float *tmp;
+    MR_TRY(cpu_gemm_lowp_convert(c, g, x->data, rows, err));
+    MR_TRY(cpu_gemm_lowp_room(c, g, &tmp, err));
     const int chunks = (rows + g->chunk_rows - 1) / g->chunk_rows;
     for (int ch = 0; ch < chunks; ch++) {
         const int r0 = ch * g->chunk_rows, count = rows - r0 < g->chunk_rows ? rows - r0 : g->chunk_rows;
