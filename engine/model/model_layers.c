@@ -54,18 +54,27 @@ int model_layer_keeps_fp32(const mr_config *c, const char *prefix)
     return 0;
 }
 
-mr_status model_gemm_int8_range(const mr_model *m, const char *prefix, float *range, int *is_signed,
-                                mr_error *err)
+/* The layer's calibrated input range and sign (0 where the ranges, if
+ * any, have none); `needed`: the backend quantizes the layer under int8,
+ * so a missing range is refused, naming the ranges file. */
+static mr_status int8_range_of(const mr_model *m, const char *prefix, int needed, float *range, int *is_signed,
+                               mr_error *err)
 {
     const mr_int8_range *r = int8_ranges_find(m->int8_ranges, prefix);
     *range = r ? r->range : 0.0f;
     *is_signed = r ? r->is_signed : 0;
-    /* the CPU backend computes the layer in int8 and needs it (ranges from
-     * before the heads' GEMMs left fp32 lack it); CUDA's GEMMs never read it */
-    if (!r && m->int8_ranges && !model_layer_keeps_fp32(&m->cfg, prefix) && strcmp(m->be.i->name, "cpu") == 0)
+    if (!r && m->int8_ranges && needed && !model_layer_keeps_fp32(&m->cfg, prefix))
         return mr_fail(err, MR_ERR_CONFIG, "%s: no range for layer \"%s\", which int8 quantizes: calibrate "
                        "again for this config", m->int8_ranges->path, prefix);
     return MR_OK;
+}
+
+mr_status model_gemm_int8_range(const mr_model *m, const char *prefix, float *range, int *is_signed,
+                                mr_error *err)
+{
+    /* the CPU backend computes the heads' GEMMs in int8 (ranges from before
+     * it did lack them); CUDA's GEMMs never read them */
+    return int8_range_of(m, prefix, strcmp(m->be.i->name, "cpu") == 0, range, is_signed, err);
 }
 
 /* The conv and its folded normalisation (norm: its prefix, NULL for none)
@@ -96,19 +105,12 @@ static mr_status conv_layer(mr_model *m, mr_weights *w, const char *prefix, cons
     mr_conv_params p = {cin, cout, k, k, stride, pad, 1, 1, relu, in.n, in.h, in.w,
                         model_layer_keeps_fp32(&m->cfg, prefix), 0.0f, 0, 0.0f, 0};
     if (st == MR_OK) {
-        const mr_int8_range *r = int8_ranges_find(m->int8_ranges, prefix);
         const mr_int8_range *next = reader ? int8_ranges_find(m->int8_ranges, reader) : NULL;
         if (next && !model_layer_keeps_fp32(&m->cfg, reader)) {
             p.int8_out_range = next->range;
             p.int8_out_signed = next->is_signed;
         }
-        if (r) {
-            p.int8_range = r->range;
-            p.int8_signed = r->is_signed;
-        } else if (m->int8_ranges && !p.keep_fp32) {
-            st = mr_fail(err, MR_ERR_CONFIG, "%s: no range for layer \"%s\", which int8 quantizes: calibrate "
-                         "again for this config", m->int8_ranges->path, prefix);
-        }
+        st = int8_range_of(m, prefix, 1, &p.int8_range, &p.int8_signed, err);
     }
     if (st == MR_OK) {
         st = norm ? m->be.i->conv_init_affine(m->be.ctx, prefix, &p, wt, bias, scale, shift, out, err)
