@@ -37,9 +37,14 @@ run as Winograd, so their effective rate can pass the direct-convolution peak.
 --baseline DIR: another checkout, built (`git worktree add DIR COMMIT && make -C DIR build/detect`),
 as one more variant: its build/detect with its own copy of the config (so keys it does not know
 are not given), at every precision, in the same alternating rounds. "Today's int8" of a
-performance issue is measured so, beside the change, on the same machine at the same time."""
+performance issue is measured so, beside the change, on the same machine at the same time.
+
+--keep DIR: work in DIR and keep it: the image (image.png), seeded weights, configs and int8 ranges,
+to profile a precision by hand (ONEDNN_VERBOSE=1 build/detect --precision int8 --config
+DIR/config_classic_0.json --weights DIR/weights_classic.safetensors DIR/image.png)."""
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -156,6 +161,8 @@ def main():
                          "reduced precision (fp32 ignores the keys), in the same alternating rounds")
     ap.add_argument("--baseline", default="", help="another checkout, built: its detect and config as a variant")
     ap.add_argument("--peaks", default="", help="precision=T multiply-adds/s,...: a fraction-of-peak table")
+    ap.add_argument("--keep", default="", help="a folder to work in and keep (the image, seeded weights, configs "
+                                               "and int8 ranges, for profiling by hand); default: a temporary one")
     args = ap.parse_args()
     import oracle
     from conftest import write_config
@@ -171,7 +178,10 @@ def main():
             if part not in parts + ("none", ""):
                 sys.exit(f"bench_precision: --reduced-precision: unknown part {part!r} (one of {', '.join(parts)})")
     base_config = args.config
-    with tempfile.TemporaryDirectory(prefix="bench_precision_") as tmp:
+    if args.keep:
+        os.makedirs(args.keep, exist_ok=True)
+    with (contextlib.nullcontext(args.keep) if args.keep else tempfile.TemporaryDirectory(prefix="bench_precision_")) \
+            as tmp:
         img = oracle.make_synthetic_image(800, 1216, 0)
         png = os.path.join(tmp, "image.png")
         oracle.save_png(img, png)

@@ -56,11 +56,13 @@ typedef struct {
      * whether the input can be negative (s8, else u8). 0: none given. */
     float int8_range;
     int int8_signed;
-    /* The same of the one conv that reads this layer's output, when that
-     * conv is its only reader (a bottleneck's conv1 and conv2): a backend
-     * computing both in int8 may then hand the output over quantized for
-     * that reader, as long as any other reader still sees fp32. 0: no
-     * such reader. */
+    /* The same of the convs that read this layer's output, when they all
+     * read it at that range: its one reader (a bottleneck's conv1 and
+     * conv2), or the readers of the residual stream that a bottleneck's
+     * conv3 adds into (the model gives them one range). A backend computing
+     * them in int8 may then hand the output over quantized (and, where the
+     * layer accumulates, sum in that form), as long as any other reader
+     * still sees fp32. 0: no such readers. */
     float int8_out_range;
     int int8_out_signed;
 } mr_conv_params;

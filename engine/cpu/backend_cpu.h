@@ -85,7 +85,9 @@ typedef struct {
      * reference kernel: 12.8 s.) */
     dnnl_memory_desc_t src_md, wei_md, bias_md, dst_md;
     int blocked, narrow_from_blocked;
-    int quantized_out; /* dst is u8/s8 for the layer's int8 reader (mr_layer.out_scales_q) */
+    /* dst is u8/s8 for the layer's int8 readers (mr_layer.out_scales_q); with
+     * accumulate, the sum post-op reads it so too (the residual stream) */
+    int quantized_out;
     /* int8: the output scales as a per-channel multiply post-op whose values
      * come with each run (DNNL_ARG_SRC_1), not as the attribute's constants:
      * the primitive then carries nothing of the layer's own, and oneDNN's
@@ -176,11 +178,15 @@ struct mr_layer {
     int int8;
     float src_scale;   /* real value of one input step: int8_range / (255 or 127) */
     float *out_scales; /* [cout]: src_scale * the output channel's weight scale */
-    /* An int8 layer whose one reader is an int8 conv (int8_out_range, on a
-     * CPU with VNNI, where that reader runs int8 whatever its shape): its
-     * output is written quantized for that reader, u8 (s8 if out_signed)
-     * at out_step, with out_scales_q[oc] = out_scales[oc] / out_step, and
-     * recorded so (cpu_blocked_rec.quantized). NULL otherwise. */
+    /* An int8 layer whose readers are int8 convs reading at one step
+     * (int8_out_range, on a CPU with VNNI, where they run int8 whatever
+     * their shape): its output is written quantized for them, u8 (s8 if
+     * out_signed) at out_step, with out_scales_q[oc] = out_scales[oc] /
+     * out_step, and recorded so (cpu_blocked_rec.quantized). Where it adds
+     * into its output (a bottleneck's conv3 into the residual stream), the
+     * sum reads the output at that step too, if it is held so; else the sum
+     * runs in fp32 and the output is quantized after (cpu_layout_quantize).
+     * NULL otherwise. */
     float *out_scales_q;
     float out_step;
     int out_signed;
@@ -249,6 +255,9 @@ int cpu_layout_is_blocked(const cpu_ctx *c, const mr_tensor *t);
 int cpu_layout_is_quantized(const cpu_ctx *c, const mr_tensor *t, float step, int is_signed);
 mr_status cpu_layout_will_be_quantized(cpu_ctx *c, const mr_tensor *t, float step, int is_signed,
                                        mr_error *err);
+/* t's fp32 values quantized in place (round half even, saturated) at this
+ * step and sign, and recorded so. */
+mr_status cpu_layout_quantize(cpu_ctx *c, const mr_tensor *t, float step, int is_signed, mr_error *err);
 
 static inline mr_status cpu_read(cpu_ctx *c, const mr_tensor *t, mr_error *err)
 {

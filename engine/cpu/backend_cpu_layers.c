@@ -337,15 +337,17 @@ static int runtime_scales_use(const mr_layer *l, const mr_tensor *y)
     return l->int8 && (size_t)y->n * (size_t)y->h * (size_t)y->w <= RUNTIME_SCALES_MAX_PIXELS;
 }
 
-/* Builds (or finds) the primitive for this input shape and input layout. */
+/* Builds (or finds) the primitive for this input shape and input layout.
+ * quantized_out: y is written quantized (mr_layer.out_scales_q), summed in
+ * its quantized form where accumulate. */
 static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x, const mr_tensor *y,
-                                int accumulate, cpu_conv_entry **out, mr_error *err)
+                                int accumulate, int quantized_out, cpu_conv_entry **out, mr_error *err)
 {
     int narrow = conv_narrow_from_blocked(c, layer, x, accumulate);
     for (int i = 0; i < layer->cache_count; i++) {
         cpu_conv_entry *e = &layer->cache[i];
         if (e->n == x->n && e->h == x->h && e->w == x->w && e->accumulate == accumulate &&
-            e->narrow_from_blocked == narrow) {
+            e->narrow_from_blocked == narrow && e->quantized_out == quantized_out) {
             *out = e;
             return MR_OK;
         }
@@ -363,7 +365,7 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
     e.accumulate = accumulate;
     e.blocked = !cpu_layer_reduced(layer) && p->groups == 1 && p->cin % c->block == 0 && p->cout % c->block == 0;
     e.narrow_from_blocked = narrow;
-    e.quantized_out = layer->out_scales_q && !accumulate;
+    e.quantized_out = quantized_out;
     e.runtime_scales = runtime_scales_use(layer, y);
 
     dnnl_dims_t src_dims = {x->n, p->cin, x->h, x->w}, dst_dims = {y->n, p->cout, y->h, y->w};
@@ -561,7 +563,7 @@ static mr_status conv_heads_lowp(cpu_ctx *c, mr_layer *layer, const mr_tensor *x
         cpu_conv_entry *e;
         /* (an entry reserves lowp_src for `size` images, under the x->n converted: the
          * conversion stays; it may grow scratch, whose pointer conv_execute reads after) */
-        MR_TRY(conv_entry_get(c, layer, &xc, &yc, 0, &e, err));
+        MR_TRY(conv_entry_get(c, layer, &xc, &yc, 0, 0, &e, err));
         for (int r = 0; r < runs; r++, n0 += size)
             MR_TRY(conv_execute(c, layer, e, (char *)c->lowp_src + (size_t)n0 * in_img * elem,
                                 y->data + (size_t)n0 * out_img, err));
@@ -602,7 +604,15 @@ mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y
     if (conv_runs_in_chunks(layer, accumulate)) return conv_heads_lowp(c, layer, x, y, err);
     cpu_conv_entry *e;
     int x_quantized = 0;
-    MR_TRY(conv_entry_get(c, layer, x, y, accumulate, &e, err));
+    /* A quantized output: written so for its reader; where the conv adds
+     * into y (a bottleneck's conv3 into the residual stream), only onto a y
+     * held quantized at the same step: else (the stage's first block, whose
+     * shortcut conv wrote y in fp32) the sum runs in fp32 and y is
+     * quantized after, once. */
+    const int sum_quantized = accumulate && layer->out_scales_q &&
+                              cpu_layout_is_quantized(c, y, layer->out_step, layer->out_signed);
+    const int quantized_out = layer->out_scales_q && (!accumulate || sum_quantized);
+    MR_TRY(conv_entry_get(c, layer, x, y, accumulate, quantized_out, &e, err));
     /* The operands in the convolution's layout (in place), y's memory
      * recorded as what it is about to hold. */
     if (e->blocked) {
@@ -614,9 +624,13 @@ mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y
         /* an int8 reader takes its writer's quantized output as it is */
         x_quantized = layer->int8 && cpu_layout_is_quantized(c, x, layer->src_scale, layer->conv.int8_signed);
         if (!x_quantized) MR_TRY(cpu_read(c, x, err));
-        if (accumulate) MR_TRY(cpu_read(c, y, err));
-        if (e->quantized_out) MR_TRY(cpu_layout_will_be_quantized(c, y, layer->out_step, layer->out_signed, err));
-        else cpu_wrote(c, y);
+        if (sum_quantized) {
+            /* y stays held quantized at its step: the sum reads it so */
+        } else {
+            if (accumulate) MR_TRY(cpu_read(c, y, err));
+            if (e->quantized_out) MR_TRY(cpu_layout_will_be_quantized(c, y, layer->out_step, layer->out_signed, err));
+            else cpu_wrote(c, y);
+        }
     }
     float *dst = e->narrow_from_blocked ? c->blocked : y->data;
     void *src = x->data;
@@ -641,6 +655,8 @@ mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y
     }
     MR_TRY(conv_execute(c, layer, e, src, dst, err));
     if (e->narrow_from_blocked) unblock_padded(dst, c->block, y);
+    if (layer->out_scales_q && !e->quantized_out) /* summed in fp32: the stream quantized from here on */
+        MR_TRY(cpu_layout_quantize(c, y, layer->out_step, layer->out_signed, err));
     return MR_OK;
 }
 

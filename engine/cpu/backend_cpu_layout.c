@@ -44,7 +44,7 @@ static void rec_drop(cpu_ctx *c, int i)
 }
 
 /* Rewrites the tensor at `data` (n,h,w,c), held as `from`, as `to` in place
- * (the fp32 result is never smaller than what it replaces): one oneDNN
+ * (`to` no larger than the tensor's fp32 size): one oneDNN
  * reorder into the context's temporary buffer, times `scale` unless it is
  * NULL, then copied back. `what` names the step in errors. */
 static mr_status reorder_in_place(cpu_ctx *c, void *data, int n, int h, int w, int ch, const dnnl_memory_desc_t *from,
@@ -200,6 +200,20 @@ mr_status cpu_layout_will_be_quantized(cpu_ctx *c, const mr_tensor *t, float ste
     r->is_signed = is_signed;
     r->step = step;
     return MR_OK;
+}
+
+mr_status cpu_layout_quantize(cpu_ctx *c, const mr_tensor *t, float step, int is_signed, mr_error *err)
+{
+    MR_TRY(cpu_read(c, t, err));
+    dnnl_dims_t dims = {t->n, t->c, t->h, t->w};
+    dnnl_memory_desc_t f, q;
+    if (dnnl_memory_desc_init_by_tag(&f, 4, dims, dnnl_f32, dnnl_nhwc) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&q, 4, dims, is_signed ? dnnl_s8 : dnnl_u8, dnnl_nhwc) != dnnl_success)
+        return mr_fail(err, MR_ERR_BACKEND, "cpu backend: oneDNN descriptors of a [%d,%d,%d,%d] tensor failed", t->n,
+                       t->h, t->w, t->c);
+    const float to_steps = 1.0f / step;
+    MR_TRY(reorder_in_place(c, t->data, t->n, t->h, t->w, t->c, &f, &q, &to_steps, "quantization", err));
+    return cpu_layout_will_be_quantized(c, t, step, is_signed, err);
 }
 
 mr_status cpu_layout_blocked(cpu_ctx *c, const mr_tensor *t, const mr_tensor *keep, mr_error *err)

@@ -254,7 +254,12 @@ mr_status model_load(mr_model **out, const mr_config *cfg, const char *weights_p
         free(m);
         return st;
     }
+    mr_int8_ranges streams = {0};
     if (int8_ranges) st = int8_ranges_check_weights(int8_ranges, &w, err);
+    if (st == MR_OK && int8_ranges) {
+        st = resnet_int8_streams(cfg, int8_ranges, &streams, err);
+        m->int8_ranges = &streams;
+    }
     if (st == MR_OK) st = resnet_load(m, &w, err);
     if (st == MR_OK) st = fpn_load(m, &w, err);
     if (st == MR_OK) st = rpn_load(m, &w, err);
@@ -269,6 +274,7 @@ mr_status model_load(mr_model **out, const mr_config *cfg, const char *weights_p
     }
     weights_close(&w);
     m->int8_ranges = NULL;
+    int8_ranges_free(&streams);
     if (st == MR_OK) st = plan_buffers(m, err);
     if (st == MR_OK) st = plan_backend(m, err);
     if (st != MR_OK) {

@@ -148,8 +148,10 @@ mr_status model_conv_layer(mr_model *m, mr_weights *w, const char *prefix, int c
  * batchnorm folded at load, or GroupNorm after it), whose largest input is
  * `in`; refused, naming the config key, when the file's normalisation is
  * not the config's. reader: the prefix of the one conv that reads this
- * one's output, when it is the only reader (mr_conv_params.int8_out_range);
- * NULL otherwise (ignored under GroupNorm, which reads it instead). */
+ * one's output, when it is the only reader, or one of its readers when all
+ * read it at the same range (a bottleneck's conv3: resnet_int8_streams);
+ * mr_conv_params.int8_out_range; NULL otherwise (ignored under GroupNorm,
+ * which reads it instead). */
 mr_status model_norm_conv_load(mr_model *m, mr_weights *w, const char *prefix, const char *norm_prefix,
                                const mr_norm_spec *norm, const char *reader, int cin, int cout, int k, int stride,
                                int pad, int relu, mr_extent in, mr_norm_conv *out, mr_error *err);
@@ -178,6 +180,14 @@ mr_status model_linear_layer(mr_model *m, mr_weights *w, const char *prefix, int
 mr_extent model_level_extent(const mr_model *m, int stride);
 
 /* Per stage (resnet.c, fpn.c, rpn.c, roi_heads.c, mask_head.c). */
+/* int8: `from` with each stage's residual stream read at one range: the
+ * calibrated ranges of the convs that read a stage's output (its blocks'
+ * conv1, the next stage's conv1 and shortcut, the FPN's lateral) replaced
+ * by their largest, where all are unsigned. A backend can then keep the
+ * stream quantized between its writers (conv3, whose residual sum reads it
+ * in place) and readers, converting it once a stage instead of once a
+ * conv (bench/NOTES.md section 39). `to` is a copy; int8_ranges_free it. */
+mr_status resnet_int8_streams(const mr_config *cfg, const mr_int8_ranges *from, mr_int8_ranges *to, mr_error *err);
 mr_status resnet_load(mr_model *m, mr_weights *w, mr_error *err);
 mr_status resnet_forward(mr_model *m, mr_error *err);
 mr_status fpn_load(mr_model *m, mr_weights *w, mr_error *err);

@@ -8,10 +8,74 @@
  * residual sum (model_norm_conv_run). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "model/model_internal.h"
 
 static int conv_out(int in, int k, int stride, int pad) { return (in + 2 * pad - k) / stride + 1; }
+
+/* The convs that read stage s's output (C2..C5, the residual stream its
+ * blocks add into): every block's conv1 but the first's, the next stage's
+ * first conv1 and shortcut, and the FPN's lateral. Returns how many. */
+static int stream_readers(const int blocks[MR_STAGES], int s, char names[][MR_INT8_NAME_LEN])
+{
+    int n = 0;
+    for (int b = 1; b < blocks[s]; b++) snprintf(names[n++], MR_INT8_NAME_LEN, "backbone.res%d.%d.conv1", s + 2, b);
+    if (s + 1 < MR_STAGES) {
+        snprintf(names[n++], MR_INT8_NAME_LEN, "backbone.res%d.0.conv1", s + 3);
+        snprintf(names[n++], MR_INT8_NAME_LEN, "backbone.res%d.0.shortcut", s + 3);
+    }
+    snprintf(names[n++], MR_INT8_NAME_LEN, "fpn.lateral%d", s + 2);
+    return n;
+}
+
+#define STREAM_READERS_MAX 64
+
+mr_status resnet_int8_streams(const mr_config *cfg, const mr_int8_ranges *from, mr_int8_ranges *to, mr_error *err)
+{
+    *to = *from;
+    to->items = malloc(sizeof *to->items * (size_t)(from->count ? from->count : 1));
+    if (!to->items) return mr_fail(err, MR_ERR_OOM, "out of memory");
+    memcpy(to->items, from->items, sizeof *to->items * (size_t)from->count);
+    int blocks[MR_STAGES];
+    config_stage_blocks(cfg, blocks);
+    for (int s = 0; s < MR_STAGES; s++) {
+        char names[STREAM_READERS_MAX][MR_INT8_NAME_LEN];
+        if (blocks[s] + 3 > STREAM_READERS_MAX) continue;
+        int n = stream_readers(blocks, s, names), found = 0, is_signed = 0;
+        float range = 0.0f;
+        for (int i = 0; i < n; i++) {
+            const mr_int8_range *r = int8_ranges_find(to, names[i]);
+            if (!r) continue;
+            found++;
+            is_signed |= r->is_signed;
+            if (r->range > range) range = r->range;
+        }
+        if (!found || is_signed) continue;
+        for (int i = 0; i < to->count; i++)
+            for (int j = 0; j < n; j++)
+                if (!strcmp(to->items[i].name, names[j])) to->items[i].range = range;
+    }
+    return MR_OK;
+}
+
+/* The reader whose range conv3 of block b of stage s writes the stream at:
+ * one of the stream's readers, where the ranges give them all one unsigned
+ * range (resnet_int8_streams); else NULL (conv3 writes fp32). */
+static const char *stream_reader(const mr_model *m, const int blocks[MR_STAGES], int s, char *out)
+{
+    char names[STREAM_READERS_MAX][MR_INT8_NAME_LEN];
+    if (!m->int8_ranges || blocks[s] + 3 > STREAM_READERS_MAX) return NULL;
+    int n = stream_readers(blocks, s, names);
+    const mr_int8_range *first = int8_ranges_find(m->int8_ranges, names[0]);
+    if (!first || first->is_signed) return NULL;
+    for (int i = 1; i < n; i++) {
+        const mr_int8_range *r = int8_ranges_find(m->int8_ranges, names[i]);
+        if (!r || r->is_signed || r->range != first->range) return NULL;
+    }
+    snprintf(out, MR_INT8_NAME_LEN, "%s", names[0]);
+    return out;
+}
 
 mr_status resnet_load(mr_model *m, mr_weights *w, mr_error *err)
 {
@@ -35,7 +99,7 @@ mr_status resnet_load(mr_model *m, mr_weights *w, mr_error *err)
         if (!st->block) return mr_fail(err, MR_ERR_OOM, "out of memory");
         for (int b = 0; b < st->blocks; b++) {
             mr_bottleneck *k = &st->block[b];
-            char conv[128], normp[160], reader[128];
+            char conv[128], normp[160];
             int stride = b == 0 ? st->stride : 1, block_in = b == 0 ? in : st->out;
             int s1 = bc->stride_in_1x1 ? stride : 1, s3 = bc->stride_in_1x1 ? 1 : stride;
             /* largest inputs: the block's at the previous stage's stride
@@ -43,18 +107,21 @@ mr_status resnet_load(mr_model *m, mr_weights *w, mr_error *err)
             int out_stride = 4 << s, in_stride = out_stride / stride;
             mr_extent x_in = model_level_extent(m, in_stride), x_mid = model_level_extent(m, in_stride * s1),
                       x_out = model_level_extent(m, out_stride);
-            /* conv1's output is read by conv2 alone, conv2's by conv3 alone */
-#define LAYER(part, next, cin, cout, ksize, str, pad, relu, ext, dst)                                      \
+            /* conv1's output is read by conv2 alone, conv2's by conv3 alone;
+             * conv3's, the stream, as stream_reader says */
+            char conv2[MR_INT8_NAME_LEN], conv3[MR_INT8_NAME_LEN], stream[MR_INT8_NAME_LEN];
+            snprintf(conv2, sizeof conv2, "backbone.res%d.%d.conv2", s + 2, b);
+            snprintf(conv3, sizeof conv3, "backbone.res%d.%d.conv3", s + 2, b);
+#define LAYER(part, reader, cin, cout, ksize, str, pad, relu, ext, dst)                                    \
     do {                                                                                                  \
         snprintf(conv, sizeof conv, "backbone.res%d.%d.%s", s + 2, b, part);                              \
         snprintf(normp, sizeof normp, "%s.norm", conv);                                                   \
-        if (next) snprintf(reader, sizeof reader, "backbone.res%d.%d.%s", s + 2, b, (const char *)next);  \
-        MR_TRY(model_norm_conv_load(m, w, conv, normp, &norm, next ? reader : NULL, cin, cout, ksize, str, pad, \
-                                    relu, ext, dst, err));                                                \
+        MR_TRY(model_norm_conv_load(m, w, conv, normp, &norm, reader, cin, cout, ksize, str, pad, relu, ext, dst, \
+                                    err));                                                                \
     } while (0)
-            LAYER("conv1", "conv2", block_in, st->width, 1, s1, 0, 1, x_in, &k->conv1);
-            LAYER("conv2", "conv3", st->width, st->width, 3, s3, 1, 1, x_mid, &k->conv2);
-            LAYER("conv3", NULL, st->width, st->out, 1, 1, 0, 1, x_out, &k->conv3);
+            LAYER("conv1", conv2, block_in, st->width, 1, s1, 0, 1, x_in, &k->conv1);
+            LAYER("conv2", conv3, st->width, st->width, 3, s3, 1, 1, x_mid, &k->conv2);
+            LAYER("conv3", stream_reader(m, blocks, s, stream), st->width, st->out, 1, 1, 0, 1, x_out, &k->conv3);
             if (b == 0) LAYER("shortcut", NULL, block_in, st->out, 1, stride, 0, 0, x_in, &k->shortcut);
 #undef LAYER
         }

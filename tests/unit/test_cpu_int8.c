@@ -267,6 +267,91 @@ static void test_quantized_map_between_convs(void **s)
     free(x), free(wa), free(wb), free(qa), free(fa), free(r1), free(r2);
 }
 
+/* Checks that `got` (read back from a quantized map) is whole steps in
+ * [0, 255] and within half a step of `fp32` clamped to that range. */
+static void assert_quantized_near(const float *got, const float *fp32, int count, float step, const char *what)
+{
+    for (int i = 0; i < count; i++) {
+        double k = got[i] / step;
+        if (!(fabs(k - nearbyint(k)) < 1e-3 && k >= 0 && k <= 255.0 + 1e-3))
+            fail_msg("%s %d: %.6g is not a whole number of steps %.4g in [0, 255]", what, i, got[i], step);
+        double want = fmin(fmax(fp32[i], 0.0), 255.0 * step);
+        if (fabs(got[i] - want) > 0.5 * step * (1 + 1e-4))
+            fail_msg("%s %d: %.6g held quantized, %.6g in fp32 (step %.4g)", what, i, got[i], fp32[i], step);
+    }
+}
+
+/* A bottleneck's conv3 writing the residual stream quantized (int8_out_range
+ * with accumulate; VNNI only), against the same layer without the hint,
+ * whose fp32 sum run_case checks:
+ * (1) onto an fp32 map (the stage's first block, after its shortcut): the
+ *     sum in fp32, then the map quantized, within half a step of fp32's;
+ * (2) onto that map, still held quantized: the sum post-op reads the u8
+ *     values in place, and the result is within half a step of the fp32
+ *     layer's sum onto those values given as fp32.
+ * At 9x7 (the scales given at run time) and 40x30 (as constants). */
+static void run_stream_case(int H, int W)
+{
+    mr_backend be;
+    mr_error err = {0};
+    assert_int_equal(backend_open("cpu", &(mr_backend_params){.threads = 2, .precision = MR_PRECISION_INT8}, &be,
+                                  &err), MR_OK);
+    if (!((cpu_ctx *)be.ctx)->int8_vnni) {
+        be.i->destroy(be.ctx);
+        skip(); /* without VNNI outputs stay fp32 (backend_cpu_layers.c) */
+    }
+    enum { CI = 32, CO = 48 };
+    const int NY = H * W * CO;
+    const float range = 5.0f, step = range / 255.0f;
+    float *x1 = malloc(sizeof(float) * H * W * CI), *x2 = malloc(sizeof(float) * H * W * CI);
+    float *w = malloc(sizeof(float) * CO * CI), bias[CO];
+    float *y0 = malloc(sizeof(float) * NY), *got = malloc(sizeof(float) * NY), *want = malloc(sizeof(float) * NY);
+    for (int i = 0; i < H * W * CI; i++) x1[i] = (float)(uniform() * 3.0), x2[i] = (float)(uniform() * 3.0);
+    for (int i = 0; i < CO * CI; i++) w[i] = (float)(uniform() - 0.5) * 0.2f;
+    for (int i = 0; i < CO; i++) bias[i] = (float)(uniform() - 0.5);
+    for (int i = 0; i < NY; i++) y0[i] = (float)(uniform() * 4.0 - 0.5);
+    mr_conv_params p = {CI, CO, 1, 1, 1, 0, 1, 1, 1, 1, H, W, 0, 3.0f, 0, range, 0}, p_plain = p;
+    p_plain.int8_out_range = 0.0f;
+    mr_layer *c3, *plain;
+    assert_int_equal(be.i->conv_init(be.ctx, "conv3", &p, w, bias, &c3, &err), MR_OK);
+    assert_int_equal(be.i->conv_init(be.ctx, "conv3 plain", &p_plain, w, bias, &plain, &err), MR_OK);
+    mr_tensor x1t = tensor(&be, 1, H, W, CI, x1), x2t = tensor(&be, 1, H, W, CI, x2);
+    mr_tensor ya = tensor(&be, 1, H, W, CO, y0), yb = tensor(&be, 1, H, W, CO, y0), yf = tensor(&be, 1, H, W, CO, y0);
+    /* (1) onto fp32: ya read back, yb left quantized for (2) */
+    assert_int_equal(be.i->conv(be.ctx, c3, &x1t, &ya, 1, &err), MR_OK);
+    assert_int_equal(be.i->conv(be.ctx, c3, &x1t, &yb, 1, &err), MR_OK);
+    assert_true(cpu_layout_is_quantized(be.ctx, &yb, c3->out_step, 0));
+    assert_int_equal(be.i->conv(be.ctx, plain, &x1t, &yf, 1, &err), MR_OK);
+    assert_int_equal(be.i->copy_to_host(be.ctx, got, ya.data, sizeof(float) * NY, &err), MR_OK);
+    assert_int_equal(be.i->copy_to_host(be.ctx, want, yf.data, sizeof(float) * NY, &err), MR_OK);
+    assert_quantized_near(got, want, NY, step, "first block's conv3");
+    /* (2) onto the quantized map, against fp32 onto its values */
+    mr_tensor yq = tensor(&be, 1, H, W, CO, got);
+    assert_int_equal(be.i->conv(be.ctx, c3, &x2t, &yb, 1, &err), MR_OK);
+    int summed_quantized = 0;
+    for (int i = 0; i < c3->cache_count; i++) summed_quantized |= c3->cache[i].accumulate && c3->cache[i].quantized_out;
+    assert_true(summed_quantized);
+    assert_int_equal(be.i->conv(be.ctx, plain, &x2t, &yq, 1, &err), MR_OK);
+    assert_int_equal(be.i->copy_to_host(be.ctx, got, yb.data, sizeof(float) * NY, &err), MR_OK);
+    assert_int_equal(be.i->copy_to_host(be.ctx, want, yq.data, sizeof(float) * NY, &err), MR_OK);
+    assert_quantized_near(got, want, NY, step, "next block's conv3");
+    print_message("%dx%d conv3 into the residual stream: onto fp32 then quantized, and summed onto u8 in place, "
+                  "each within half a step of fp32\n", H, W);
+    be.i->layer_free(be.ctx, c3);
+    be.i->layer_free(be.ctx, plain);
+    mr_tensor ts[] = {x1t, x2t, ya, yb, yf, yq};
+    for (int i = 0; i < 6; i++) be.i->buffer_free(be.ctx, ts[i].data);
+    be.i->destroy(be.ctx);
+    free(x1), free(x2), free(w), free(y0), free(got), free(want);
+}
+
+static void test_residual_stream_quantized(void **s)
+{
+    (void)s;
+    run_stream_case(9, 7);
+    run_stream_case(40, 30);
+}
+
 /* A head's convs (planned for batches) run batches of power-of-two sizes
  * only (backend_cpu_layers.c, HEAD_CHUNK_PIXELS): 21 RoIs of 14x14 as 16 +
  * 4 + 1, 3 RoIs of 7x7 (chunks of 64) as 2 + 1. The same promise, image by
@@ -436,6 +521,7 @@ int main(void)
         cmocka_unit_test(test_ranges_required),      cmocka_unit_test(test_quantized_map_between_convs),
         cmocka_unit_test(test_linear_s8),            cmocka_unit_test(test_linear_u8),
         cmocka_unit_test(test_deconv_u8),            cmocka_unit_test(test_head_convs_in_chunks),
+        cmocka_unit_test(test_residual_stream_quantized),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
