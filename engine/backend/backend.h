@@ -65,6 +65,18 @@ typedef struct {
      * still sees fp32. 0: no such readers. */
     float int8_out_range;
     int int8_out_signed;
+    /* 1: every reader of this layer's output is a conv that does not keep
+     * fp32 (a bottleneck's conv1 and conv2, whose one reader is the next;
+     * conv3, writing the residual stream), so a backend computing them in
+     * bf16 may hand the output over in bf16 (and sum in it where the layer
+     * accumulates), as long as any other reader still sees fp32. */
+    int out_to_convs;
+    /* int8: the range every reader of this layer's input reads it at when
+     * the map is handed over quantized (a stage's residual stream, whose
+     * readers the model gives one range: the largest of theirs); 0: none.
+     * A backend that hands maps over quantizes the input by it; one that
+     * does not keeps int8_range, the layer's own, which is finer. */
+    float int8_shared_range;
 } mr_conv_params;
 
 /* Calibration's view of a convolution's input: called by the backend with

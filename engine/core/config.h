@@ -247,12 +247,12 @@ typedef struct {
 /* Which parts of the network compute in reduced precision when a run asks
  * for it (the CPU's --precision bf16 or int8). The rest of the backbone, the
  * FPN and the RPN's 3x3 conv always do; each part here was measured by the
- * demo model's AP and by time (bench/NOTES.md sections 34 and 35). The box
+ * demo model's AP and by time (bench/NOTES.md sections 34, 35 and 39). The box
  * predictor (class scores, box deltas), box decoding, NMS, RoIAlign and the
  * paste are fp32 whatever these say. */
 typedef struct {
     int stem;                   /* "stem": false; the 7x7 conv on the image       */
-    int rpn_predictors;         /* "rpn_predictors": false; objectness and box deltas (1x1) */
+    int rpn_predictors;         /* "rpn_predictors": true; objectness and box deltas (1x1) */
     int box_head;               /* "box_head": true; its convs (4conv1fc) and fully connected layers */
     int mask_head;              /* "mask_head": true; its 3x3 convs, the deconvolution and the 1x1 mask logits */
 } mr_reduced_precision_config;

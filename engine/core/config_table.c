@@ -148,7 +148,7 @@ void config_defaults(mr_config *cfg)
     /* bf16/int8 leave fp32 where the demo model's AP allows it and it pays (bench/NOTES.md
      * sections 34 and 35): the box and mask heads do; the stem and the RPN predictors stay fp32 */
     cfg->reduced_precision.stem = 0;
-    cfg->reduced_precision.rpn_predictors = 0;
+    cfg->reduced_precision.rpn_predictors = 1;
     cfg->reduced_precision.box_head = 1;
     cfg->reduced_precision.mask_head = 1;
 

@@ -116,18 +116,32 @@ static mr_status cpu_upsample_nearest(void *ctx, const mr_tensor *x, mr_tensor *
 {
     if (x->c != y->c || x->n != y->n) return mr_fail(err, MR_ERR_SHAPE, "upsample_nearest: channel/batch mismatch");
     mr_tensor xv, yv; /* a blocked x runs as NHWC of one-block images (backend_cpu_layout.c) */
-    MR_TRY(cpu_layout_channelwise(ctx, x, y, &xv, &yv, err));
+    dnnl_data_type_t held;
+    float step;
+    size_t elem = sizeof(float);
+    if (cpu_layout_held(ctx, x, &held, &step)) {
+        /* the FPN's top-down map handed over in a reduced type (the lateral
+         * conv that adds onto y reads it so): copied as it is */
+        elem = held == dnnl_bf16 ? 2 : 1;
+        MR_TRY(cpu_layout_will_be_reduced(ctx, y, held, step, err));
+        xv = *x;
+        yv = *y;
+    } else {
+        MR_TRY(cpu_layout_channelwise(ctx, x, y, &xv, &yv, err));
+    }
     x = &xv;
     y = &yv;
-    size_t C = (size_t)x->c;
+    const size_t row = (size_t)x->c * elem;
+    const char *xd = (const char *)x->data;
+    char *yd = (char *)y->data;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int n = 0; n < y->n; n++)
         for (int oy = 0; oy < y->h; oy++) {
             int iy = nearest_index(oy, x->h, y->h);
             for (int ox = 0; ox < y->w; ox++) {
                 int ix = nearest_index(ox, x->w, y->w);
-                memcpy(y->data + (((size_t)n * y->h + oy) * y->w + ox) * C,
-                       x->data + (((size_t)n * x->h + iy) * x->w + ix) * C, C * sizeof(float));
+                memcpy(yd + (((size_t)n * y->h + oy) * y->w + ox) * row,
+                       xd + (((size_t)n * x->h + iy) * x->w + ix) * row, row);
             }
         }
     return MR_OK;

@@ -11,13 +11,14 @@
 #define CPU_CONV_CACHE 8
 
 /* Tensor memory that holds the blocked layout nChw<block>c, not NHWC
- * (backend_cpu_layout.c); or, `quantized`, u8 (s8 where is_signed) NHWC
- * values, one byte each, real = q * step: an int8 conv's output handed to
- * the int8 conv that reads it (mr_conv_params.int8_out_range). */
+ * (backend_cpu_layout.c): `held` dnnl_data_type_undef; or NHWC values in a
+ * reduced type, handed from a reduced-precision conv to the convs that
+ * read it (mr_conv_params.int8_out_range, out_to_convs): `held` u8 or s8
+ * (one byte a value, real = q * step) or bf16. */
 typedef struct {
     float *data;
     int n, h, w, c;
-    int quantized, is_signed;
+    dnnl_data_type_t held;
     float step;
 } cpu_blocked_rec;
 #define CPU_BLOCKED_RECS 64
@@ -85,9 +86,10 @@ typedef struct {
      * reference kernel: 12.8 s.) */
     dnnl_memory_desc_t src_md, wei_md, bias_md, dst_md;
     int blocked, narrow_from_blocked;
-    /* dst is u8/s8 for the layer's int8 readers (mr_layer.out_scales_q); with
+    /* dst is in the layer's handoff type (mr_layer.out_handoff); with
      * accumulate, the sum post-op reads it so too (the residual stream) */
-    int quantized_out;
+    int handoff_out;
+    float sum_scale; /* the sum post-op's: a quantized y's step over the output's; else 1 */
     /* int8: the output scales as a per-channel multiply post-op whose values
      * come with each run (DNNL_ARG_SRC_1), not as the attribute's constants:
      * the primitive then carries nothing of the layer's own, and oneDNN's
@@ -178,18 +180,20 @@ struct mr_layer {
     int int8;
     float src_scale;   /* real value of one input step: int8_range / (255 or 127) */
     float *out_scales; /* [cout]: src_scale * the output channel's weight scale */
-    /* An int8 layer whose readers are int8 convs reading at one step
-     * (int8_out_range, on a CPU with VNNI, where they run int8 whatever
-     * their shape): its output is written quantized for them, u8 (s8 if
-     * out_signed) at out_step, with out_scales_q[oc] = out_scales[oc] /
-     * out_step, and recorded so (cpu_blocked_rec.quantized). Where it adds
-     * into its output (a bottleneck's conv3 into the residual stream), the
-     * sum reads the output at that step too, if it is held so; else the sum
-     * runs in fp32 and the output is quantized after (cpu_layout_quantize).
-     * NULL otherwise. */
+    /* The type the layer hands its output over in (dnnl_data_type_undef:
+     * fp32), where its readers are all convs computing in its precision
+     * (backend.h: int8_out_range, out_to_convs):
+     * - bf16: bf16 (a bf16 layer, out_to_convs);
+     * - int8: u8 (s8 if int8_out_signed) at out_step, the readers' one
+     *   step, with out_scales_q[oc] = out_scales[oc] / out_step; on a CPU
+     *   with VNNI only, where they run int8 whatever their shape.
+     * The output is recorded so (cpu_blocked_rec.held). Where the layer
+     * adds into its output (a bottleneck's conv3 into the residual stream),
+     * the sum reads it in that type too, if it is held so; else the sum
+     * runs in fp32 and the output is converted after (cpu_layout_reduce). */
+    dnnl_data_type_t out_handoff;
     float *out_scales_q;
     float out_step;
-    int out_signed;
     cpu_conv_entry cache[CPU_CONV_CACHE];
     int cache_count;
     /* linear, deconv: computes in bf16 or int8 (bf16 or int8 set), through
@@ -250,14 +254,18 @@ mr_status cpu_layout_channelwise(cpu_ctx *c, const mr_tensor *x, const mr_tensor
  * take either layout (RoIAlign) instead of calling cpu_read. */
 int cpu_layout_is_blocked(const cpu_ctx *c, const mr_tensor *t);
 
-/* Whether t is held quantized at this step and sign (an int8 reader can
- * take it as it is), and the record an int8 conv's quantized output makes. */
-int cpu_layout_is_quantized(const cpu_ctx *c, const mr_tensor *t, float step, int is_signed);
-mr_status cpu_layout_will_be_quantized(cpu_ctx *c, const mr_tensor *t, float step, int is_signed,
-                                       mr_error *err);
-/* t's fp32 values quantized in place (round half even, saturated) at this
- * step and sign, and recorded so. */
-mr_status cpu_layout_quantize(cpu_ctx *c, const mr_tensor *t, float step, int is_signed, mr_error *err);
+/* Whether t is held in this reduced type (u8 and s8 at this step; bf16:
+ * step 0), so that a reader computing in it can take it as it is; and the
+ * record a reduced-precision conv's output in that type makes. */
+int cpu_layout_is_reduced(const cpu_ctx *c, const mr_tensor *t, dnnl_data_type_t type, float step);
+/* Whether t is held in a reduced type, and which (its step for u8 and s8). */
+int cpu_layout_held(const cpu_ctx *c, const mr_tensor *t, dnnl_data_type_t *type, float *step);
+mr_status cpu_layout_will_be_reduced(cpu_ctx *c, const mr_tensor *t, dnnl_data_type_t type, float step,
+                                     mr_error *err);
+/* t's fp32 values converted in place to that type (u8, s8: quantized at
+ * the step, round half even, saturated; bf16: rounded to nearest even),
+ * and recorded so. */
+mr_status cpu_layout_reduce(cpu_ctx *c, const mr_tensor *t, dnnl_data_type_t type, float step, mr_error *err);
 
 static inline mr_status cpu_read(cpu_ctx *c, const mr_tensor *t, mr_error *err)
 {

@@ -62,14 +62,24 @@ static int wino_use(const cpu_ctx *c, const mr_conv_params *p)
     return wino_cpu_supported();
 }
 
+/* The range an int8 layer quantizes its input at: the one its input's
+ * readers share (the residual stream) where maps are handed over quantized
+ * (VNNI), so that the stream's writer and every reader agree on its step;
+ * else its own calibrated one, which is finer. */
+static float int8_input_range(const cpu_ctx *c, const mr_conv_params *p)
+{
+    return c->int8_vnni && p->int8_shared_range > 0.0f && isfinite(p->int8_shared_range) ? p->int8_shared_range
+                                                                                          : p->int8_range;
+}
+
 /* An int8 layer's weights: s8 OIHW, one symmetric scale per output channel
  * (its largest |w| maps to qmax), rounded to nearest even; the bias in
  * accumulator units and the output scales (backend_cpu.h: mr_layer.int8). */
-static void int8_weights(mr_layer *l, const mr_conv_params *p, const float *w, int qmax)
+static void int8_weights(mr_layer *l, const mr_conv_params *p, float in_range, const float *w, int qmax)
 {
     const size_t per_out = (size_t)(p->cin / p->groups) * (size_t)p->kh * (size_t)p->kw;
     int8_t *q = (int8_t *)l->weights;
-    l->src_scale = p->int8_range / (p->int8_signed ? 127.0f : 255.0f);
+    l->src_scale = in_range / (p->int8_signed ? 127.0f : 255.0f);
     for (int oc = 0; oc < p->cout; oc++) {
         const float *row = w + (size_t)oc * per_out;
         float amax = 0.0f;
@@ -94,9 +104,13 @@ mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, co
     size_t wcount = (size_t)p->cout * (size_t)(p->cin / p->groups) * (size_t)p->kh * (size_t)p->kw;
     /* Without VNNI, oneDNN's int8 direct 3x3 is no faster than our fp32
      * Winograd and the quantizing pass comes on top: such layers stay
-     * Winograd (bench/NOTES.md section 22); a table, not a measurement. */
+     * Winograd (bench/NOTES.md section 22); a table, not a measurement.
+     * So do narrow outputs (the RPN's predictors, 3 and 12 channels, read
+     * the Winograd conv's blocked map as it is: int8 would turn it back
+     * and quantize it per level, and with 63-step weights it moved a demo
+     * detection's score from 0.85 to 0.24: section 39). */
     int bf16 = c->bf16 && !p->keep_fp32;
-    int int8 = c->int8 && !p->keep_fp32 && (c->int8_vnni || !wino_use(c, p));
+    int int8 = c->int8 && !p->keep_fp32 && (c->int8_vnni || (!wino_use(c, p) && p->cout % c->block == 0));
     if (c->int8 && !p->keep_fp32 && !(p->int8_range > 0.0f && isfinite(p->int8_range)))
         return mr_fail(err, MR_ERR_CONFIG, "%s: precision int8 needs this layer's calibrated input range, and it "
                        "has none", name);
@@ -110,6 +124,7 @@ mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, co
     l->conv = *p;
     l->bf16 = bf16;
     l->int8 = int8;
+    l->out_handoff = bf16 && p->out_to_convs ? dnnl_bf16 : dnnl_data_type_undef;
     if (bias) memcpy(l->bias, bias, sizeof(float) * (size_t)p->cout);
     if (int8) {
         l->out_scales = calloc((size_t)p->cout, sizeof(float));
@@ -117,7 +132,7 @@ mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, co
             cpu_layer_free(ctx, l);
             return mr_fail(err, MR_ERR_OOM, "%s: out of memory", name);
         }
-        int8_weights(l, p, w_oihw, c->int8_vnni || p->int8_signed ? 127 : 63);
+        int8_weights(l, p, int8_input_range(c, p), w_oihw, c->int8_vnni || p->int8_signed ? 127 : 63);
         /* Its reader runs int8 whatever its shape only with VNNI (else a
          * 3x3 stride-1 reader stays fp32 Winograd, and a quantized map would
          * only be expanded again). */
@@ -127,7 +142,7 @@ mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, co
                 cpu_layer_free(ctx, l);
                 return mr_fail(err, MR_ERR_OOM, "%s: out of memory", name);
             }
-            l->out_signed = p->int8_out_signed;
+            l->out_handoff = p->int8_out_signed ? dnnl_s8 : dnnl_u8;
             l->out_step = p->int8_out_range / (p->int8_out_signed ? 127.0f : 255.0f);
             for (int oc = 0; oc < p->cout; oc++) l->out_scales_q[oc] = l->out_scales[oc] / l->out_step;
         }
@@ -338,16 +353,18 @@ static int runtime_scales_use(const mr_layer *l, const mr_tensor *y)
 }
 
 /* Builds (or finds) the primitive for this input shape and input layout.
- * quantized_out: y is written quantized (mr_layer.out_scales_q), summed in
- * its quantized form where accumulate. */
+ * handoff_out: y is written in the layer's handoff type (mr_layer.out_handoff),
+ * and summed in it where accumulate, its values times sum_scale (1 but
+ * where a quantized y's step is not the layer's output step). */
 static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x, const mr_tensor *y,
-                                int accumulate, int quantized_out, cpu_conv_entry **out, mr_error *err)
+                                int accumulate, int handoff_out, float sum_scale, cpu_conv_entry **out,
+                                mr_error *err)
 {
     int narrow = conv_narrow_from_blocked(c, layer, x, accumulate);
     for (int i = 0; i < layer->cache_count; i++) {
         cpu_conv_entry *e = &layer->cache[i];
         if (e->n == x->n && e->h == x->h && e->w == x->w && e->accumulate == accumulate &&
-            e->narrow_from_blocked == narrow && e->quantized_out == quantized_out) {
+            e->narrow_from_blocked == narrow && e->handoff_out == handoff_out && e->sum_scale == sum_scale) {
             *out = e;
             return MR_OK;
         }
@@ -365,7 +382,8 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
     e.accumulate = accumulate;
     e.blocked = !cpu_layer_reduced(layer) && p->groups == 1 && p->cin % c->block == 0 && p->cout % c->block == 0;
     e.narrow_from_blocked = narrow;
-    e.quantized_out = quantized_out;
+    e.handoff_out = handoff_out;
+    e.sum_scale = sum_scale;
     e.runtime_scales = runtime_scales_use(layer, y);
 
     dnnl_dims_t src_dims = {x->n, p->cin, x->h, x->w}, dst_dims = {y->n, p->cout, y->h, y->w};
@@ -412,7 +430,7 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
         st = cpu_lowp_src_reserve(c, dnnl_memory_desc_get_size(&e.src_md), err);
         if (st != MR_OK) goto done;
     }
-    dnnl_data_type_t ddt = !e.quantized_out ? dnnl_f32 : layer->out_signed ? dnnl_s8 : dnnl_u8;
+    dnnl_data_type_t ddt = e.handoff_out ? layer->out_handoff : dnnl_f32;
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.dst_md, 4, dst_dims, ddt, act), "dst desc");
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&e.bias_md, 1, bias_dims, dnnl_f32, dnnl_a), "bias desc");
     dnnl_convolution_desc_t cd;
@@ -431,10 +449,10 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
         DNNL_TRY(dnnl_post_ops_append_binary(ops, dnnl_binary_mul, &e.scales_md), "scales post-op");
     } else if (layer->int8) {
         DNNL_TRY(dnnl_primitive_attr_set_output_scales(attr, p->cout, 1 << 1,
-                                                       e.quantized_out ? layer->out_scales_q : layer->out_scales),
+                                                       e.handoff_out ? layer->out_scales_q : layer->out_scales),
                  "output scales");
     }
-    if (accumulate) DNNL_TRY(dnnl_post_ops_append_sum(ops, 1.0f), "sum post-op");
+    if (accumulate) DNNL_TRY(dnnl_post_ops_append_sum(ops, sum_scale), "sum post-op");
     if (p->relu) DNNL_TRY(dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f), "relu post-op");
     DNNL_TRY(dnnl_primitive_attr_set_post_ops(attr, ops), "attr");
     DNNL_TRY(dnnl_primitive_desc_create(&pd, &cd, attr, c->engine, NULL), "convolution");
@@ -503,7 +521,7 @@ static mr_status conv_execute(cpu_ctx *c, const mr_layer *layer, const cpu_conv_
     dnnl_exec_arg_t args[6] = {{DNNL_ARG_SRC, m[0]}, {DNNL_ARG_WEIGHTS, m[1]}, {DNNL_ARG_BIAS, m[2]},
                                {DNNL_ARG_DST, m[3]}, {DNNL_ARG_SCRATCHPAD, m[4]}};
     if (e->runtime_scales) {
-        float *scales = e->quantized_out ? layer->out_scales_q : layer->out_scales;
+        float *scales = e->handoff_out ? layer->out_scales_q : layer->out_scales;
         DNNL_TRY(dnnl_memory_create(&m[5], &e->scales_md, c->engine, scales), "memory");
         args[5] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, m[5]};
     }
@@ -539,7 +557,7 @@ static int head_chunk_images(int h, int w)
 
 static int conv_runs_in_chunks(const mr_layer *l, int accumulate)
 {
-    return cpu_layer_reduced(l) && l->conv.max_n > 1 && !accumulate && !l->out_scales_q;
+    return cpu_layer_reduced(l) && l->conv.max_n > 1 && !accumulate;
 }
 
 static mr_status conv_heads_lowp(cpu_ctx *c, mr_layer *layer, const mr_tensor *x, mr_tensor *y, mr_error *err)
@@ -548,11 +566,20 @@ static mr_status conv_heads_lowp(cpu_ctx *c, mr_layer *layer, const mr_tensor *x
     const int chunk = head_chunk_images(x->h, x->w);
     const size_t in_img = (size_t)x->h * x->w * p->cin, out_img = (size_t)y->h * y->w * p->cout;
     const size_t elem = layer->int8 ? 1 : 2;
-    MR_TRY(cpu_read(c, x, err));
-    cpu_wrote(c, y);
-    MR_TRY(cpu_lowp_src_reserve(c, (size_t)x->n * in_img * elem, err));
-    cpu_lowp_convert(x->data, (size_t)x->n, (size_t)x->n, in_img, layer->int8, p->int8_signed,
-                     layer->int8 ? 1.0f / layer->src_scale : 0.0f, c->avx512, c->lowp_src);
+    const dnnl_data_type_t in_type = layer->int8 ? (p->int8_signed ? dnnl_s8 : dnnl_u8) : dnnl_bf16;
+    const dnnl_data_type_t handoff = layer->out_handoff;
+    const size_t out_elem = handoff == dnnl_data_type_undef ? sizeof(float) : handoff == dnnl_bf16 ? 2 : 1;
+    /* the previous head conv's output, handed over in this layer's type, is read as it is */
+    const char *src = (const char *)x->data;
+    if (!cpu_layout_is_reduced(c, x, in_type, layer->int8 ? layer->src_scale : 0.0f)) {
+        MR_TRY(cpu_read(c, x, err));
+        MR_TRY(cpu_lowp_src_reserve(c, (size_t)x->n * in_img * elem, err));
+        cpu_lowp_convert(x->data, (size_t)x->n, (size_t)x->n, in_img, layer->int8, p->int8_signed,
+                         layer->int8 ? 1.0f / layer->src_scale : 0.0f, c->avx512, c->lowp_src);
+        src = (const char *)c->lowp_src;
+    }
+    if (handoff != dnnl_data_type_undef) MR_TRY(cpu_layout_will_be_reduced(c, y, handoff, layer->out_step, err));
+    else cpu_wrote(c, y);
     /* full chunks, then the rest (under one chunk) by its binary digits, largest first */
     int n0 = 0;
     for (int size = chunk; size >= 1 && n0 < x->n; size /= 2) {
@@ -563,10 +590,10 @@ static mr_status conv_heads_lowp(cpu_ctx *c, mr_layer *layer, const mr_tensor *x
         cpu_conv_entry *e;
         /* (an entry reserves lowp_src for `size` images, under the x->n converted: the
          * conversion stays; it may grow scratch, whose pointer conv_execute reads after) */
-        MR_TRY(conv_entry_get(c, layer, &xc, &yc, 0, 0, &e, err));
+        MR_TRY(conv_entry_get(c, layer, &xc, &yc, 0, handoff != dnnl_data_type_undef, 1.0f, &e, err));
         for (int r = 0; r < runs; r++, n0 += size)
-            MR_TRY(conv_execute(c, layer, e, (char *)c->lowp_src + (size_t)n0 * in_img * elem,
-                                y->data + (size_t)n0 * out_img, err));
+            MR_TRY(conv_execute(c, layer, e, (void *)(src + (size_t)n0 * in_img * elem),
+                                (float *)((char *)y->data + (size_t)n0 * out_img * out_elem), err));
     }
     return MR_OK;
 }
@@ -603,16 +630,22 @@ mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y
     }
     if (conv_runs_in_chunks(layer, accumulate)) return conv_heads_lowp(c, layer, x, y, err);
     cpu_conv_entry *e;
-    int x_quantized = 0;
-    /* A quantized output: written so for its reader; where the conv adds
-     * into y (a bottleneck's conv3 into the residual stream), only onto a y
-     * held quantized at the same step: else (the stage's first block, whose
-     * shortcut conv wrote y in fp32) the sum runs in fp32 and y is
-     * quantized after, once. */
-    const int sum_quantized = accumulate && layer->out_scales_q &&
-                              cpu_layout_is_quantized(c, y, layer->out_step, layer->out_signed);
-    const int quantized_out = layer->out_scales_q && (!accumulate || sum_quantized);
-    MR_TRY(conv_entry_get(c, layer, x, y, accumulate, quantized_out, &e, err));
+    int x_reduced = 0;
+    /* An output in the handoff type: written so for its readers; where the
+     * conv adds into y (a bottleneck's conv3 into the residual stream, an
+     * FPN lateral onto the upsampled coarser level), only onto a y held in
+     * that type (u8, s8: at its own step, which the sum scales to the
+     * layer's): else (the stage's first block under int8, whose shortcut
+     * conv wrote y in fp32) the sum runs in fp32 and y is converted after,
+     * once. */
+    const dnnl_data_type_t handoff = layer->out_handoff;
+    dnnl_data_type_t y_held = dnnl_data_type_undef;
+    float y_step = 0.0f;
+    const int sum_reduced = accumulate && handoff != dnnl_data_type_undef &&
+                            cpu_layout_held(c, y, &y_held, &y_step) && y_held == handoff;
+    const int handoff_out = handoff != dnnl_data_type_undef && (!accumulate || sum_reduced);
+    const float sum_scale = sum_reduced && handoff != dnnl_bf16 ? y_step / layer->out_step : 1.0f;
+    MR_TRY(conv_entry_get(c, layer, x, y, accumulate, handoff_out, sum_scale, &e, err));
     /* The operands in the convolution's layout (in place), y's memory
      * recorded as what it is about to hold. */
     if (e->blocked) {
@@ -621,20 +654,19 @@ mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y
         MR_TRY(cpu_blocked_reserve(c, dnnl_memory_desc_get_size(&e->dst_md), err));
         cpu_wrote(c, y);
     } else {
-        /* an int8 reader takes its writer's quantized output as it is */
-        x_quantized = layer->int8 && cpu_layout_is_quantized(c, x, layer->src_scale, layer->conv.int8_signed);
-        if (!x_quantized) MR_TRY(cpu_read(c, x, err));
-        if (sum_quantized) {
-            /* y stays held quantized at its step: the sum reads it so */
-        } else {
-            if (accumulate) MR_TRY(cpu_read(c, y, err));
-            if (e->quantized_out) MR_TRY(cpu_layout_will_be_quantized(c, y, layer->out_step, layer->out_signed, err));
-            else cpu_wrote(c, y);
-        }
+        /* a reduced reader takes its writer's output in its own type as it is */
+        x_reduced = layer->int8 ? cpu_layout_is_reduced(c, x, p->int8_signed ? dnnl_s8 : dnnl_u8, layer->src_scale)
+                    : layer->bf16 && cpu_layout_is_reduced(c, x, dnnl_bf16, 0.0f);
+        if (!x_reduced) MR_TRY(cpu_read(c, x, err));
+        /* (a y summed in the handoff type is read so, in place, and then
+         * holds the layer's step) */
+        if (accumulate && !sum_reduced) MR_TRY(cpu_read(c, y, err));
+        if (e->handoff_out) MR_TRY(cpu_layout_will_be_reduced(c, y, handoff, layer->out_step, err));
+        else cpu_wrote(c, y);
     }
     float *dst = e->narrow_from_blocked ? c->blocked : y->data;
     void *src = x->data;
-    if (e->src_convert && !x_quantized) {
+    if (e->src_convert && !x_reduced) {
         mr_status st = MR_OK;
         dnnl_memory_t from = NULL, to = NULL, scale = NULL;
         const float to_steps = layer->int8 ? 1.0f / layer->src_scale : 1.0f;
@@ -655,8 +687,8 @@ mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y
     }
     MR_TRY(conv_execute(c, layer, e, src, dst, err));
     if (e->narrow_from_blocked) unblock_padded(dst, c->block, y);
-    if (layer->out_scales_q && !e->quantized_out) /* summed in fp32: the stream quantized from here on */
-        MR_TRY(cpu_layout_quantize(c, y, layer->out_step, layer->out_signed, err));
+    if (handoff != dnnl_data_type_undef && !e->handoff_out) /* summed in fp32: the stream reduced from here on */
+        MR_TRY(cpu_layout_reduce(c, y, handoff, layer->out_step, err));
     return MR_OK;
 }
 

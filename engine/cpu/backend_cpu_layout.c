@@ -13,10 +13,11 @@
  * reads back into NHWC first, in place, so the rest of the backend and the
  * model code only ever see NHWC.
  *
- * Under --precision int8 a record may instead say that the memory holds an
- * int8 conv's output quantized for the int8 conv that reads it next (one
- * byte a value; backend_cpu.h): that reader takes it as it is, and any
- * other reader gets it back in fp32, in place, like a blocked tensor.
+ * Under --precision int8 or bf16 a record may instead say that the memory
+ * holds a conv's output in the reduced type of the convs that read it next
+ * (u8/s8 quantized, one byte a value, or bf16; backend_cpu.h): those
+ * readers take it as it is, and any other reader gets it back in fp32, in
+ * place, like a blocked tensor.
  *
  * The records are (pointer, shape) pairs, kept in the context. They rely on
  * the model's memory contract (model.c's arena plan): an op's output is a
@@ -105,22 +106,23 @@ static mr_status relayout(cpu_ctx *c, float *data, int n, int h, int w, int ch, 
                             "layout reorder", err);
 }
 
-/* A quantized record's values back to fp32 NHWC in place. */
-static mr_status dequantize(cpu_ctx *c, const cpu_blocked_rec *r, mr_error *err)
+/* A reduced record's values (u8, s8 or bf16) back to fp32 NHWC in place. */
+static mr_status widen(cpu_ctx *c, const cpu_blocked_rec *r, mr_error *err)
 {
     dnnl_dims_t dims = {r->n, r->c, r->h, r->w};
     dnnl_memory_desc_t q, f;
-    if (dnnl_memory_desc_init_by_tag(&q, 4, dims, r->is_signed ? dnnl_s8 : dnnl_u8, dnnl_nhwc) != dnnl_success ||
+    if (dnnl_memory_desc_init_by_tag(&q, 4, dims, r->held, dnnl_nhwc) != dnnl_success ||
         dnnl_memory_desc_init_by_tag(&f, 4, dims, dnnl_f32, dnnl_nhwc) != dnnl_success)
         return mr_fail(err, MR_ERR_BACKEND, "cpu backend: oneDNN descriptors of a [%d,%d,%d,%d] tensor failed", r->n,
                        r->h, r->w, r->c);
-    return reorder_in_place(c, r->data, r->n, r->h, r->w, r->c, &q, &f, &r->step, "dequantization", err);
+    return reorder_in_place(c, r->data, r->n, r->h, r->w, r->c, &q, &f, r->held == dnnl_bf16 ? NULL : &r->step,
+                            "conversion to fp32", err);
 }
 
 /* A record's memory back to fp32 NHWC. */
 static mr_status expand(cpu_ctx *c, const cpu_blocked_rec *r, mr_error *err)
 {
-    return r->quantized ? dequantize(c, r, err) : relayout(c, r->data, r->n, r->h, r->w, r->c, 0, err);
+    return r->held != dnnl_data_type_undef ? widen(c, r, err) : relayout(c, r->data, r->n, r->h, r->w, r->c, 0, err);
 }
 
 mr_status cpu_layout_nhwc(cpu_ctx *c, const void *p, size_t bytes, mr_error *err)
@@ -150,13 +152,12 @@ void cpu_layout_freed(cpu_ctx *c, void *p)
     if (p) cpu_layout_written(c, p, malloc_usable_size(p));
 }
 
-/* t's record of this kind (quantized or blocked), or -1. */
-static int find_kind(const cpu_ctx *c, const mr_tensor *t, int quantized)
+/* t's record held as `held` (dnnl_data_type_undef: blocked), or -1. */
+static int find_kind(const cpu_ctx *c, const mr_tensor *t, dnnl_data_type_t held)
 {
     for (int i = 0; i < c->rec_count; i++) {
         const cpu_blocked_rec *r = &c->recs[i];
-        if (r->data == t->data && r->n == t->n && r->h == t->h && r->w == t->w && r->c == t->c &&
-            r->quantized == quantized)
+        if (r->data == t->data && r->n == t->n && r->h == t->h && r->w == t->w && r->c == t->c && r->held == held)
             return i;
     }
     return -1;
@@ -164,13 +165,27 @@ static int find_kind(const cpu_ctx *c, const mr_tensor *t, int quantized)
 
 static int find(const cpu_ctx *c, const mr_tensor *t)
 {
-    return find_kind(c, t, 0);
+    return find_kind(c, t, dnnl_data_type_undef);
 }
 
-int cpu_layout_is_quantized(const cpu_ctx *c, const mr_tensor *t, float step, int is_signed)
+int cpu_layout_held(const cpu_ctx *c, const mr_tensor *t, dnnl_data_type_t *type, float *step)
 {
-    int i = find_kind(c, t, 1);
-    return i >= 0 && c->recs[i].step == step && c->recs[i].is_signed == is_signed;
+    for (int i = 0; i < c->rec_count; i++) {
+        const cpu_blocked_rec *r = &c->recs[i];
+        if (r->data == t->data && r->n == t->n && r->h == t->h && r->w == t->w && r->c == t->c &&
+            r->held != dnnl_data_type_undef) {
+            *type = r->held;
+            *step = r->step;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int cpu_layout_is_reduced(const cpu_ctx *c, const mr_tensor *t, dnnl_data_type_t type, float step)
+{
+    int i = find_kind(c, t, type);
+    return i >= 0 && (type == dnnl_bf16 || c->recs[i].step == step);
 }
 
 int cpu_layout_is_blocked(const cpu_ctx *c, const mr_tensor *t)
@@ -186,34 +201,35 @@ static mr_status add(cpu_ctx *c, const mr_tensor *t, const mr_tensor *keep, mr_e
         MR_TRY(expand(c, &c->recs[i], err));
         rec_drop(c, i);
     }
-    cpu_blocked_rec r = {t->data, t->n, t->h, t->w, t->c, 0, 0, 0.0f};
+    cpu_blocked_rec r = {t->data, t->n, t->h, t->w, t->c, dnnl_data_type_undef, 0.0f};
     c->recs[c->rec_count++] = r;
     return MR_OK;
 }
 
-mr_status cpu_layout_will_be_quantized(cpu_ctx *c, const mr_tensor *t, float step, int is_signed, mr_error *err)
+mr_status cpu_layout_will_be_reduced(cpu_ctx *c, const mr_tensor *t, dnnl_data_type_t type, float step,
+                                     mr_error *err)
 {
     cpu_layout_written(c, t->data, sizeof(float) * mr_tensor_numel(t));
     MR_TRY(add(c, t, NULL, err));
     cpu_blocked_rec *r = &c->recs[c->rec_count - 1];
-    r->quantized = 1;
-    r->is_signed = is_signed;
-    r->step = step;
+    r->held = type;
+    r->step = type == dnnl_bf16 ? 0.0f : step;
     return MR_OK;
 }
 
-mr_status cpu_layout_quantize(cpu_ctx *c, const mr_tensor *t, float step, int is_signed, mr_error *err)
+mr_status cpu_layout_reduce(cpu_ctx *c, const mr_tensor *t, dnnl_data_type_t type, float step, mr_error *err)
 {
     MR_TRY(cpu_read(c, t, err));
     dnnl_dims_t dims = {t->n, t->c, t->h, t->w};
     dnnl_memory_desc_t f, q;
     if (dnnl_memory_desc_init_by_tag(&f, 4, dims, dnnl_f32, dnnl_nhwc) != dnnl_success ||
-        dnnl_memory_desc_init_by_tag(&q, 4, dims, is_signed ? dnnl_s8 : dnnl_u8, dnnl_nhwc) != dnnl_success)
+        dnnl_memory_desc_init_by_tag(&q, 4, dims, type, dnnl_nhwc) != dnnl_success)
         return mr_fail(err, MR_ERR_BACKEND, "cpu backend: oneDNN descriptors of a [%d,%d,%d,%d] tensor failed", t->n,
                        t->h, t->w, t->c);
-    const float to_steps = 1.0f / step;
-    MR_TRY(reorder_in_place(c, t->data, t->n, t->h, t->w, t->c, &f, &q, &to_steps, "quantization", err));
-    return cpu_layout_will_be_quantized(c, t, step, is_signed, err);
+    const float to_steps = type == dnnl_bf16 ? 1.0f : 1.0f / step;
+    MR_TRY(reorder_in_place(c, t->data, t->n, t->h, t->w, t->c, &f, &q, type == dnnl_bf16 ? NULL : &to_steps,
+                            "conversion", err));
+    return cpu_layout_will_be_reduced(c, t, type, step, err);
 }
 
 mr_status cpu_layout_blocked(cpu_ctx *c, const mr_tensor *t, const mr_tensor *keep, mr_error *err)

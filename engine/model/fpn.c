@@ -20,7 +20,11 @@ mr_status fpn_load(mr_model *m, mr_weights *w, mr_error *err)
         snprintf(name, sizeof name, "fpn.lateral%d", s + 2);
         snprintf(normp, sizeof normp, "%s.norm", name);
         mr_extent in = model_level_extent(m, 4 << s);
-        MR_TRY(model_norm_conv_load(m, w, name, normp, &norm, NULL, m->stage[s].out, F, 1, 1, 0, 0, in,
+        /* the lateral's output (the top-down sum) is read by the level's
+         * output conv and, upsampled, summed onto by the finer lateral */
+        char output[64];
+        snprintf(output, sizeof output, "fpn.output%d", s + 2);
+        MR_TRY(model_norm_conv_load(m, w, name, normp, &norm, output, m->stage[s].out, F, 1, 1, 0, 0, in,
                                     &m->fpn_lateral[s], err));
         snprintf(name, sizeof name, "fpn.output%d", s + 2);
         snprintf(normp, sizeof normp, "%s.norm", name);

@@ -254,11 +254,11 @@ mr_status model_load(mr_model **out, const mr_config *cfg, const char *weights_p
         free(m);
         return st;
     }
-    mr_int8_ranges streams = {0};
+    mr_int8_ranges shared = {0};
     if (int8_ranges) st = int8_ranges_check_weights(int8_ranges, &w, err);
     if (st == MR_OK && int8_ranges) {
-        st = resnet_int8_streams(cfg, int8_ranges, &streams, err);
-        m->int8_ranges = &streams;
+        st = resnet_int8_streams(cfg, int8_ranges, &shared, err);
+        m->int8_shared = &shared;
     }
     if (st == MR_OK) st = resnet_load(m, &w, err);
     if (st == MR_OK) st = fpn_load(m, &w, err);
@@ -274,7 +274,8 @@ mr_status model_load(mr_model **out, const mr_config *cfg, const char *weights_p
     }
     weights_close(&w);
     m->int8_ranges = NULL;
-    int8_ranges_free(&streams);
+    m->int8_shared = NULL;
+    int8_ranges_free(&shared);
     if (st == MR_OK) st = plan_buffers(m, err);
     if (st == MR_OK) st = plan_backend(m, err);
     if (st != MR_OK) {

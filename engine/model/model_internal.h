@@ -56,6 +56,9 @@ typedef struct {
     mr_extent in;         /* the convs' largest input */
     char conv_name[MR_HEAD_MAX_CONVS][64]; /* weight prefixes; each norm is at "<conv>.norm" */
     char fc_name[MR_HEAD_MAX_FCS][64];
+    /* the conv that reads the last conv's output, when only convs of its
+     * kind do (the RPN's predictors); empty: none (model_norm_conv_load) */
+    char last_reader[64];
 } mr_head_spec;
 
 typedef struct {
@@ -92,6 +95,7 @@ struct mr_model {
     mr_config cfg;
     mr_backend be;
     const mr_int8_ranges *int8_ranges; /* during model_load only (model.h); NULL after */
+    const mr_int8_ranges *int8_shared; /* the same: resnet_int8_streams' */
     int num_levels;        /* FPN levels min_level..max_level */
     int num_anchors;       /* per position */
     float cell_anchors[MR_MAX_LEVELS][MR_MAX_ANCHOR_RATIOS * MR_MAX_ANCHOR_SIZES * 4];
@@ -180,14 +184,16 @@ mr_status model_linear_layer(mr_model *m, mr_weights *w, const char *prefix, int
 mr_extent model_level_extent(const mr_model *m, int stride);
 
 /* Per stage (resnet.c, fpn.c, rpn.c, roi_heads.c, mask_head.c). */
-/* int8: `from` with each stage's residual stream read at one range: the
- * calibrated ranges of the convs that read a stage's output (its blocks'
- * conv1, the next stage's conv1 and shortcut, the FPN's lateral) replaced
- * by their largest, where all are unsigned. A backend can then keep the
- * stream quantized between its writers (conv3, whose residual sum reads it
- * in place) and readers, converting it once a stage instead of once a
- * conv (bench/NOTES.md section 39). `to` is a copy; int8_ranges_free it. */
-mr_status resnet_int8_streams(const mr_config *cfg, const mr_int8_ranges *from, mr_int8_ranges *to, mr_error *err);
+/* int8: the shared input range (mr_conv_params.int8_shared_range) of each
+ * conv that reads a stage's output (the residual stream: its blocks'
+ * conv1, the next stage's conv1 and shortcut, the FPN's lateral): the
+ * largest of their calibrated ranges, for stages whose readers all have
+ * one, unsigned. A backend can then keep the stream quantized between its
+ * writers (conv3, whose residual sum reads it in place) and readers,
+ * converting it once a stage instead of once a conv (bench/NOTES.md
+ * section 39). `shared` lists only those readers; int8_ranges_free it. */
+mr_status resnet_int8_streams(const mr_config *cfg, const mr_int8_ranges *ranges, mr_int8_ranges *shared,
+                              mr_error *err);
 mr_status resnet_load(mr_model *m, mr_weights *w, mr_error *err);
 mr_status resnet_forward(mr_model *m, mr_error *err);
 mr_status fpn_load(mr_model *m, mr_weights *w, mr_error *err);

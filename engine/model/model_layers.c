@@ -103,14 +103,21 @@ static mr_status conv_layer(mr_model *m, mr_weights *w, const char *prefix, cons
     size_t count = per_out * (size_t)cout + (size_t)cout * (norm ? 3 : 1);
     if (st == MR_OK) st = model_check_finite(w, prefix, wt, count, err);
     mr_conv_params p = {cin, cout, k, k, stride, pad, 1, 1, relu, in.n, in.h, in.w,
-                        model_layer_keeps_fp32(&m->cfg, prefix), 0.0f, 0, 0.0f, 0};
+                        model_layer_keeps_fp32(&m->cfg, prefix), 0.0f, 0, 0.0f, 0, 0, 0.0f};
     if (st == MR_OK) {
-        const mr_int8_range *next = reader ? int8_ranges_find(m->int8_ranges, reader) : NULL;
-        if (next && !model_layer_keeps_fp32(&m->cfg, reader)) {
+        p.out_to_convs = reader && !model_layer_keeps_fp32(&m->cfg, reader);
+        /* the reader's range: shared with the stream's other readers, if so */
+        const mr_int8_range *shared = p.out_to_convs ? int8_ranges_find(m->int8_shared, reader) : NULL;
+        const mr_int8_range *next = shared ? shared : p.out_to_convs ? int8_ranges_find(m->int8_ranges, reader) : NULL;
+        /* an output without a ReLU goes below zero: handed over unsigned
+         * (the stream, to a block's shortcut) it would be clipped */
+        if (next && (relu || next->is_signed)) {
             p.int8_out_range = next->range;
             p.int8_out_signed = next->is_signed;
         }
         st = int8_range_of(m, prefix, 1, &p.int8_range, &p.int8_signed, err);
+        const mr_int8_range *mine = int8_ranges_find(m->int8_shared, prefix);
+        p.int8_shared_range = mine ? mine->range : 0.0f;
     }
     if (st == MR_OK) {
         st = norm ? m->be.i->conv_init_affine(m->be.ctx, prefix, &p, wt, bias, scale, shift, out, err)

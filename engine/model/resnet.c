@@ -31,50 +31,52 @@ static int stream_readers(const int blocks[MR_STAGES], int s, char names[][MR_IN
 
 #define STREAM_READERS_MAX 64
 
-mr_status resnet_int8_streams(const mr_config *cfg, const mr_int8_ranges *from, mr_int8_ranges *to, mr_error *err)
+mr_status resnet_int8_streams(const mr_config *cfg, const mr_int8_ranges *ranges, mr_int8_ranges *shared,
+                              mr_error *err)
 {
-    *to = *from;
-    to->items = malloc(sizeof *to->items * (size_t)(from->count ? from->count : 1));
-    if (!to->items) return mr_fail(err, MR_ERR_OOM, "out of memory");
-    memcpy(to->items, from->items, sizeof *to->items * (size_t)from->count);
-    int blocks[MR_STAGES];
+    memset(shared, 0, sizeof *shared);
+    int blocks[MR_STAGES], total = 0;
     config_stage_blocks(cfg, blocks);
+    for (int s = 0; s < MR_STAGES; s++) total += blocks[s] + 3;
+    shared->items = calloc((size_t)total, sizeof *shared->items);
+    if (!shared->items) return mr_fail(err, MR_ERR_OOM, "out of memory");
+    snprintf(shared->path, sizeof shared->path, "%s", ranges->path);
     for (int s = 0; s < MR_STAGES; s++) {
         char names[STREAM_READERS_MAX][MR_INT8_NAME_LEN];
         if (blocks[s] + 3 > STREAM_READERS_MAX) continue;
         int n = stream_readers(blocks, s, names), found = 0, is_signed = 0;
         float range = 0.0f;
         for (int i = 0; i < n; i++) {
-            const mr_int8_range *r = int8_ranges_find(to, names[i]);
+            const mr_int8_range *r = int8_ranges_find(ranges, names[i]);
             if (!r) continue;
             found++;
             is_signed |= r->is_signed;
             if (r->range > range) range = r->range;
         }
-        if (!found || is_signed) continue;
-        for (int i = 0; i < to->count; i++)
-            for (int j = 0; j < n; j++)
-                if (!strcmp(to->items[i].name, names[j])) to->items[i].range = range;
+        /* every reader calibrated and unsigned (the stream is a ReLU's) */
+        if (found < n || is_signed) continue;
+        for (int i = 0; i < n; i++) {
+            mr_int8_range *it = &shared->items[shared->count++];
+            memcpy(it->name, names[i], sizeof it->name);
+            it->range = range;
+            it->is_signed = 0;
+        }
     }
     return MR_OK;
 }
 
-/* The reader whose range conv3 of block b of stage s writes the stream at:
- * one of the stream's readers, where the ranges give them all one unsigned
- * range (resnet_int8_streams); else NULL (conv3 writes fp32). */
+/* conv3's reader (model_norm_conv_load) for stage s: one of the stream's
+ * readers, all convs. Under int8 ranges, only where the stream has a
+ * shared range (resnet_int8_streams), which conv3 then writes it at; else
+ * NULL (conv3 writes fp32). */
 static const char *stream_reader(const mr_model *m, const int blocks[MR_STAGES], int s, char *out)
 {
     char names[STREAM_READERS_MAX][MR_INT8_NAME_LEN];
-    if (!m->int8_ranges || blocks[s] + 3 > STREAM_READERS_MAX) return NULL;
-    int n = stream_readers(blocks, s, names);
-    const mr_int8_range *first = int8_ranges_find(m->int8_ranges, names[0]);
-    if (!first || first->is_signed) return NULL;
-    for (int i = 1; i < n; i++) {
-        const mr_int8_range *r = int8_ranges_find(m->int8_ranges, names[i]);
-        if (!r || r->is_signed || r->range != first->range) return NULL;
-    }
+    if (blocks[s] + 3 > STREAM_READERS_MAX) return NULL;
+    stream_readers(blocks, s, names);
     snprintf(out, MR_INT8_NAME_LEN, "%s", names[0]);
-    return out;
+    if (!m->int8_ranges) return out;
+    return int8_ranges_find(m->int8_shared, names[0]) ? out : NULL;
 }
 
 mr_status resnet_load(mr_model *m, mr_weights *w, mr_error *err)
@@ -121,8 +123,12 @@ mr_status resnet_load(mr_model *m, mr_weights *w, mr_error *err)
     } while (0)
             LAYER("conv1", conv2, block_in, st->width, 1, s1, 0, 1, x_in, &k->conv1);
             LAYER("conv2", conv3, st->width, st->width, 3, s3, 1, 1, x_mid, &k->conv2);
-            LAYER("conv3", stream_reader(m, blocks, s, stream), st->width, st->out, 1, 1, 0, 1, x_out, &k->conv3);
-            if (b == 0) LAYER("shortcut", NULL, block_in, st->out, 1, stride, 0, 0, x_in, &k->shortcut);
+            const char *stream_next = stream_reader(m, blocks, s, stream);
+            LAYER("conv3", stream_next, st->width, st->out, 1, 1, 0, 1, x_out, &k->conv3);
+            /* the shortcut's output is what conv3 adds onto: the stream's
+             * readers see it after that sum (int8 hands it over only if
+             * signed: model_norm_conv_load) */
+            if (b == 0) LAYER("shortcut", stream_next, block_in, st->out, 1, stride, 0, 0, x_in, &k->shortcut);
 #undef LAYER
         }
         in = st->out;

@@ -38,6 +38,8 @@ mr_status rpn_load(mr_model *m, mr_weights *w, mr_error *err)
         if (i == 0) snprintf(head.conv_name[i], sizeof head.conv_name[i], "rpn.conv");
         else snprintf(head.conv_name[i], sizeof head.conv_name[i], "rpn.conv%d", i + 1);
     }
+    /* the predictors, both convs reading the same map (so at one range) */
+    snprintf(head.last_reader, sizeof head.last_reader, "rpn.objectness");
     MR_TRY(head_block_load(m, w, &head, &m->rpn_head, err));
     MR_TRY(model_conv_layer(m, w, "rpn.objectness", F, m->num_anchors, 1, 1, 0, 0, in, &m->rpn_logits, err));
     return model_conv_layer(m, w, "rpn.deltas", F, 4 * m->num_anchors, 1, 1, 0, 0, in, &m->rpn_deltas, err);

@@ -365,7 +365,7 @@ static mr_conv_params conv_params(const conv_case *c)
     /* largest input unknown; the backend's precision; the inputs' int8
      * clip range (they are uniform in [-1, 1]) */
     mr_conv_params p = {c->cin, c->cout, c->k, c->k, c->stride, c->pad, c->dilation, c->groups, c->relu,
-                        0, 0, 0, 0, 1.0f, 1, 0.0f, 0};
+                        0, 0, 0, 0, 1.0f, 1, 0.0f, 0, 0, 0.0f};
     return p;
 }
 
@@ -700,7 +700,7 @@ static void case_group_norm(fixture *f, tally *t, const void *params)
     const gn_case *c = params;
     mr_group_norm_params p = {c->c, c->groups, 1e-5f, c->relu};
     /* the conv's int8 clip range: its inputs are within |offset| + 1 */
-    mr_conv_params cp = {c->c, c->c, 1, 1, 1, 0, 1, 1, 0, 0, 0, 0, 0, fabsf(c->offset) + 1.0f, 1, 0.0f, 0};
+    mr_conv_params cp = {c->c, c->c, 1, 1, 1, 0, 1, 1, 0, 0, 0, 0, 0, fabsf(c->offset) + 1.0f, 1, 0.0f, 0, 0, 0.0f};
     size_t xs = (size_t)c->n * c->h * c->w * c->c;
     float *gamma = fmalloc((size_t)c->c), *beta = fmalloc((size_t)c->c);
     float *hx = fmalloc(xs), *hy0 = fmalloc(xs), *hy = fmalloc(xs), *ref = fmalloc(xs), *cw = NULL, *cb = NULL;
@@ -1531,7 +1531,7 @@ static void case_errors(fixture *f, tally *t, const void *params)
     NEED(f, conv_init);
     NEED(f, conv);
     const char *name = "backbone.res3.0.conv2";
-    mr_conv_params p = {16, 32, 3, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1.0f, 1, 0.0f, 0};
+    mr_conv_params p = {16, 32, 3, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1.0f, 1, 0.0f, 0, 0, 0.0f};
     float *w, *b;
     conv_weights(&p, &w, &b);
     mr_layer *layer = NULL;

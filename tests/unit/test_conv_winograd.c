@@ -109,7 +109,7 @@ static void run_layer(mr_backend *be, const char *mode, const wcase *c, const fl
 {
     mr_error err;
     setenv("MR_CPU_WINOGRAD", mode, 1);
-    mr_conv_params p = {c->cin, c->cout, 3, 3, 1, 1, 1, 1, c->relu, 0, 0, 0, 0, 0.0f, 0, 0.0f, 0};
+    mr_conv_params p = {c->cin, c->cout, 3, 3, 1, 1, 1, 1, c->relu, 0, 0, 0, 0, 0.0f, 0, 0.0f, 0, 0, 0.0f};
     mr_layer *layer = NULL;
     assert_int_equal(be->i->conv_init(be->ctx, "test.wino", &p, wt, b, &layer, &err), MR_OK);
     size_t xs = (size_t)c->n * c->h * c->w * c->cin, ys = (size_t)c->n * c->h * c->w * c->cout;

@@ -115,7 +115,7 @@ static void run_case(const int8_case *tc)
     for (size_t i = 0; i < yn; i++) y0[i] = (float)(uniform() * 4 - 2);
 
     mr_conv_params p = {tc->cin, tc->cout, K, K, tc->stride, tc->pad, 1, 1, tc->relu, N, tc->h, tc->w, 0, range,
-                        tc->is_signed, 0.0f, 0};
+                        tc->is_signed, 0.0f, 0, 0, 0.0f};
     mr_layer *layer;
     assert_int_equal(be.i->conv_init(be.ctx, "int8 test", &p, w, bias, &layer, &err), MR_OK);
     assert_int_equal(layer->int8, !stays_fp32);
@@ -226,9 +226,10 @@ static void test_quantized_map_between_convs(void **s)
     for (int i = 0; i < C2 * C1 * 9; i++) wb[i] = (float)(uniform() - 0.5) * 0.2f;
     for (int i = 0; i < C1; i++) ba[i] = (float)(uniform() - 0.3);
     for (int i = 0; i < C2; i++) bb[i] = (float)(uniform() - 0.5);
-    mr_conv_params pa = {C0, C1, 1, 1, 1, 0, 1, 1, 1, 1, H, W, 0, 4.0f, 0, range_b, 0};
-    mr_conv_params pa_plain = pa, pb = {C1, C2, 3, 3, 1, 1, 1, 1, 1, 1, H, W, 0, range_b, 0, 0.0f, 0};
+    mr_conv_params pa = {C0, C1, 1, 1, 1, 0, 1, 1, 1, 1, H, W, 0, 4.0f, 0, range_b, 0, 1, 0.0f};
+    mr_conv_params pa_plain = pa, pb = {C1, C2, 3, 3, 1, 1, 1, 1, 1, 1, H, W, 0, range_b, 0, 0.0f, 0, 0, 0.0f};
     pa_plain.int8_out_range = 0.0f;
+    pa_plain.out_to_convs = 0;
     mr_layer *a, *a_plain, *b;
     assert_int_equal(be.i->conv_init(be.ctx, "conv1", &pa, wa, ba, &a, &err), MR_OK);
     assert_int_equal(be.i->conv_init(be.ctx, "conv1 plain", &pa_plain, wa, ba, &a_plain, &err), MR_OK);
@@ -310,8 +311,9 @@ static void run_stream_case(int H, int W)
     for (int i = 0; i < CO * CI; i++) w[i] = (float)(uniform() - 0.5) * 0.2f;
     for (int i = 0; i < CO; i++) bias[i] = (float)(uniform() - 0.5);
     for (int i = 0; i < NY; i++) y0[i] = (float)(uniform() * 4.0 - 0.5);
-    mr_conv_params p = {CI, CO, 1, 1, 1, 0, 1, 1, 1, 1, H, W, 0, 3.0f, 0, range, 0}, p_plain = p;
+    mr_conv_params p = {CI, CO, 1, 1, 1, 0, 1, 1, 1, 1, H, W, 0, 3.0f, 0, range, 0, 1, 0.0f}, p_plain = p;
     p_plain.int8_out_range = 0.0f;
+    p_plain.out_to_convs = 0;
     mr_layer *c3, *plain;
     assert_int_equal(be.i->conv_init(be.ctx, "conv3", &p, w, bias, &c3, &err), MR_OK);
     assert_int_equal(be.i->conv_init(be.ctx, "conv3 plain", &p_plain, w, bias, &plain, &err), MR_OK);
@@ -320,7 +322,7 @@ static void run_stream_case(int H, int W)
     /* (1) onto fp32: ya read back, yb left quantized for (2) */
     assert_int_equal(be.i->conv(be.ctx, c3, &x1t, &ya, 1, &err), MR_OK);
     assert_int_equal(be.i->conv(be.ctx, c3, &x1t, &yb, 1, &err), MR_OK);
-    assert_true(cpu_layout_is_quantized(be.ctx, &yb, c3->out_step, 0));
+    assert_true(cpu_layout_is_reduced(be.ctx, &yb, dnnl_u8, c3->out_step));
     assert_int_equal(be.i->conv(be.ctx, plain, &x1t, &yf, 1, &err), MR_OK);
     assert_int_equal(be.i->copy_to_host(be.ctx, got, ya.data, sizeof(float) * NY, &err), MR_OK);
     assert_int_equal(be.i->copy_to_host(be.ctx, want, yf.data, sizeof(float) * NY, &err), MR_OK);
@@ -329,7 +331,7 @@ static void run_stream_case(int H, int W)
     mr_tensor yq = tensor(&be, 1, H, W, CO, got);
     assert_int_equal(be.i->conv(be.ctx, c3, &x2t, &yb, 1, &err), MR_OK);
     int summed_quantized = 0;
-    for (int i = 0; i < c3->cache_count; i++) summed_quantized |= c3->cache[i].accumulate && c3->cache[i].quantized_out;
+    for (int i = 0; i < c3->cache_count; i++) summed_quantized |= c3->cache[i].accumulate && c3->cache[i].handoff_out;
     assert_true(summed_quantized);
     assert_int_equal(be.i->conv(be.ctx, plain, &x2t, &yq, 1, &err), MR_OK);
     assert_int_equal(be.i->copy_to_host(be.ctx, got, yb.data, sizeof(float) * NY, &err), MR_OK);
@@ -350,6 +352,84 @@ static void test_residual_stream_quantized(void **s)
     (void)s;
     run_stream_case(9, 7);
     run_stream_case(40, 30);
+}
+
+/* The FPN's top-down path under int8 (VNNI only): a lateral writes s8 at its
+ * reader's step, the upsample copies it as it is (held s8 at that step),
+ * and the finer lateral adds onto it at its own step (the sum post-op
+ * scaled by the ratio of the steps). Against the same finer lateral
+ * without the hint adding onto the upsampled values given as fp32: within
+ * half a step of its output step; and the upsample read back equals the
+ * coarse map read back, repeated. */
+static void test_fpn_topdown_quantized(void **s)
+{
+    (void)s;
+    mr_backend be;
+    mr_error err = {0};
+    assert_int_equal(backend_open("cpu", &(mr_backend_params){.threads = 2, .precision = MR_PRECISION_INT8}, &be,
+                                  &err), MR_OK);
+    if (!((cpu_ctx *)be.ctx)->int8_vnni) {
+        be.i->destroy(be.ctx);
+        skip(); /* without VNNI outputs stay fp32 (backend_cpu_layers.c) */
+    }
+    enum { H = 5, W = 7, CC = 48, CF = 32, C = 16 };
+    const float range_c = 3.0f, range_f = 4.0f, step_c = range_c / 127.0f, step_f = range_f / 127.0f;
+    const int NU = 4 * H * W * C;
+    float *xc = malloc(sizeof(float) * H * W * CC), *xf = malloc(sizeof(float) * NU / C * CF);
+    float *wc = malloc(sizeof(float) * C * CC), *wf = malloc(sizeof(float) * C * CF), bc[C], bf[C];
+    for (int i = 0; i < H * W * CC; i++) xc[i] = (float)(uniform() * 3.0);
+    for (int i = 0; i < NU / C * CF; i++) xf[i] = (float)(uniform() * 3.0);
+    for (int i = 0; i < C * CC; i++) wc[i] = (float)(uniform() - 0.5) * 0.2f;
+    for (int i = 0; i < C * CF; i++) wf[i] = (float)(uniform() - 0.5) * 0.2f;
+    for (int i = 0; i < C; i++) bc[i] = (float)(uniform() - 0.5), bf[i] = (float)(uniform() - 0.5);
+    /* the laterals: no ReLU, signed readers (the output convs) */
+    mr_conv_params pc = {CC, C, 1, 1, 1, 0, 1, 1, 0, 1, H, W, 0, 3.0f, 0, range_c, 1, 1, 0.0f};
+    mr_conv_params pf = {CF, C, 1, 1, 1, 0, 1, 1, 0, 1, 2 * H, 2 * W, 0, 3.0f, 0, range_f, 1, 1, 0.0f}, pf_plain = pf;
+    pf_plain.int8_out_range = 0.0f;
+    pf_plain.out_to_convs = 0;
+    mr_layer *lc, *lf, *lf_plain;
+    assert_int_equal(be.i->conv_init(be.ctx, "lateral coarse", &pc, wc, bc, &lc, &err), MR_OK);
+    assert_int_equal(be.i->conv_init(be.ctx, "lateral fine", &pf, wf, bf, &lf, &err), MR_OK);
+    assert_int_equal(be.i->conv_init(be.ctx, "lateral fine plain", &pf_plain, wf, bf, &lf_plain, &err), MR_OK);
+    mr_tensor xct = tensor(&be, 1, H, W, CC, xc), xft = tensor(&be, 1, 2 * H, 2 * W, CF, xf);
+    mr_tensor inner = tensor(&be, 1, H, W, C, NULL), inner2 = tensor(&be, 1, H, W, C, NULL);
+    mr_tensor up = tensor(&be, 1, 2 * H, 2 * W, C, NULL), up2 = tensor(&be, 1, 2 * H, 2 * W, C, NULL);
+    assert_int_equal(be.i->conv(be.ctx, lc, &xct, &inner, 0, &err), MR_OK);
+    assert_int_equal(be.i->conv(be.ctx, lc, &xct, &inner2, 0, &err), MR_OK);
+    assert_true(cpu_layout_is_reduced(be.ctx, &inner, dnnl_s8, step_c));
+    assert_int_equal(be.i->upsample_nearest(be.ctx, &inner, &up, &err), MR_OK);
+    assert_true(cpu_layout_is_reduced(be.ctx, &up, dnnl_s8, step_c));
+    assert_int_equal(be.i->upsample_nearest(be.ctx, &inner2, &up2, &err), MR_OK);
+    float *gc = malloc(sizeof(float) * H * W * C), *gu = malloc(sizeof(float) * NU);
+    float *got = malloc(sizeof(float) * NU), *want = malloc(sizeof(float) * NU);
+    assert_int_equal(be.i->copy_to_host(be.ctx, gc, inner2.data, sizeof(float) * H * W * C, &err), MR_OK);
+    assert_int_equal(be.i->copy_to_host(be.ctx, gu, up2.data, sizeof(float) * NU, &err), MR_OK);
+    for (int y = 0; y < 2 * H; y++)
+        for (int x = 0; x < 2 * W; x++)
+            assert_memory_equal(gu + ((size_t)y * 2 * W + x) * C, gc + ((size_t)(y / 2) * W + x / 2) * C,
+                                sizeof(float) * C);
+    /* the finer lateral onto the s8 map (sum scaled step_c / step_f), and in fp32 onto its values */
+    assert_int_equal(be.i->conv(be.ctx, lf, &xft, &up, 1, &err), MR_OK);
+    assert_true(cpu_layout_is_reduced(be.ctx, &up, dnnl_s8, step_f));
+    int scaled = 0;
+    for (int i = 0; i < lf->cache_count; i++) scaled |= lf->cache[i].handoff_out && lf->cache[i].sum_scale != 1.0f;
+    assert_true(scaled);
+    assert_int_equal(be.i->conv(be.ctx, lf_plain, &xft, &up2, 1, &err), MR_OK);
+    assert_int_equal(be.i->copy_to_host(be.ctx, got, up.data, sizeof(float) * NU, &err), MR_OK);
+    assert_int_equal(be.i->copy_to_host(be.ctx, want, up2.data, sizeof(float) * NU, &err), MR_OK);
+    for (int i = 0; i < NU; i++) {
+        double k = got[i] / step_f, w = fmin(fmax(want[i], -128.0 * step_f), 127.0 * step_f);
+        if (!(fabs(k - nearbyint(k)) < 1e-3) || fabs(got[i] - w) > 0.5 * step_f * (1 + 1e-4))
+            fail_msg("finer lateral %d: %.6g held as s8, %.6g in fp32 (step %.4g)", i, got[i], want[i], step_f);
+    }
+    print_message("FPN top-down: the upsample copies the s8 map as it is; the finer lateral's scaled sum within "
+                  "half a step of fp32\n");
+    mr_layer *ls[] = {lc, lf, lf_plain};
+    for (int i = 0; i < 3; i++) be.i->layer_free(be.ctx, ls[i]);
+    mr_tensor ts[] = {xct, xft, inner, inner2, up, up2};
+    for (int i = 0; i < 6; i++) be.i->buffer_free(be.ctx, ts[i].data);
+    be.i->destroy(be.ctx);
+    free(xc), free(xf), free(wc), free(wf), free(gc), free(gu), free(got), free(want);
 }
 
 /* A head's convs (planned for batches) run batches of power-of-two sizes
@@ -502,7 +582,7 @@ static void test_ranges_required(void **s)
     mr_error err = {0};
     assert_int_equal(backend_open("cpu", &(mr_backend_params){.precision = MR_PRECISION_INT8}, &be, &err), MR_OK);
     float w[8 * 8] = {0}, b[8] = {0};
-    mr_conv_params p = {8, 8, 1, 1, 1, 0, 1, 1, 0, 1, 4, 4, 0, 0.0f, 0, 0.0f, 0};
+    mr_conv_params p = {8, 8, 1, 1, 1, 0, 1, 1, 0, 1, 4, 4, 0, 0.0f, 0, 0.0f, 0, 0, 0.0f};
     mr_layer *l = NULL;
     assert_int_equal(be.i->conv_init(be.ctx, "backbone.res2.0.conv1", &p, w, b, &l, &err), MR_ERR_CONFIG);
     assert_non_null(strstr(err.msg, "backbone.res2.0.conv1"));
@@ -521,7 +601,7 @@ int main(void)
         cmocka_unit_test(test_ranges_required),      cmocka_unit_test(test_quantized_map_between_convs),
         cmocka_unit_test(test_linear_s8),            cmocka_unit_test(test_linear_u8),
         cmocka_unit_test(test_deconv_u8),            cmocka_unit_test(test_head_convs_in_chunks),
-        cmocka_unit_test(test_residual_stream_quantized),
+        cmocka_unit_test(test_residual_stream_quantized), cmocka_unit_test(test_fpn_topdown_quantized),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

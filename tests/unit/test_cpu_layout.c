@@ -24,6 +24,7 @@
 
 #include "backend/backend.h"
 #include "backend/backend_registry.h"
+#include "cpu/backend_cpu.h"
 
 #define TOL 1e-5
 /* bf16 inputs, weights and outputs: 8 bits of mantissa each (bench/NOTES.md 20). */
@@ -126,14 +127,21 @@ static float *to_host(fix *f, const mr_tensor *t)
     return h;
 }
 
-static mr_layer *conv_layer(fix *f, int cin, int cout, int k, int relu, float **w, float **b)
+/* out_to_convs: every reader is a conv (mr_conv_params), so at bf16 the
+ * output is handed over in bf16. */
+static mr_layer *conv_layer_to(fix *f, int cin, int cout, int k, int relu, int out_to_convs, float **w, float **b)
 {
-    mr_conv_params p = {cin, cout, k, k, 1, k / 2, 1, 1, relu, 0, 0, 0, 0, 0.0f, 0, 0.0f, 0};
+    mr_conv_params p = {cin, cout, k, k, 1, k / 2, 1, 1, relu, 0, 0, 0, 0, 0.0f, 0, 0.0f, 0, out_to_convs, 0.0f};
     *w = rnd_array((size_t)cout * cin * k * k);
     *b = rnd_array((size_t)cout);
     mr_layer *l = NULL;
     assert_int_equal(f->be.i->conv_init(f->be.ctx, "test.conv", &p, *w, *b, &l, &f->err), MR_OK);
     return l;
+}
+
+static mr_layer *conv_layer(fix *f, int cin, int cout, int k, int relu, float **w, float **b)
+{
+    return conv_layer_to(f, cin, cout, k, relu, 0, w, b);
 }
 
 static void expect(const float *got, const float *ref, size_t n, const char *what)
@@ -199,6 +207,70 @@ static void test_chain(void **state)
     for (int i = 0; i < 5; i++) be->buffer_free(f->be.ctx, all[i].data);
     free(x_h), free(wa), free(ba), free(wb), free(bb), free(wc), free(bc), free(r1), free(r2), free(r3);
     free(g1), free(g2), free(g3), free(wl), free(bl), free(gz);
+}
+
+/* Maps handed from conv to conv in bf16 (out_to_convs; at --precision bf16,
+ * where it checks that they are held so): a bottleneck's conv1 -> conv2 ->
+ * conv3 adding into the stream held in bf16, and the FPN's top-down path (a
+ * lateral whose output is upsampled, in bf16, and added onto by the finer
+ * lateral, then read by a 3x3 output conv). Every map read back against
+ * double references (at fp32 the hint changes nothing). */
+static void test_handoff(void **state)
+{
+    fix *f = *state;
+    const mr_backend_i *be = f->be.i;
+    const int H = 6, W = 5, C0 = 16, C1 = 32;
+    const size_t hw = (size_t)H * W, hw4 = 4 * hw;
+    float *x_h = rnd_array(hw * C0), *x2_h = rnd_array(hw4 * C0);
+    float *ww, *bw, *w1, *b1, *w2, *b2, *w3, *b3, *wl, *bl, *wf, *bf, *wo, *bo;
+    /* writer: the previous block's conv3, leaving the stream held in bf16 */
+    mr_layer *writer = conv_layer_to(f, C0, C1, 1, 1, 1, &ww, &bw), *c1 = conv_layer_to(f, C1, C0, 1, 1, 1, &w1, &b1),
+             *c2 = conv_layer_to(f, C0, C0, 3, 1, 1, &w2, &b2), *c3 = conv_layer_to(f, C0, C1, 1, 1, 1, &w3, &b3),
+             *lat = conv_layer_to(f, C1, C0, 1, 0, 1, &wl, &bl), *fine = conv_layer_to(f, C0, C0, 1, 0, 1, &wf, &bf),
+             *out = conv_layer_to(f, C0, C0, 3, 0, 0, &wo, &bo);
+    mr_tensor x = dev_tensor(f, 1, H, W, C0, x_h), stream = dev_tensor(f, 1, H, W, C1, NULL),
+              t1 = dev_tensor(f, 1, H, W, C0, NULL), t2 = dev_tensor(f, 1, H, W, C0, NULL),
+              inner = dev_tensor(f, 1, H, W, C0, NULL), x2 = dev_tensor(f, 1, 2 * H, 2 * W, C0, x2_h),
+              up = dev_tensor(f, 1, 2 * H, 2 * W, C0, NULL), p = dev_tensor(f, 1, 2 * H, 2 * W, C0, NULL);
+    float *rs = calloc(hw * C1, sizeof(float)), *r1 = calloc(hw * C0, sizeof(float)),
+          *r2 = calloc(hw * C0, sizeof(float)), *ri = calloc(hw * C0, sizeof(float)),
+          *ru = calloc(hw4 * C0, sizeof(float)), *rp = calloc(hw4 * C0, sizeof(float));
+    ref_conv(H, W, C0, C1, 1, 1, x_h, ww, bw, 0, rs);
+    ref_conv(H, W, C1, C0, 1, 1, rs, w1, b1, 0, r1);
+    ref_conv(H, W, C0, C0, 3, 1, r1, w2, b2, 0, r2);
+    ref_conv(H, W, C0, C1, 1, 1, r2, w3, b3, 1, rs);
+    ref_conv(H, W, C1, C0, 1, 0, rs, wl, bl, 0, ri);
+    for (int yy = 0; yy < 2 * H; yy++)
+        for (int xx = 0; xx < 2 * W; xx++)
+            memcpy(ru + ((size_t)yy * 2 * W + xx) * C0, ri + ((size_t)(yy / 2) * W + xx / 2) * C0, sizeof(float) * C0);
+    ref_conv(2 * H, 2 * W, C0, C0, 1, 0, x2_h, wf, bf, 1, ru);
+    ref_conv(2 * H, 2 * W, C0, C0, 3, 0, ru, wo, bo, 0, rp);
+
+    assert_int_equal(be->conv(f->be.ctx, writer, &x, &stream, 0, &f->err), MR_OK);
+    assert_int_equal(be->conv(f->be.ctx, c1, &stream, &t1, 0, &f->err), MR_OK);
+    assert_int_equal(be->conv(f->be.ctx, c2, &t1, &t2, 0, &f->err), MR_OK);
+    assert_int_equal(be->conv(f->be.ctx, c3, &t2, &stream, 1, &f->err), MR_OK);
+    if (g_bf16) assert_true(cpu_layout_is_reduced(f->be.ctx, &stream, dnnl_bf16, 0.0f));
+    assert_int_equal(be->conv(f->be.ctx, lat, &stream, &inner, 0, &f->err), MR_OK);
+    assert_int_equal(be->upsample_nearest(f->be.ctx, &inner, &up, &f->err), MR_OK);
+    if (g_bf16) assert_true(cpu_layout_is_reduced(f->be.ctx, &up, dnnl_bf16, 0.0f));
+    assert_int_equal(be->conv(f->be.ctx, fine, &x2, &up, 1, &f->err), MR_OK);
+    assert_int_equal(be->conv(f->be.ctx, out, &up, &p, 0, &f->err), MR_OK);
+    float *gp = to_host(f, &p), *g1 = to_host(f, &t1), *g2 = to_host(f, &t2), *gs = to_host(f, &stream),
+          *gi = to_host(f, &inner), *gu = to_host(f, &up);
+    expect(g1, r1, hw * C0, "conv1 handed to conv2");
+    expect(g2, r2, hw * C0, "conv2 handed to conv3");
+    expect(gs, rs, hw * C1, "conv3 adding into the stream");
+    expect(gi, ri, hw * C0, "a lateral of the stream");
+    expect(gu, ru, hw4 * C0, "its upsample, added onto by a lateral");
+    expect(gp, rp, hw4 * C0, "a 3x3 conv over that sum");
+    mr_layer *ls[] = {writer, c1, c2, c3, lat, fine, out};
+    for (int i = 0; i < 7; i++) be->layer_free(f->be.ctx, ls[i]);
+    mr_tensor ts[] = {x, stream, t1, t2, inner, x2, up, p};
+    for (int i = 0; i < 8; i++) be->buffer_free(f->be.ctx, ts[i].data);
+    float *hs[] = {x_h, x2_h, ww, bw, w1, b1, w2, b2, w3, b3, wl, bl, wf, bf, wo, bo,
+                   rs, r1, r2, ri, ru, rp, gp, g1, g2, gs, gi, gu};
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) free(hs[i]);
 }
 
 /* The RPN's pattern: a blocked 3x3 output read by two narrow 1x1 heads (3
@@ -309,6 +381,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_chain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_views, setup, teardown),
         cmocka_unit_test_setup_teardown(test_narrow_heads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_handoff, setup, teardown),
     };
     int failed = 0;
     const int blocks[2] = {8, 16};

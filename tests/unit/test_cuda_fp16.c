@@ -173,7 +173,7 @@ static const conv_case g_convs[] = {
 
 static void run_conv_case(contexts *c, const conv_case *k)
 {
-    mr_conv_params p = {k->cin, k->cout, k->k, k->k, k->stride, k->pad, 1, 1, k->relu, 0, 0, 0, 0, 0.0f, 0, 0.0f, 0};
+    mr_conv_params p = {k->cin, k->cout, k->k, k->k, k->stride, k->pad, 1, 1, k->relu, 0, 0, 0, 0, 0.0f, 0, 0.0f, 0, 0, 0.0f};
     size_t wn = (size_t)k->cout * k->cin * k->k * k->k;
     float s = 1.0f / sqrtf((float)(k->cin * k->k * k->k));
     float *w = random_halves(wn, -s, s), *b = random_halves((size_t)k->cout, -0.5f, 0.5f);
@@ -429,7 +429,7 @@ static void test_types(void **state)
     assert_non_null(c->f16.i->feature_dtype);
     assert_int_equal(c->f16.i->feature_dtype(c->f16.ctx), MR_ELEM_F16);
     assert_int_equal(c->f32.i->feature_dtype(c->f32.ctx), MR_ELEM_F32);
-    mr_conv_params p = {8, 8, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0.0f, 0, 0.0f, 0};
+    mr_conv_params p = {8, 8, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0.0f, 0, 0.0f, 0, 0, 0.0f};
     float *w = random_halves(8 * 8 * 9, -0.1f, 0.1f);
     mr_layer *l = NULL;
     mr_error err = {0};

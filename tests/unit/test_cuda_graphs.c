@@ -78,7 +78,7 @@ static float *get(stage *s, const mr_tensor *t)
 
 static mr_layer *conv_layer(stage *s, int cin, int cout, int k, int relu)
 {
-    mr_conv_params p = {cin, cout, k, k, 1, k / 2, 1, 1, relu, 1, H, W, 0, 0.0f, 0, 0.0f, 0};
+    mr_conv_params p = {cin, cout, k, k, 1, k / 2, 1, 1, relu, 1, H, W, 0, 0.0f, 0, 0.0f, 0, 0, 0.0f};
     float *w = randoms((size_t)cout * cin * k * k), *b = randoms((size_t)cout);
     for (size_t i = 0; i < (size_t)cout * cin * k * k; i++) w[i] *= 0.3f;
     mr_layer *l = NULL;

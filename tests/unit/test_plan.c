@@ -182,7 +182,7 @@ static void test_conv_affine_cpu(void **state)
                 s[o] = 0.25f + fabsf(frand(&seed)) * (o % 2 ? 3.0f : 1.0f);
                 t[o] = frand(&seed);
             }
-            mr_conv_params p = {CIN, COUT, K, K, 1, K / 2, 1, 1, relu, 1, H, W, 0, 0.0f, 0, 0.0f, 0};
+            mr_conv_params p = {CIN, COUT, K, K, 1, K / 2, 1, 1, relu, 1, H, W, 0, 0.0f, 0, 0.0f, 0, 0, 0.0f};
             mr_layer *layer = NULL;
             assert_int_equal(be.i->conv_init_affine(be.ctx, "test.conv", &p, w, with_bias ? b : NULL, s, t, &layer,
                                                     &err),
