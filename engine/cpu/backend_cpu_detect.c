@@ -2,6 +2,7 @@
  * roi_align.c, proposals.c, box_post.c and mask_paste.c, with their scratch
  * kept in the backend context (grown only for a new largest shape). */
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -154,22 +155,42 @@ mr_status cpu_mask_class_probs(void *ctx, const mr_tensor *x, const mr_tensor *w
     return MR_OK;
 }
 
+/* Each detection writes its own window of masks (and soft), so they run
+ * across the threads, each with its own padding scratch: serial, the paste
+ * took 0.02 s of a full-size pass of 100 detections (bench/NOTES.md section
+ * 39). The same bytes at any thread count. */
 mr_status cpu_mask_paste(void *ctx, const mr_mask_paste_params *p, const mr_tensor *probs, const mr_tensor *boxes,
                          int img_h, int img_w, const mr_mask_window *win, uint8_t *masks, float *soft, mr_error *err)
 {
+    cpu_ctx *c = ctx;
     MR_TRY(cpu_read(ctx, probs, err));
     MR_TRY(cpu_read(ctx, boxes, err));
+    const int n = probs->n, threads = c->threads > 0 ? c->threads : omp_get_max_threads();
+    const size_t per_thread = (mask_paste_scratch_bytes(p->mask_size, p->padding) + 63) / 64 * 64;
     void *scratch = NULL;
-    MR_TRY(post_scratch(ctx, mask_paste_scratch_bytes(p->mask_size, p->padding), &scratch, err));
-    size_t mplane = (size_t)p->mask_size * (size_t)p->mask_size, at = 0;
-    for (int d = 0; d < probs->n; d++) {
-        const float *prob = probs->data + (size_t)d * mplane, *box = boxes->data + 4 * (size_t)d;
-        mr_mask_window own = mask_paste_window(p, box, img_h, img_w);
+    MR_TRY(post_scratch(ctx, per_thread * (size_t)threads + sizeof(size_t) * (size_t)n, &scratch, err));
+    size_t *at = (size_t *)((char *)scratch + per_thread * (size_t)threads);
+    size_t mplane = (size_t)p->mask_size * (size_t)p->mask_size, total = 0;
+    for (int d = 0; d < n; d++) {
+        mr_mask_window own = mask_paste_window(p, boxes->data + 4 * (size_t)d, img_h, img_w);
         if (memcmp(&own, &win[d], sizeof own) != 0)
             return mr_fail(err, MR_ERR_INTERNAL, "mask_paste: detection %d's window is not its box's", d);
-        MR_TRY(mask_paste_binary(p, prob, box, img_h, img_w, masks + at, scratch, err));
-        if (soft) MR_TRY(mask_paste_prob(p, prob, box, img_h, img_w, soft + at, scratch, err));
-        at += mask_window_pixels(own);
+        at[d] = total;
+        total += mask_window_pixels(own);
     }
+    int failed = n; /* the first detection that failed, to report after the loop */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (int d = 0; d < n; d++) {
+        const float *prob = probs->data + (size_t)d * mplane, *box = boxes->data + 4 * (size_t)d;
+        void *mine = (char *)scratch + per_thread * (size_t)omp_get_thread_num();
+        if (mask_paste_binary(p, prob, box, img_h, img_w, masks + at[d], mine, NULL) != MR_OK ||
+            (soft && mask_paste_prob(p, prob, box, img_h, img_w, soft + at[d], mine, NULL) != MR_OK)) {
+#pragma omp critical(mask_paste_failed)
+            if (d < failed) failed = d;
+        }
+    }
+    if (failed < n) /* again, alone, for its message */
+        return mask_paste_binary(p, probs->data + (size_t)failed * mplane, boxes->data + 4 * (size_t)failed, img_h,
+                                 img_w, masks + at[failed], scratch, err);
     return MR_OK;
 }
