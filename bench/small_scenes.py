@@ -2,7 +2,7 @@
 """Small inputs at each precision: the demo model over a folder of small scenes, whole process
 (load, every image, the JSON), wall time and peak RSS, in alternating rounds.
 
-    /usr/bin/python3 bench/small_scenes.py [--count 100] [--rounds 3] [--threads 2]
+    build/venv-test/bin/python bench/small_scenes.py [--count 100] [--rounds 3] [--threads 2]
                                            [--precisions fp32,bf16,int8] [--baseline DIR]
 
 The shipped shapes model (models/shapes_r101_narrow.safetensors, its int8 ranges beside it) on

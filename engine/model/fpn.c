@@ -38,13 +38,19 @@ mr_status fpn_forward(mr_model *m, mr_error *err)
     mr_buffers *b = &m->buf;
     const mr_backend_i *be = m->be.i;
     int F = m->cfg.fpn.out_channels;
+    MR_TRY(tensor_shape(&b->inner[MR_STAGES - 1], 1, b->c[MR_STAGES - 1].h, b->c[MR_STAGES - 1].w, F, err));
     for (int s = MR_STAGES - 1; s >= 0; s--) {
         const mr_tensor *c = &b->c[s];
         mr_tensor *inner = &b->inner[s];
-        MR_TRY(tensor_shape(inner, 1, c->h, c->w, F, err));
-        int top_down = s < MR_STAGES - 1;
-        if (top_down) MR_TRY(be->upsample_nearest(m->be.ctx, &b->inner[s + 1], inner, err));
+        int top_down = s < MR_STAGES - 1; /* inner holds the coarser level, upsampled */
         MR_TRY(model_norm_conv_run(m, &m->fpn_lateral[s], c, inner, top_down, err));
+        /* the finer level's top-down map, upsampled now, while inner is as the
+         * lateral left it (the output conv may relayout it in place: the CPU's
+         * blocked Winograd) */
+        if (s > 0) {
+            MR_TRY(tensor_shape(&b->inner[s - 1], 1, b->c[s - 1].h, b->c[s - 1].w, F, err));
+            MR_TRY(be->upsample_nearest(m->be.ctx, inner, &b->inner[s - 1], err));
+        }
         MR_TRY(tensor_shape(&b->p[s], 1, c->h, c->w, F, err));
         MR_TRY(model_norm_conv_run(m, &m->fpn_output[s], inner, &b->p[s], 0, err));
     }
