@@ -38,7 +38,11 @@ size, as make bench); ONNX Runtime and OpenVINO also time backbone+FPN
 alone (a second ONNX file, input 1x3x800x1216). (3) batch: the first
 --batch-images of make bench's mixed-size batch, file to masks, one process
 each after a warm-up image. Threads: --threads intra-op for every engine.
-Peak RSS: each process's own (GNU time's %M). Writes build/bench_peers.md."""
+Peak RSS: each process's own (GNU time's %M). With --peaks (the chip's peak
+multiply-adds per second at each precision, bench/NOTES.md section 33), the
+report adds our stages' achieved rates and fractions of those peaks, from the
+same run's stage times (multiply-adds counted by bench_precision.stage_macs).
+Writes build/bench_peers.md."""
 
 import argparse
 import json
@@ -540,6 +544,24 @@ def report(args, prep, check, version, timed, ours, full, bb, batch, paths, rss,
                          f"median minus backbone+FPN alone's) |")
         L.append(f"\nbackbone+FPN, ours fp32 / peer: " + ", ".join(
             f"{p} {ob / med(bb[p]):.2f}" for p in timed if bb.get(p)))
+    if args.peaks and ours:
+        import bench_precision
+        peaks = {k: float(v) for k, v in (kv.split("=") for kv in args.peaks.split(","))}
+        macs = bench_precision.stage_macs(args.config)
+        precs = [p for p in ours if p in peaks]
+        L += ["", f"## Our stages against the chip's peak (this run's medians; peaks {args.peaks} T multiply-adds/s)",
+              "", "| stage | G MAC | " + " | ".join(f"ours {p}: s, T/s, of peak" for p in precs) + " |",
+              "|---|---|" + "---|" * len(precs)]
+        for k in bench_cpu.STAGES:
+            row = f"| {k} | {macs[k] / 1e9:.1f} |"
+            for p in precs:
+                t = med(r[k] for r in ours[p])
+                rate = macs[k] / t / 1e12 if t > 0 and macs[k] else 0.0
+                row += f" {t:.3f}, {rate:.2f}, {rate / peaks[p]:.0%} |" if macs[k] else f" {t:.3f} |"
+            L.append(row)
+        L.append("| total | " + f"{sum(macs.values()) / 1e9:.1f} |" + "".join(
+            f" {total(ours[p]):.3f}, {sum(macs.values()) / total(ours[p]) / 1e12:.2f}, "
+            f"{sum(macs.values()) / total(ours[p]) / 1e12 / peaks[p]:.0%} |" for p in precs))
     L += ["", "## Log", "", *[f"    {s}" for s in log], "",
           f"load average at the end: {open('/proc/loadavg').read().split()[:3]}; bench_peers took {wall / 60:.1f} min"]
     text = "\n".join(L) + "\n"
@@ -557,6 +579,7 @@ def main():
     ap.add_argument("--batch-images", type=int, default=8, help=f"of make bench's {bench_cpu.BATCH_COUNT}")
     ap.add_argument("--peers", default=",".join(PEERS), help="comma-separated subset of " + ", ".join(PEERS))
     ap.add_argument("--config", default=os.path.join(REPO, "configs", "mask_rcnn_R-101-FPN_torchvision.json"))
+    ap.add_argument("--peaks", default="", help="precision=T multiply-adds/s,...: our stages as fractions of peak")
     ap.add_argument("--dir", help=argparse.SUPPRESS)
     ap.add_argument("--prepare", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--worker", help=argparse.SUPPRESS)

@@ -43,6 +43,8 @@ typedef struct mr_layer mr_layer; /* a backend-prepared conv, linear, deconv or 
  * orientation (h x w or w x h: images come landscape and portrait); the
  * backend sizes its scratch for it at load (cuDNN's workspace query).
  * 0 = not known (tests): scratch then grows on first use, until plan. */
+enum { MR_OUT_CONVS = 1, MR_OUT_CONVS_AND_ROI_ALIGN = 2 };
+
 typedef struct {
     int cin, cout;
     int kh, kw;
@@ -65,11 +67,13 @@ typedef struct {
      * still sees fp32. 0: no such readers. */
     float int8_out_range;
     int int8_out_signed;
-    /* 1: every reader of this layer's output is a conv that does not keep
-     * fp32 (a bottleneck's conv1 and conv2, whose one reader is the next;
-     * conv3, writing the residual stream), so a backend computing them in
-     * bf16 may hand the output over in bf16 (and sum in it where the layer
-     * accumulates), as long as any other reader still sees fp32. */
+    /* MR_OUT_CONVS: every reader of this layer's output is a conv that does
+     * not keep fp32 (a bottleneck's conv1 and conv2, whose one reader is
+     * the next; conv3, writing the residual stream), so a backend computing
+     * them in bf16 may hand the output over in bf16 (and sum in it where
+     * the layer accumulates), as long as any other reader still sees fp32.
+     * MR_OUT_CONVS_AND_ROI_ALIGN: such convs and RoIAlign (the FPN's
+     * levels), which a backend may feed bf16 too. 0: other readers. */
     int out_to_convs;
     /* int8: the range every reader of this layer's input reads it at when
      * the map is handed over quantized (a stage's residual stream, whose

@@ -29,13 +29,16 @@ mr_status cpu_roi_align(void *ctx, const mr_roi_align_params *p, const mr_level_
                        levels[0]->c);
     /* A level the convolutions left blocked is read in place: turning P2
      * back to NHWC alone would move 62 MB at 800x1216. blocked[l] is the
-     * level's block (0: NHWC). */
+     * level's block (0: NHWC; ROI_ALIGN_LEVEL_BF16: NHWC bf16). */
     cpu_ctx *c = ctx;
     int blocked[MR_MAX_FPN_LEVELS] = {0};
     int count = map->max_level - map->min_level + 1;
     if (count > MR_MAX_FPN_LEVELS) return mr_fail(err, MR_ERR_SHAPE, "roi_align: %d levels", count);
     for (int l = 0; l < count; l++) {
-        blocked[l] = levels[l]->c % c->block == 0 && cpu_layout_is_blocked(c, levels[l]) ? c->block : 0;
+        /* (and one the bf16 convs handed over in bf16, the same way) */
+        blocked[l] = cpu_layout_is_reduced(c, levels[l], dnnl_bf16, 0.0f)                   ? ROI_ALIGN_LEVEL_BF16
+                     : levels[l]->c % c->block == 0 && cpu_layout_is_blocked(c, levels[l]) ? c->block
+                                                                                             : 0;
         if (!blocked[l]) MR_TRY(cpu_read(ctx, levels[l], err));
     }
     MR_TRY(cpu_read(ctx, rois, err));

@@ -24,11 +24,13 @@ mr_status fpn_load(mr_model *m, mr_weights *w, mr_error *err)
          * output conv and, upsampled, summed onto by the finer lateral */
         char output[64];
         snprintf(output, sizeof output, "fpn.output%d", s + 2);
-        MR_TRY(model_norm_conv_load(m, w, name, normp, &norm, output, m->stage[s].out, F, 1, 1, 0, 0, in,
+        MR_TRY(model_norm_conv_load(m, w, name, normp, &norm, output, 0, m->stage[s].out, F, 1, 1, 0, 0, in,
                                     &m->fpn_lateral[s], err));
         snprintf(name, sizeof name, "fpn.output%d", s + 2);
         snprintf(normp, sizeof normp, "%s.norm", name);
-        MR_TRY(model_norm_conv_load(m, w, name, normp, &norm, NULL, F, F, 3, 1, 1, 0, in, &m->fpn_output[s], err));
+        /* the level: read by the RPN's conv and by RoIAlign (P5 also by P6's pool) */
+        MR_TRY(model_norm_conv_load(m, w, name, normp, &norm, "rpn.conv", 1, F, F, 3, 1, 1, 0, in, &m->fpn_output[s],
+                                    err));
     }
     return MR_OK;
 }

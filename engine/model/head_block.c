@@ -66,8 +66,8 @@ mr_status head_block_load(mr_model *m, mr_weights *w, const mr_head_spec *spec, 
         const char *reader = i + 1 < spec->num_convs ? spec->conv_name[i + 1]
                              : spec->last_reader[0]   ? spec->last_reader
                                                       : NULL;
-        MR_TRY(model_norm_conv_load(m, w, spec->conv_name[i], norm, &spec->norm, reader, c, spec->conv_dim, 3, 1, 1,
-                                    1, spec->in, &hb->conv[i], err));
+        MR_TRY(model_norm_conv_load(m, w, spec->conv_name[i], norm, &spec->norm, reader, 0, c, spec->conv_dim, 3, 1,
+                                    1, 1, spec->in, &hb->conv[i], err));
         c = spec->conv_dim;
     }
     /* the first FC reads the RoI's R x R x c values, flattened */

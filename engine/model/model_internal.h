@@ -155,9 +155,11 @@ mr_status model_conv_layer(mr_model *m, mr_weights *w, const char *prefix, int c
  * one's output, when it is the only reader, or one of its readers when all
  * read it at the same range (a bottleneck's conv3: resnet_int8_streams);
  * mr_conv_params.int8_out_range; NULL otherwise (ignored under GroupNorm,
- * which reads it instead). */
+ * which reads it instead). roi_align_reads: RoIAlign reads the output too
+ * (the FPN's levels; mr_conv_params.out_to_convs). */
 mr_status model_norm_conv_load(mr_model *m, mr_weights *w, const char *prefix, const char *norm_prefix,
-                               const mr_norm_spec *norm, const char *reader, int cin, int cout, int k, int stride,
+                               const mr_norm_spec *norm, const char *reader, int roi_align_reads, int cin, int cout,
+                               int k, int stride,
                                int pad, int relu, mr_extent in, mr_norm_conv *out, mr_error *err);
 /* y = act(norm(conv(x)) (+ y when accumulate)); y must have the output
  * shape. Under GroupNorm with accumulate, the conv writes buf.norm_tmp. */

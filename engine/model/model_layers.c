@@ -82,8 +82,8 @@ mr_status model_gemm_int8_range(const mr_model *m, const char *prefix, float *ra
  * (affine_fold.h) or, on CUDA with --no-fold, applies the affine after the
  * conv. */
 static mr_status conv_layer(mr_model *m, mr_weights *w, const char *prefix, const char *norm, float eps,
-                            int bias_optional, const char *reader, int cin, int cout, int k, int stride, int pad, int relu, mr_extent in,
-                            mr_layer **out, mr_error *err)
+                            int bias_optional, const char *reader, int roi_align_reads, int cin, int cout, int k,
+                            int stride, int pad, int relu, mr_extent in, mr_layer **out, mr_error *err)
 {
     char name[256];
     size_t per_out = (size_t)cin * (size_t)k * (size_t)k;
@@ -105,10 +105,14 @@ static mr_status conv_layer(mr_model *m, mr_weights *w, const char *prefix, cons
     mr_conv_params p = {cin, cout, k, k, stride, pad, 1, 1, relu, in.n, in.h, in.w,
                         model_layer_keeps_fp32(&m->cfg, prefix), 0.0f, 0, 0.0f, 0, 0, 0.0f};
     if (st == MR_OK) {
-        p.out_to_convs = reader && !model_layer_keeps_fp32(&m->cfg, reader);
-        /* the reader's range: shared with the stream's other readers, if so */
-        const mr_int8_range *shared = p.out_to_convs ? int8_ranges_find(m->int8_shared, reader) : NULL;
-        const mr_int8_range *next = shared ? shared : p.out_to_convs ? int8_ranges_find(m->int8_ranges, reader) : NULL;
+        p.out_to_convs = !reader || model_layer_keeps_fp32(&m->cfg, reader) ? 0
+                         : roi_align_reads ? MR_OUT_CONVS_AND_ROI_ALIGN
+                                           : MR_OUT_CONVS;
+        /* the reader's range: shared with the stream's other readers, if so
+         * (none where RoIAlign reads the map too: int8 keeps it fp32) */
+        const int int8_reader = p.out_to_convs == MR_OUT_CONVS;
+        const mr_int8_range *shared = int8_reader ? int8_ranges_find(m->int8_shared, reader) : NULL;
+        const mr_int8_range *next = shared ? shared : int8_reader ? int8_ranges_find(m->int8_ranges, reader) : NULL;
         /* an output without a ReLU goes below zero: handed over unsigned
          * (the stream, to a block's shortcut) it would be clipped */
         if (next && (relu || next->is_signed)) {
@@ -130,7 +134,7 @@ static mr_status conv_layer(mr_model *m, mr_weights *w, const char *prefix, cons
 mr_status model_conv_layer(mr_model *m, mr_weights *w, const char *prefix, int cin, int cout, int k, int stride,
                            int pad, int relu, mr_extent in, mr_layer **out, mr_error *err)
 {
-    return conv_layer(m, w, prefix, NULL, 0.0f, 0, NULL, cin, cout, k, stride, pad, relu, in, out, err);
+    return conv_layer(m, w, prefix, NULL, 0.0f, 0, NULL, 0, cin, cout, k, stride, pad, relu, in, out, err);
 }
 
 mr_norm_spec model_norm_spec(mr_norm_kind kind, float eps, int groups, const char *section)
@@ -193,16 +197,16 @@ static mr_status group_norm_layer(mr_model *m, mr_weights *w, const char *norm_p
 }
 
 mr_status model_norm_conv_load(mr_model *m, mr_weights *w, const char *prefix, const char *norm_prefix,
-                               const mr_norm_spec *norm, const char *reader, int cin, int cout, int k, int stride,
-                               int pad, int relu, mr_extent in, mr_norm_conv *out, mr_error *err)
+                               const mr_norm_spec *norm, const char *reader, int roi_align_reads, int cin, int cout,
+                               int k, int stride, int pad, int relu, mr_extent in, mr_norm_conv *out, mr_error *err)
 {
     MR_TRY(check_norm_form(w, norm_prefix, norm, err));
     if (norm->kind != MR_NORM_GROUP_NORM)
         return conv_layer(m, w, prefix, norm->kind == MR_NORM_BATCHNORM ? norm_prefix : NULL, norm->eps, 0, reader,
-                          cin, cout, k, stride, pad, relu, in, &out->conv, err);
+                          roi_align_reads, cin, cout, k, stride, pad, relu, in, &out->conv, err);
     /* the conv (its own bias, when the file has one, comes before the norm;
      * the ReLU after it) */
-    MR_TRY(conv_layer(m, w, prefix, NULL, 0.0f, 1, NULL, cin, cout, k, stride, pad, 0, in, &out->conv, err));
+    MR_TRY(conv_layer(m, w, prefix, NULL, 0.0f, 1, NULL, 0, cin, cout, k, stride, pad, 0, in, &out->conv, err));
     return group_norm_layer(m, w, norm_prefix, norm, cout, relu, &out->group_norm, err);
 }
 

@@ -85,8 +85,8 @@ mr_status resnet_load(mr_model *m, mr_weights *w, mr_error *err)
     mr_norm_spec norm = model_norm_spec(bc->norm, bc->norm_eps, bc->norm_groups, "backbone");
     int blocks[MR_STAGES];
     config_stage_blocks(&m->cfg, blocks);
-    MR_TRY(model_norm_conv_load(m, w, "backbone.stem.conv", "backbone.stem.norm", &norm, NULL, 3, bc->stem_out_channels,
-                                7, 2, 3, 1, model_level_extent(m, 1), &m->stem, err));
+    MR_TRY(model_norm_conv_load(m, w, "backbone.stem.conv", "backbone.stem.norm", &norm, NULL, 0, 3,
+                                bc->stem_out_channels, 7, 2, 3, 1, model_level_extent(m, 1), &m->stem, err));
     if (bc->num_groups != 1)
         return mr_fail(err, MR_ERR_UNSUPPORTED, "backbone.num_groups %d: grouped (ResNeXt) bottlenecks are not "
                        "supported yet", bc->num_groups);
@@ -118,7 +118,7 @@ mr_status resnet_load(mr_model *m, mr_weights *w, mr_error *err)
     do {                                                                                                  \
         snprintf(conv, sizeof conv, "backbone.res%d.%d.%s", s + 2, b, part);                              \
         snprintf(normp, sizeof normp, "%s.norm", conv);                                                   \
-        MR_TRY(model_norm_conv_load(m, w, conv, normp, &norm, reader, cin, cout, ksize, str, pad, relu, ext, dst, \
+        MR_TRY(model_norm_conv_load(m, w, conv, normp, &norm, reader, 0, cin, cout, ksize, str, pad, relu, ext, dst, \
                                     err));                                                                \
     } while (0)
             LAYER("conv1", conv2, block_in, st->width, 1, s1, 0, 1, x_in, &k->conv1);

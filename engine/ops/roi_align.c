@@ -12,6 +12,8 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 /* o[c] += w1*f1[c] + w2*f2[c] + w3*f3[c] + w4*f4[c] for every channel; a
  * tap's channels are contiguous (NHWC, blocked = 0) or in blocks of
@@ -35,6 +37,25 @@ static inline void accumulate_taps(float *restrict o, int C, int blocked, size_t
 #pragma omp simd
         for (int c = 0; c < B; c++) ob[c] += w1 * f1[c] + w2 * f2[c] + w3 * f3[c] + w4 * f4[c];
     }
+}
+
+static inline float bf16_widen(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* The same over NHWC bf16 taps. */
+static inline void accumulate_taps_bf16(float *restrict o, int C, const uint16_t *fd, size_t t1, size_t t2, size_t t3,
+                                        size_t t4, float w1, float w2, float w3, float w4)
+{
+    const uint16_t *restrict f1 = fd + t1 * C, *restrict f2 = fd + t2 * C;
+    const uint16_t *restrict f3 = fd + t3 * C, *restrict f4 = fd + t4 * C;
+#pragma omp simd
+    for (int c = 0; c < C; c++)
+        o[c] += w1 * bf16_widen(f1[c]) + w2 * bf16_widen(f2[c]) + w3 * bf16_widen(f3[c]) + w4 * bf16_widen(f4[c]);
 }
 
 static void roi_align_one(const mr_roi_align_params *p, float spatial_scale, const mr_tensor *feat, int blocked,
@@ -63,8 +84,12 @@ static void roi_align_one(const mr_roi_align_params *p, float spatial_scale, con
                     if (!roi_align_axis(x, W, &xlo, &xhi, &lx)) continue;
                     float hx = 1.0f - lx;
                     float w1 = hy * hx, w2 = hy * lx, w3 = ly * hx, w4 = ly * lx;
-                    accumulate_taps(o, C, blocked, (size_t)H * W, fd, (size_t)ylo * W + xlo, (size_t)ylo * W + xhi,
-                                    (size_t)yhi * W + xlo, (size_t)yhi * W + xhi, w1, w2, w3, w4);
+                    size_t t1 = (size_t)ylo * W + xlo, t2 = (size_t)ylo * W + xhi;
+                    size_t t3 = (size_t)yhi * W + xlo, t4 = (size_t)yhi * W + xhi;
+                    if (blocked == ROI_ALIGN_LEVEL_BF16)
+                        accumulate_taps_bf16(o, C, (const uint16_t *)feat->data, t1, t2, t3, t4, w1, w2, w3, w4);
+                    else
+                        accumulate_taps(o, C, blocked, (size_t)H * W, fd, t1, t2, t3, t4, w1, w2, w3, w4);
                 }
             }
 #pragma omp simd

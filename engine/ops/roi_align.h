@@ -166,8 +166,11 @@ void roi_align_multilevel_cpu(const mr_roi_align_params *base, const mr_level_ma
                               float *out);
 
 /* The same, with level l in nChw<B>c ([1][C/B][H][W][B], C a multiple of
- * B) where level_blocked[l] = B is non-zero (NULL: all NHWC). The output is NHWC
- * either way and bitwise the same. */
+ * B) where level_blocked[l] = B is positive (NULL: all NHWC), the output
+ * NHWC either way and bitwise the same; or, where level_blocked[l] is
+ * ROI_ALIGN_LEVEL_BF16, NHWC bf16 values (the upper halves of fp32s, as
+ * uint16), each tap widened to fp32 and then the same operations. */
+#define ROI_ALIGN_LEVEL_BF16 (-1)
 void roi_align_multilevel_layout_cpu(const mr_roi_align_params *base, const mr_level_map *map,
                                      const mr_tensor *const *levels, const int *level_blocked, const float *rois, int n,
                                      int *roi_levels_out, float *out);

@@ -185,7 +185,7 @@ static void test_chain(void **state)
 
     /* A linear layer over a blocked conv output: the NHWC flattening. */
     assert_int_equal(be->conv(f->be.ctx, A, &x, &y1, 0, &f->err), MR_OK);
-    mr_linear_params lp = {H * W * C0, 3, 0};
+    mr_linear_params lp = {H * W * C0, 3, 0, 0, 0.0f, 0};
     float *wl = rnd_array((size_t)3 * lp.in), *bl = rnd_array(3), rl[3];
     mr_layer *L = NULL;
     assert_int_equal(be->linear_init(f->be.ctx, "test.linear", &lp, wl, bl, &L, &f->err), MR_OK);
@@ -256,20 +256,32 @@ static void test_handoff(void **state)
     if (g_bf16) assert_true(cpu_layout_is_reduced(f->be.ctx, &up, dnnl_bf16, 0.0f));
     assert_int_equal(be->conv(f->be.ctx, fine, &x2, &up, 1, &f->err), MR_OK);
     assert_int_equal(be->conv(f->be.ctx, out, &up, &p, 0, &f->err), MR_OK);
+    /* RoIAlign reading that map as it is held (bf16 at --precision bf16), as the heads read the FPN's levels */
+    mr_roi_align_params ra = {3, 3, 2, 1, 1.0f};
+    mr_level_map one_level = {2, 2, 224, 2, 1e-6f, 0, 0};
+    const float boxes[8] = {4.0f, 2.5f, 37.0f, 30.0f, 0.0f, 8.0f, 21.5f, 44.0f}; /* image pixels: 4 per map pixel */
+    mr_tensor rois = dev_tensor(f, 2, 1, 1, 4, boxes), pooled = dev_tensor(f, 2, 3, 3, C0, NULL);
+    const mr_tensor *levels[1] = {&up};
+    if (g_bf16) assert_true(cpu_layout_is_reduced(f->be.ctx, &up, dnnl_bf16, 0.0f));
+    assert_int_equal(be->roi_align(f->be.ctx, &ra, &one_level, levels, &rois, &pooled, &f->err), MR_OK);
+    mr_tensor ru_t = mr_tensor_make(ru, 1, 2 * H, 2 * W, C0);
+    float rr[2 * 9 * 16];
+    roi_align_multilevel_cpu(&ra, &one_level, (const mr_tensor *const[]){&ru_t}, boxes, 2, NULL, rr);
     float *gp = to_host(f, &p), *g1 = to_host(f, &t1), *g2 = to_host(f, &t2), *gs = to_host(f, &stream),
-          *gi = to_host(f, &inner), *gu = to_host(f, &up);
+          *gi = to_host(f, &inner), *gu = to_host(f, &up), *gr = to_host(f, &pooled);
     expect(g1, r1, hw * C0, "conv1 handed to conv2");
     expect(g2, r2, hw * C0, "conv2 handed to conv3");
     expect(gs, rs, hw * C1, "conv3 adding into the stream");
     expect(gi, ri, hw * C0, "a lateral of the stream");
     expect(gu, ru, hw4 * C0, "its upsample, added onto by a lateral");
     expect(gp, rp, hw4 * C0, "a 3x3 conv over that sum");
+    expect(gr, rr, 2 * 9 * C0, "RoIAlign over that sum");
     mr_layer *ls[] = {writer, c1, c2, c3, lat, fine, out};
     for (int i = 0; i < 7; i++) be->layer_free(f->be.ctx, ls[i]);
-    mr_tensor ts[] = {x, stream, t1, t2, inner, x2, up, p};
-    for (int i = 0; i < 8; i++) be->buffer_free(f->be.ctx, ts[i].data);
+    mr_tensor ts[] = {x, stream, t1, t2, inner, x2, up, p, rois, pooled};
+    for (int i = 0; i < 10; i++) be->buffer_free(f->be.ctx, ts[i].data);
     float *hs[] = {x_h, x2_h, ww, bw, w1, b1, w2, b2, w3, b3, wl, bl, wf, bf, wo, bo,
-                   rs, r1, r2, ri, ru, rp, gp, g1, g2, gs, gi, gu};
+                   rs, r1, r2, ri, ru, rp, gp, g1, g2, gs, gi, gu, gr};
     for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) free(hs[i]);
 }
 

@@ -173,7 +173,8 @@ static const conv_case g_convs[] = {
 
 static void run_conv_case(contexts *c, const conv_case *k)
 {
-    mr_conv_params p = {k->cin, k->cout, k->k, k->k, k->stride, k->pad, 1, 1, k->relu, 0, 0, 0, 0, 0.0f, 0, 0.0f, 0, 0, 0.0f};
+    mr_conv_params p = {k->cin, k->cout, k->k, k->k, k->stride, k->pad, 1, 1, k->relu,
+                        0, 0, 0, 0, 0.0f, 0, 0.0f, 0, 0, 0.0f};
     size_t wn = (size_t)k->cout * k->cin * k->k * k->k;
     float s = 1.0f / sqrtf((float)(k->cin * k->k * k->k));
     float *w = random_halves(wn, -s, s), *b = random_halves((size_t)k->cout, -0.5f, 0.5f);
