@@ -159,8 +159,7 @@ mr_status model_conv_layer(mr_model *m, mr_weights *w, const char *prefix, int c
  * (the FPN's levels; mr_conv_params.out_to_convs). */
 mr_status model_norm_conv_load(mr_model *m, mr_weights *w, const char *prefix, const char *norm_prefix,
                                const mr_norm_spec *norm, const char *reader, int roi_align_reads, int cin, int cout,
-                               int k, int stride,
-                               int pad, int relu, mr_extent in, mr_norm_conv *out, mr_error *err);
+                               int k, int stride, int pad, int relu, mr_extent in, mr_norm_conv *out, mr_error *err);
 /* y = act(norm(conv(x)) (+ y when accumulate)); y must have the output
  * shape. Under GroupNorm with accumulate, the conv writes buf.norm_tmp. */
 mr_status model_norm_conv_run(mr_model *m, const mr_norm_conv *u, const mr_tensor *x, mr_tensor *y, int accumulate,
@@ -190,7 +189,8 @@ mr_extent model_level_extent(const mr_model *m, int stride);
  * conv that reads a stage's output (the residual stream: its blocks'
  * conv1, the next stage's conv1 and shortcut, the FPN's lateral): the
  * largest of their calibrated ranges, for stages whose readers all have
- * one, unsigned. A backend can then keep the stream quantized between its
+ * one, unsigned (none under a GroupNorm trunk, whose norm writes the
+ * stream). A backend can then keep the stream quantized between its
  * writers (conv3, whose residual sum reads it in place) and readers,
  * converting it once a stage instead of once a conv (bench/NOTES.md
  * section 39). `shared` lists only those readers; int8_ranges_free it. */

@@ -41,7 +41,8 @@ mr_status resnet_int8_streams(const mr_config *cfg, const mr_int8_ranges *ranges
     shared->items = calloc((size_t)total, sizeof *shared->items);
     if (!shared->items) return mr_fail(err, MR_ERR_OOM, "out of memory");
     snprintf(shared->path, sizeof shared->path, "%s", ranges->path);
-    for (int s = 0; s < MR_STAGES; s++) {
+    /* under GroupNorm the norm writes the stream, in fp32: nothing to share */
+    for (int s = 0; s < MR_STAGES && cfg->backbone.norm != MR_NORM_GROUP_NORM; s++) {
         char names[STREAM_READERS_MAX][MR_INT8_NAME_LEN];
         if (blocks[s] + 3 > STREAM_READERS_MAX) continue;
         int n = stream_readers(blocks, s, names), found = 0, is_signed = 0;
