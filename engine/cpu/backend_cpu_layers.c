@@ -352,6 +352,56 @@ static int runtime_scales_use(const mr_layer *l, const mr_tensor *y)
     return l->int8 && (size_t)y->n * (size_t)y->h * (size_t)y->w <= RUNTIME_SCALES_MAX_PIXELS;
 }
 
+/* int8 convolutions with less work than this take oneDNN's first
+ * implementation that is not brgemm (on AMX its plain `jit` and `jit_1x1`
+ * kernels) instead of brgemm, its first choice. A brgemm primitive holds
+ * about 200 KB of kernels and tables, made anew for every input shape: on
+ * the demo model's small scenes (5 input shapes) int8 held 180 MB against
+ * fp32's 110, with the plain kernels for its convs (0.24 G multiply-adds at
+ * most) 91 MB, at 1.05-1.1x the time. Full-size R-101's convs are 0.25 G
+ * and up, where brgemm's speed counts, but the RPN conv on P6 and the
+ * predictors (+1 ms; bench/NOTES.md section 39). */
+#define INT8_PLAIN_KERNEL_MACS 200000000.0
+
+static int int8_plain_kernel(const mr_layer *l, const mr_tensor *y)
+{
+    const mr_conv_params *p = &l->conv;
+    double macs = (double)y->n * y->h * y->w * (double)(p->cin / p->groups) * p->cout * p->kh * p->kw;
+    return l->int8 && macs < INT8_PLAIN_KERNEL_MACS;
+}
+
+/* The convolution's first implementation that is not brgemm, or its first
+ * where it has no other. */
+static mr_status plain_impl_desc(const cpu_ctx *c, const mr_layer *layer, const dnnl_convolution_desc_t *cd,
+                                 const_dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *out, mr_error *err)
+{
+    dnnl_primitive_desc_iterator_t it = NULL;
+    if (dnnl_primitive_desc_iterator_create(&it, cd, attr, c->engine, NULL) != dnnl_success)
+        return mr_fail(err, MR_ERR_BACKEND, "%s: oneDNN convolution failed (no implementation)", layer->name);
+    dnnl_primitive_desc_t first = NULL;
+    *out = NULL;
+    do {
+        dnnl_primitive_desc_t pd = dnnl_primitive_desc_iterator_fetch(it);
+        const char *impl = NULL;
+        if (!pd) break;
+        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+        if (impl && !strstr(impl, "brg")) {
+            *out = pd;
+            break;
+        }
+        if (!first) first = pd;
+        else dnnl_primitive_desc_destroy(pd);
+    } while (dnnl_primitive_desc_iterator_next(it) == dnnl_success);
+    dnnl_primitive_desc_iterator_destroy(it);
+    if (*out) {
+        if (first) dnnl_primitive_desc_destroy(first);
+        return MR_OK;
+    }
+    if (!first) return mr_fail(err, MR_ERR_BACKEND, "%s: oneDNN convolution failed (no implementation)", layer->name);
+    *out = first;
+    return MR_OK;
+}
+
 /* Builds (or finds) the primitive for this input shape and input layout.
  * handoff_out: y is written in the layer's handoff type (mr_layer.out_handoff),
  * and summed in it where accumulate, its values times sum_scale (1 but
@@ -455,7 +505,12 @@ static mr_status conv_entry_get(cpu_ctx *c, mr_layer *layer, const mr_tensor *x,
     if (accumulate) DNNL_TRY(dnnl_post_ops_append_sum(ops, sum_scale), "sum post-op");
     if (p->relu) DNNL_TRY(dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f), "relu post-op");
     DNNL_TRY(dnnl_primitive_attr_set_post_ops(attr, ops), "attr");
-    DNNL_TRY(dnnl_primitive_desc_create(&pd, &cd, attr, c->engine, NULL), "convolution");
+    if (int8_plain_kernel(layer, y)) {
+        st = plain_impl_desc(c, layer, &cd, attr, &pd, err);
+        if (st != MR_OK) goto done;
+    } else {
+        DNNL_TRY(dnnl_primitive_desc_create(&pd, &cd, attr, c->engine, NULL), "convolution");
+    }
     e.wei_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     e.scratch_bytes = dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
     DNNL_TRY(dnnl_primitive_create(&e.prim, pd), "convolution");

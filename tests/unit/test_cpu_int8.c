@@ -122,6 +122,16 @@ static void run_case(const int8_case *tc)
     mr_tensor xt = tensor(&be, N, tc->h, tc->w, tc->cin, x), yt = tensor(&be, N, oh, ow, tc->cout, y0);
     assert_int_equal(be.i->conv(be.ctx, layer, &xt, &yt, tc->accumulate, &err), MR_OK);
     assert_int_equal(be.i->copy_to_host(be.ctx, y, yt.data, sizeof(float) * yn, &err), MR_OK);
+    /* under 0.2 G multiply-adds oneDNN's plain AMX kernel, at or above it brgemm (backend_cpu_layers.c,
+     * INT8_PLAIN_KERNEL_MACS), where the CPU has AMX */
+    const double macs = (double)N * oh * ow * tc->cin * tc->cout * K * K;
+    const char *impl = "";
+    if (layer->int8 && layer->cache_count) {
+        const_dnnl_primitive_desc_t pd = NULL;
+        assert_int_equal(dnnl_primitive_get_primitive_desc(layer->cache[0].prim, &pd), dnnl_success);
+        assert_int_equal(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl), dnnl_success);
+        if (strstr(impl, "amx")) assert_true((strstr(impl, "brg") != NULL) == (macs >= 200e6));
+    }
     /* a batch ran in power-of-two parts: 21 RoIs of 14x14 as 16 + 4 + 1, 3 of 7x7 as 2 + 1 */
     if (N > 1 && layer->int8) {
         int parts = 0;
@@ -165,10 +175,10 @@ static void run_case(const int8_case *tc)
                 if (d > 1e-5)
                     fail_msg("y[%d,%d,%d,%d] = %.7g, expected %.7g (qmax %d)", img, oy, ox, o, y[yi], ref, qmax);
             }
-    print_message("N=%d %dx%d %d->%d stride %d %s%s%s: %s, worst difference %.2g of the output's scale\n", N, K, K,
-                  tc->cin, tc->cout, tc->stride, tc->is_signed ? "s8" : "u8", tc->accumulate ? " +sum" : "",
+    print_message("N=%d %dx%d %d->%d stride %d %s%s%s: %s (%s), worst difference %.2g of the output's scale\n", N, K,
+                  K, tc->cin, tc->cout, tc->stride, tc->is_signed ? "s8" : "u8", tc->accumulate ? " +sum" : "",
                   tc->relu ? " relu" : "", stays_fp32 ? "fp32 Winograd (no VNNI)" : qmax == 127 ? "qmax 127" : "qmax 63",
-                  worst);
+                  impl, worst);
     release(&be, layer, &xt, &yt);
     free(w), free(bias), free(qw), free(x), free(qx), free(y0), free(y);
 }
@@ -179,6 +189,8 @@ static void test_1x1_u8_relu(void **s)
     run_case(&(int8_case){64, 48, 1, 1, 0, 1, 0, 0, 13, 17, 1});
     /* above RUNTIME_SCALES_MAX_PIXELS (backend_cpu_layers.c): the scales as the attribute's constants */
     run_case(&(int8_case){64, 48, 1, 1, 0, 1, 0, 0, 40, 30, 1});
+    /* 0.27 G multiply-adds: oneDNN's brgemm kernel on AMX */
+    run_case(&(int8_case){256, 256, 1, 1, 0, 1, 0, 1, 64, 64, 1});
 }
 
 static void test_3x3_s8_stride2(void **s)
@@ -199,6 +211,19 @@ static void test_1x1_s8_residual(void **s)
     run_case(&(int8_case){16, 256, 1, 1, 0, 0, 1, 1, 7, 5, 1});
 }
 
+/* The int8 backend at 2 threads; the calling test skips, visibly, without
+ * VNNI, where outputs are not handed over quantized (backend_cpu_layers.c). */
+static void open_int8_with_vnni(mr_backend *be)
+{
+    mr_error err = {0};
+    assert_int_equal(backend_open("cpu", &(mr_backend_params){.threads = 2, .precision = MR_PRECISION_INT8}, be,
+                                  &err), MR_OK);
+    if (!((cpu_ctx *)be->ctx)->int8_vnni) {
+        be->i->destroy(be->ctx);
+        skip();
+    }
+}
+
 /* A bottleneck's conv1 -> conv2 under int8: conv1's output handed over
  * quantized for conv2 (mr_conv_params.int8_out_range; VNNI only). Checks
  * that (1) read back to the host it is conv1's fp32 output rounded to
@@ -211,12 +236,7 @@ static void test_quantized_map_between_convs(void **s)
     (void)s;
     mr_backend be;
     mr_error err = {0};
-    assert_int_equal(backend_open("cpu", &(mr_backend_params){.threads = 2, .precision = MR_PRECISION_INT8}, &be,
-                                  &err), MR_OK);
-    if (!((cpu_ctx *)be.ctx)->int8_vnni) {
-        be.i->destroy(be.ctx);
-        skip(); /* without VNNI outputs stay fp32 (backend_cpu_layers.c) */
-    }
+    open_int8_with_vnni(&be);
     enum { H = 11, W = 13, C0 = 64, C1 = 32, C2 = 48 };
     const float range_b = 3.0f, step = range_b / 255.0f;
     float *x = malloc(sizeof(float) * H * W * C0), *wa = malloc(sizeof(float) * C1 * C0);
@@ -295,12 +315,7 @@ static void run_stream_case(int H, int W)
 {
     mr_backend be;
     mr_error err = {0};
-    assert_int_equal(backend_open("cpu", &(mr_backend_params){.threads = 2, .precision = MR_PRECISION_INT8}, &be,
-                                  &err), MR_OK);
-    if (!((cpu_ctx *)be.ctx)->int8_vnni) {
-        be.i->destroy(be.ctx);
-        skip(); /* without VNNI outputs stay fp32 (backend_cpu_layers.c) */
-    }
+    open_int8_with_vnni(&be);
     enum { CI = 32, CO = 48 };
     const int NY = H * W * CO;
     const float range = 5.0f, step = range / 255.0f;
@@ -366,12 +381,7 @@ static void test_fpn_topdown_quantized(void **s)
     (void)s;
     mr_backend be;
     mr_error err = {0};
-    assert_int_equal(backend_open("cpu", &(mr_backend_params){.threads = 2, .precision = MR_PRECISION_INT8}, &be,
-                                  &err), MR_OK);
-    if (!((cpu_ctx *)be.ctx)->int8_vnni) {
-        be.i->destroy(be.ctx);
-        skip(); /* without VNNI outputs stay fp32 (backend_cpu_layers.c) */
-    }
+    open_int8_with_vnni(&be);
     enum { H = 5, W = 7, CC = 48, CF = 32, C = 16 };
     const float range_c = 3.0f, range_f = 4.0f, step_c = range_c / 127.0f, step_f = range_f / 127.0f;
     const int NU = 4 * H * W * C;
