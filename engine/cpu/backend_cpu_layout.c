@@ -106,15 +106,23 @@ static mr_status relayout(cpu_ctx *c, float *data, int n, int h, int w, int ch, 
                             "layout reorder", err);
 }
 
+/* NHWC descriptors of an [n,h,w,c] tensor in fp32 and in `type`. */
+static mr_status nhwc_pair(int n, int h, int w, int ch, dnnl_data_type_t type, dnnl_memory_desc_t *f,
+                           dnnl_memory_desc_t *q, mr_error *err)
+{
+    dnnl_dims_t dims = {n, ch, h, w};
+    if (dnnl_memory_desc_init_by_tag(f, 4, dims, dnnl_f32, dnnl_nhwc) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(q, 4, dims, type, dnnl_nhwc) != dnnl_success)
+        return mr_fail(err, MR_ERR_BACKEND, "cpu backend: oneDNN descriptors of a [%d,%d,%d,%d] tensor failed", n, h,
+                       w, ch);
+    return MR_OK;
+}
+
 /* A reduced record's values (u8, s8 or bf16) back to fp32 NHWC in place. */
 static mr_status widen(cpu_ctx *c, const cpu_blocked_rec *r, mr_error *err)
 {
-    dnnl_dims_t dims = {r->n, r->c, r->h, r->w};
-    dnnl_memory_desc_t q, f;
-    if (dnnl_memory_desc_init_by_tag(&q, 4, dims, r->held, dnnl_nhwc) != dnnl_success ||
-        dnnl_memory_desc_init_by_tag(&f, 4, dims, dnnl_f32, dnnl_nhwc) != dnnl_success)
-        return mr_fail(err, MR_ERR_BACKEND, "cpu backend: oneDNN descriptors of a [%d,%d,%d,%d] tensor failed", r->n,
-                       r->h, r->w, r->c);
+    dnnl_memory_desc_t f, q;
+    MR_TRY(nhwc_pair(r->n, r->h, r->w, r->c, r->held, &f, &q, err));
     return reorder_in_place(c, r->data, r->n, r->h, r->w, r->c, &q, &f, r->held == dnnl_bf16 ? NULL : &r->step,
                             "conversion to fp32", err);
 }
@@ -152,14 +160,17 @@ void cpu_layout_freed(cpu_ctx *c, void *p)
     if (p) cpu_layout_written(c, p, malloc_usable_size(p));
 }
 
+/* Whether record r is of tensor t (its data and shape). */
+static int rec_of(const cpu_blocked_rec *r, const mr_tensor *t)
+{
+    return r->data == t->data && r->n == t->n && r->h == t->h && r->w == t->w && r->c == t->c;
+}
+
 /* t's record held as `held` (dnnl_data_type_undef: blocked), or -1. */
 static int find_kind(const cpu_ctx *c, const mr_tensor *t, dnnl_data_type_t held)
 {
-    for (int i = 0; i < c->rec_count; i++) {
-        const cpu_blocked_rec *r = &c->recs[i];
-        if (r->data == t->data && r->n == t->n && r->h == t->h && r->w == t->w && r->c == t->c && r->held == held)
-            return i;
-    }
+    for (int i = 0; i < c->rec_count; i++)
+        if (rec_of(&c->recs[i], t) && c->recs[i].held == held) return i;
     return -1;
 }
 
@@ -172,8 +183,7 @@ int cpu_layout_held(const cpu_ctx *c, const mr_tensor *t, dnnl_data_type_t *type
 {
     for (int i = 0; i < c->rec_count; i++) {
         const cpu_blocked_rec *r = &c->recs[i];
-        if (r->data == t->data && r->n == t->n && r->h == t->h && r->w == t->w && r->c == t->c &&
-            r->held != dnnl_data_type_undef) {
+        if (rec_of(r, t) && r->held != dnnl_data_type_undef) {
             *type = r->held;
             *step = r->step;
             return 1;
@@ -184,8 +194,9 @@ int cpu_layout_held(const cpu_ctx *c, const mr_tensor *t, dnnl_data_type_t *type
 
 int cpu_layout_is_reduced(const cpu_ctx *c, const mr_tensor *t, dnnl_data_type_t type, float step)
 {
-    int i = find_kind(c, t, type);
-    return i >= 0 && (type == dnnl_bf16 || c->recs[i].step == step);
+    dnnl_data_type_t held;
+    float held_step;
+    return cpu_layout_held(c, t, &held, &held_step) && held == type && (type == dnnl_bf16 || held_step == step);
 }
 
 int cpu_layout_is_blocked(const cpu_ctx *c, const mr_tensor *t)
@@ -220,12 +231,8 @@ mr_status cpu_layout_will_be_reduced(cpu_ctx *c, const mr_tensor *t, dnnl_data_t
 mr_status cpu_layout_reduce(cpu_ctx *c, const mr_tensor *t, dnnl_data_type_t type, float step, mr_error *err)
 {
     MR_TRY(cpu_read(c, t, err));
-    dnnl_dims_t dims = {t->n, t->c, t->h, t->w};
     dnnl_memory_desc_t f, q;
-    if (dnnl_memory_desc_init_by_tag(&f, 4, dims, dnnl_f32, dnnl_nhwc) != dnnl_success ||
-        dnnl_memory_desc_init_by_tag(&q, 4, dims, type, dnnl_nhwc) != dnnl_success)
-        return mr_fail(err, MR_ERR_BACKEND, "cpu backend: oneDNN descriptors of a [%d,%d,%d,%d] tensor failed", t->n,
-                       t->h, t->w, t->c);
+    MR_TRY(nhwc_pair(t->n, t->h, t->w, t->c, type, &f, &q, err));
     const float to_steps = type == dnnl_bf16 ? 1.0f : 1.0f / step;
     MR_TRY(reorder_in_place(c, t->data, t->n, t->h, t->w, t->c, &f, &q, type == dnnl_bf16 ? NULL : &to_steps,
                             "conversion", err));
