@@ -15,9 +15,8 @@
 static mr_status cpu_buffer_alloc(void *ctx, size_t bytes, void **out, mr_error *err)
 {
     (void)ctx;
-    void *p = cpu_alloc(bytes);
+    void *p = cpu_alloc_zeroed(bytes);
     if (!p) return mr_fail(err, MR_ERR_OOM, "out of memory (%zu bytes)", bytes);
-    memset(p, 0, bytes);
     *out = p;
     return MR_OK;
 }
@@ -25,7 +24,7 @@ static mr_status cpu_buffer_alloc(void *ctx, size_t bytes, void **out, mr_error 
 static void cpu_buffer_free(void *ctx, void *ptr)
 {
     cpu_layout_freed(ctx, ptr);
-    free(ptr);
+    cpu_free_zeroed(ptr);
 }
 
 /* Copies to and from the host: the source is read as NHWC

@@ -3,6 +3,8 @@
 #define MR_BACKEND_CPU_H
 
 #include <dnnl.h>
+#include <math.h>
+#include <stddef.h>
 
 #include "backend/backend.h"
 
@@ -219,6 +221,31 @@ mr_status cpu_lowp_src_reserve(cpu_ctx *ctx, size_t bytes, mr_error *err);
 mr_status cpu_reorder_once(const cpu_ctx *c, const char *name, const dnnl_memory_desc_t *from_md, const void *from,
                            const dnnl_memory_desc_t *to_md, void *to, mr_error *err);
 
+/* The largest |x| of n weights, 0 for none. Comparisons, not fmaxf: at -O2
+ * fmaxf is a library call through the PLT and kept the weights' quantizing
+ * loops scalar, a quarter of a full-size int8 load (bench/NOTES.md section
+ * 40). Weights are checked finite before they come here; a NaN would lose
+ * every comparison, as fmaxf ignores it. */
+static inline float cpu_abs_max(const float *x, size_t n)
+{
+    float m = 0.0f;
+#pragma omp simd reduction(max : m)
+    for (size_t i = 0; i < n; i++) {
+        float a = fabsf(x[i]);
+        m = a > m ? a : m;
+    }
+    return m;
+}
+
+/* v rounded to the nearest integer, ties to even, for |v| < 2^22 in the
+ * default rounding mode: nearbyintf's result, by adding and subtracting
+ * 1.5 * 2^23, which vectorises (nearbyintf is a library call at -O2). */
+static inline float cpu_round_even(float v)
+{
+    const float magic = 12582912.0f;
+    return (v + magic) - magic;
+}
+
 /* Whether the layer computes in a reduced precision (bf16 or int8): NHWC,
  * never Winograd or the blocked layout. */
 static inline int cpu_layer_reduced(const struct mr_layer *l)
@@ -232,6 +259,16 @@ static inline int cpu_layer_reduced(const struct mr_layer *l)
 #define CPU_HUGE_PAGE ((size_t)2 << 20)
 void *cpu_alloc(size_t bytes);
 
+/* Zeroed arrays (the activation buffers, buffer_alloc), released with
+ * cpu_free_zeroed only. From CPU_HUGE_PAGE bytes up they are fresh pages
+ * of their own, zero by the kernel's promise, so nothing touches them
+ * before the layers do: a page no input reaches is never made (the
+ * activations are planned for the largest input). */
+void *cpu_alloc_zeroed(size_t bytes);
+void cpu_free_zeroed(void *p);
+/* The size cpu_alloc_zeroed was asked for p. */
+size_t cpu_zeroed_bytes(const void *p);
+
 /* Readers of [p, p+bytes) as NHWC call cpu_layout_nhwc first; writers of
  * NHWC output call cpu_layout_written; blocked convolutions call
  * cpu_layout_blocked on what they read (turned in place if need be) and
@@ -239,7 +276,7 @@ void *cpu_alloc(size_t bytes);
  * must leave blocked (the convolution's other operand). */
 mr_status cpu_layout_nhwc(cpu_ctx *c, const void *p, size_t bytes, mr_error *err);
 void cpu_layout_written(cpu_ctx *c, const void *p, size_t bytes);
-void cpu_layout_freed(cpu_ctx *c, void *p);
+void cpu_layout_freed(cpu_ctx *c, void *p); /* p: from cpu_alloc_zeroed (buffer_alloc) */
 mr_status cpu_layout_blocked(cpu_ctx *c, const mr_tensor *t, const mr_tensor *keep, mr_error *err);
 mr_status cpu_layout_will_be_blocked(cpu_ctx *c, const mr_tensor *t, const mr_tensor *keep, mr_error *err);
 

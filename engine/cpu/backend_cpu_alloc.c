@@ -3,7 +3,9 @@
  * backend_cpu_layers.c (weights, oneDNN scratch), backend_cpu_gemm.c and
  * backend_cpu_layout.c (blocked copies) all call: it sits below them, so
  * none calls back into another. */
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #include "cpu/backend_cpu.h"
@@ -25,6 +27,61 @@ void *cpu_alloc(size_t bytes)
     (void)madvise(p, (bytes + page - 1) / page * page, MADV_HUGEPAGE);
 #endif
     return p;
+}
+
+/* What cpu_free_zeroed needs, in the 64 bytes before the array: the
+ * mapping (or malloc block) it lies in and the mapping's length (0: a
+ * malloc block); and the array's size. */
+typedef struct {
+    void *base;
+    size_t mapped;
+    size_t bytes;
+} zeroed_header;
+
+#define ZEROED_HEADER 64
+
+/* Zeroing the arena with memset cost a full-size fp32 load 0.29 s of the
+ * kernel clearing pages (bench/NOTES.md section 40), every page of it,
+ * whether any input would reach it or not. A mapping of our own is zero
+ * already: its header sits on the small page just below the huge-page
+ * aligned array, which alone is marked for huge pages. */
+void *cpu_alloc_zeroed(size_t bytes)
+{
+    if (bytes < CPU_HUGE_PAGE) {
+        void *base = NULL;
+        if (posix_memalign(&base, 64, bytes + ZEROED_HEADER) != 0) return NULL;
+        memset(base, 0, bytes + ZEROED_HEADER);
+        zeroed_header *h = base;
+        h->base = base;
+        h->mapped = 0;
+        h->bytes = bytes;
+        return (char *)base + ZEROED_HEADER;
+    }
+    size_t mapped = bytes + 2 * CPU_HUGE_PAGE;
+    void *base = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) return NULL;
+    uintptr_t at = ((uintptr_t)base + ZEROED_HEADER + CPU_HUGE_PAGE - 1) & ~(uintptr_t)(CPU_HUGE_PAGE - 1);
+    zeroed_header *h = (zeroed_header *)(at - ZEROED_HEADER);
+    h->base = base;
+    h->mapped = mapped;
+    h->bytes = bytes;
+#ifdef MADV_HUGEPAGE
+    (void)madvise((void *)at, (uintptr_t)base + mapped - at, MADV_HUGEPAGE);
+#endif
+    return (void *)at;
+}
+
+size_t cpu_zeroed_bytes(const void *p)
+{
+    return ((const zeroed_header *)((const char *)p - ZEROED_HEADER))->bytes;
+}
+
+void cpu_free_zeroed(void *p)
+{
+    if (!p) return;
+    const zeroed_header *h = (const zeroed_header *)((char *)p - ZEROED_HEADER);
+    if (h->mapped) munmap(h->base, h->mapped);
+    else free(h->base);
 }
 
 /* Grows *buf (holding *size bytes) to at least `bytes`; the old contents

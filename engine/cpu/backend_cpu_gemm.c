@@ -45,18 +45,16 @@ static inline uint16_t to_bf16(float v)
 /* q = saturate(round_half_even(x * to_steps)), as oneDNN's quantizing
  * reorder does for the convolutions; NaN gives the lowest step. Clamped
  * first (the bounds are whole numbers, so clamping and rounding commute),
- * then rounded by adding and subtracting 1.5 * 2^23, which leaves the
- * nearest integer, ties to even, in the default rounding mode: nearbyintf
- * is a library call at -O2 and kept the loop scalar (12% of an int8 run of
- * the demo model, bench/NOTES.md section 36). */
+ * then rounded by cpu_round_even: nearbyintf is a library call at -O2 and
+ * kept the loop scalar (12% of an int8 run of the demo model,
+ * bench/NOTES.md section 36). */
 static inline float quantize(float x, float to_steps, float lo, float hi)
 {
-    const float magic = 12582912.0f; /* 1.5 * 2^23 */
     float v = x * to_steps;
     v = v == v ? v : lo;
     v = v > lo ? v : lo;
     v = v < hi ? v : hi;
-    return (v + magic) - magic;
+    return cpu_round_even(v);
 }
 
 /* One row of cpu_lowp_convert with AVX-512 (ctx->avx512): the same values
@@ -141,18 +139,41 @@ static void int8_columns(const float *w, int transposed, int k, int cols, int qm
 {
     /* memory order: [outer][inner], the column index being outer (transposed) or inner */
     const size_t outer = transposed ? (size_t)cols : (size_t)k, inner = transposed ? (size_t)k : (size_t)cols;
-    for (int n = 0; n < cols; n++) scales[n] = 0.0f;
-    for (size_t o = 0; o < outer; o++) /* amax per column, into scales */
-        for (size_t i = 0; i < inner; i++) {
-            float *amax = &scales[transposed ? o : i];
-            *amax = fmaxf(*amax, fabsf(w[o * inner + i]));
+    const float hi = (float)qmax;
+    if (transposed) { /* a column is a row of w */
+#pragma omp parallel for schedule(static)
+        for (int n = 0; n < cols; n++) scales[n] = cpu_abs_max(w + (size_t)n * inner, inner);
+    } else { /* amax per column, into scales, row by row */
+        for (int n = 0; n < cols; n++) scales[n] = 0.0f;
+        for (size_t o = 0; o < outer; o++) {
+            const float *row = w + o * inner;
+#pragma omp simd
+            for (size_t i = 0; i < inner; i++) {
+                float a = fabsf(row[i]);
+                scales[i] = a > scales[i] ? a : scales[i];
+            }
         }
-    for (int n = 0; n < cols; n++) scales[n] = scales[n] > 0.0f ? scales[n] / (float)qmax : 1.0f;
-    for (size_t o = 0; o < outer; o++)
-        for (size_t i = 0; i < inner; i++) {
-            float v = nearbyintf(w[o * inner + i] / scales[transposed ? o : i]);
-            q[o * inner + i] = (int8_t)(v > qmax ? qmax : v < -qmax ? -qmax : v);
+    }
+    for (int n = 0; n < cols; n++) scales[n] = scales[n] > 0.0f ? scales[n] / hi : 1.0f;
+#pragma omp parallel for schedule(static)
+    for (size_t o = 0; o < outer; o++) {
+        const float *row = w + o * inner;
+        int8_t *qrow = q + o * inner;
+        if (transposed) {
+            const float s = scales[o];
+#pragma omp simd
+            for (size_t i = 0; i < inner; i++) {
+                float v = cpu_round_even(row[i] / s);
+                qrow[i] = (int8_t)(v > hi ? hi : v < -hi ? -hi : v);
+            }
+        } else {
+#pragma omp simd
+            for (size_t i = 0; i < inner; i++) {
+                float v = cpu_round_even(row[i] / scales[i]);
+                qrow[i] = (int8_t)(v > hi ? hi : v < -hi ? -hi : v);
+            }
         }
+    }
     for (int n = 0; n < cols; n++) scales[n] *= src_step;
 }
 

@@ -80,14 +80,17 @@ static void int8_weights(mr_layer *l, const mr_conv_params *p, float in_range, c
     const size_t per_out = (size_t)(p->cin / p->groups) * (size_t)p->kh * (size_t)p->kw;
     int8_t *q = (int8_t *)l->weights;
     l->src_scale = in_range / (p->int8_signed ? 127.0f : 255.0f);
+    const float hi = (float)qmax;
+#pragma omp parallel for schedule(static)
     for (int oc = 0; oc < p->cout; oc++) {
         const float *row = w + (size_t)oc * per_out;
-        float amax = 0.0f;
-        for (size_t i = 0; i < per_out; i++) amax = fmaxf(amax, fabsf(row[i]));
-        float ws = amax > 0.0f ? amax / (float)qmax : 1.0f;
+        int8_t *qrow = q + (size_t)oc * per_out;
+        float amax = cpu_abs_max(row, per_out);
+        float ws = amax > 0.0f ? amax / hi : 1.0f;
+#pragma omp simd
         for (size_t i = 0; i < per_out; i++) {
-            float v = nearbyintf(row[i] / ws);
-            q[(size_t)oc * per_out + i] = (int8_t)(v > qmax ? qmax : v < -qmax ? -qmax : v);
+            float v = cpu_round_even(row[i] / ws);
+            qrow[i] = (int8_t)(v > hi ? hi : v < -hi ? -hi : v);
         }
         l->out_scales[oc] = l->src_scale * ws;
         l->bias[oc] /= l->out_scales[oc];

@@ -23,7 +23,6 @@
  * the model's memory contract (model.c's arena plan): an op's output is a
  * whole tensor, and whatever that memory held before is dead, so a write
  * simply forgets the records it overlaps. */
-#include <malloc.h>
 #include <string.h>
 
 #include "cpu/backend_cpu.h"
@@ -157,7 +156,7 @@ void cpu_layout_written(cpu_ctx *c, const void *p, size_t bytes)
 
 void cpu_layout_freed(cpu_ctx *c, void *p)
 {
-    if (p) cpu_layout_written(c, p, malloc_usable_size(p));
+    if (p) cpu_layout_written(c, p, cpu_zeroed_bytes(p));
 }
 
 /* Whether record r is of tensor t (its data and shape). */
