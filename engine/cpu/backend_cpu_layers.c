@@ -166,7 +166,7 @@ mr_status cpu_conv_init(void *ctx, const char *name, const mr_conv_params *p, co
         return mr_fail(err, MR_ERR_BACKEND, "%s: oneDNN weights descriptor failed", name);
     }
     if (wino) {
-        mr_wino_params wp = {p->cin, p->cout, p->relu, c->block, c->avx512};
+        mr_wino_params wp = {p->cin, p->cout, p->relu, c->block, c->avx512, 0};
         l->wino_u = cpu_alloc(sizeof(float) * wino_weights_floats(&wp));
         if (!l->wino_u) {
             cpu_layer_free(ctx, l);
@@ -679,9 +679,19 @@ mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y
         if (((uintptr_t)xb | (uintptr_t)yb) % 32 || !(xb + xbytes <= yb || yb + ybytes <= xb))
             return mr_fail(err, MR_ERR_SHAPE, "%s: Winograd needs 32-byte-aligned, non-overlapping input and output",
                            layer->name);
-        mr_wino_params wp = {p->cin, p->cout, p->relu, c->block, c->avx512};
+        mr_wino_params wp = {p->cin, p->cout, p->relu, c->block, c->avx512, 0};
         MR_TRY(cpu_scratch_reserve(c, wino_scratch_bytes(&wp, c->threads), err));
-        MR_TRY(blocked_operands(c, x, y, accumulate, err));
+        /* An input not blocked is read in NHWC as it is: relayouting it
+         * cost as much as an int8 producer saved on AVX2 (the FPN's P2 map
+         * 15.6 ms; bench/NOTES.md section 40). */
+        wp.x_nhwc = !cpu_layout_is_blocked(c, x);
+        if (wp.x_nhwc) {
+            MR_TRY(cpu_read(c, x, err));
+            if (accumulate) MR_TRY(cpu_layout_blocked(c, y, NULL, err));
+            else MR_TRY(cpu_layout_will_be_blocked(c, y, NULL, err));
+        } else {
+            MR_TRY(blocked_operands(c, x, y, accumulate, err));
+        }
         wino_forward(&wp, layer->wino_u, layer->bias, x->data, x->n, x->h, x->w, y->data, accumulate, c->threads,
                      c->scratch);
         return MR_OK;

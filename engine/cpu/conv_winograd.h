@@ -131,6 +131,10 @@ typedef struct {
     int avx512;    /* non-zero: the AVX-512 GEMM kernel and (block 16,
                       64-byte-aligned data) 16-lane transforms where the
                       CPU has it; else, and on other CPUs, the AVX2 code */
+    int x_nhwc;    /* non-zero: x is NHWC, not nChw<block>c (y stays
+                      blocked). A group of 8 or 16 channels of a pixel is
+                      one contiguous vector in both; only the strides
+                      differ, so the results are the same bits */
 } mr_wino_params;
 
 /* Whether this CPU can run the CPU path (AVX2 and FMA). */
@@ -147,10 +151,10 @@ void wino_weights_transform(const mr_wino_params *p, const float *w_oihw, float 
  * V and M per thread). */
 size_t wino_scratch_bytes(const mr_wino_params *p, int threads);
 
-/* y = act(conv(x) + bias (+ y)) on nChw<block>c tensors of n x h x w;
- * scratch of wino_scratch_bytes(p, threads), 64-byte aligned. x and y must
- * be 32-byte aligned (8 channels of a pixel are read as an aligned vector)
- * and must not overlap. */
+/* y = act(conv(x) + bias (+ y)) on nChw<block>c tensors of n x h x w (x
+ * NHWC where p->x_nhwc); scratch of wino_scratch_bytes(p, threads),
+ * 64-byte aligned. x and y must be 32-byte aligned (8 channels of a pixel
+ * are read as an aligned vector) and must not overlap. */
 void wino_forward(const mr_wino_params *p, const float *u, const float *bias, const float *x, int n, int h, int w,
                   float *y, int accumulate, int threads, void *scratch);
 
