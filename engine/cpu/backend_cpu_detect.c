@@ -29,21 +29,26 @@ mr_status cpu_roi_align(void *ctx, const mr_roi_align_params *p, const mr_level_
                        levels[0]->c);
     /* A level the convolutions left blocked is read in place: turning P2
      * back to NHWC alone would move 62 MB at 800x1216. blocked[l] is the
-     * level's block (0: NHWC; ROI_ALIGN_LEVEL_BF16: NHWC bf16). */
+     * level's block (0: NHWC), and so are levels the convs handed over in
+     * bf16 or quantized (ROI_ALIGN_LEVEL_BF16, _S8, _U8 with its step). */
     cpu_ctx *c = ctx;
     int blocked[MR_MAX_FPN_LEVELS] = {0};
+    float step[MR_MAX_FPN_LEVELS] = {0};
     int count = map->max_level - map->min_level + 1;
     if (count > MR_MAX_FPN_LEVELS) return mr_fail(err, MR_ERR_SHAPE, "roi_align: %d levels", count);
     for (int l = 0; l < count; l++) {
-        /* (and one the bf16 convs handed over in bf16, the same way) */
-        blocked[l] = cpu_layout_is_reduced(c, levels[l], dnnl_bf16, 0.0f)                   ? ROI_ALIGN_LEVEL_BF16
+        dnnl_data_type_t held = dnnl_data_type_undef;
+        if (!cpu_layout_held(c, levels[l], &held, &step[l])) held = dnnl_data_type_undef;
+        blocked[l] = held == dnnl_bf16                                                       ? ROI_ALIGN_LEVEL_BF16
+                     : held == dnnl_s8                                                       ? ROI_ALIGN_LEVEL_S8
+                     : held == dnnl_u8                                                       ? ROI_ALIGN_LEVEL_U8
                      : levels[l]->c % c->block == 0 && cpu_layout_is_blocked(c, levels[l]) ? c->block
                                                                                              : 0;
         if (!blocked[l]) MR_TRY(cpu_read(ctx, levels[l], err));
     }
     MR_TRY(cpu_read(ctx, rois, err));
     cpu_wrote(ctx, out);
-    roi_align_multilevel_layout_cpu(p, map, levels, blocked, rois->data, rois->n, NULL, out->data);
+    roi_align_multilevel_layout_cpu(p, map, levels, blocked, step, rois->data, rois->n, NULL, out->data);
     return MR_OK;
 }
 

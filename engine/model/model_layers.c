@@ -120,8 +120,8 @@ static mr_status conv_layer(mr_model *m, mr_weights *w, const char *prefix, cons
                          : roi_align_reads ? MR_OUT_CONVS_AND_ROI_ALIGN
                                            : MR_OUT_CONVS;
         /* the reader's range: shared with the stream's other readers, if so
-         * (none where RoIAlign reads the map too: int8 keeps it fp32) */
-        const int int8_reader = p.out_to_convs == MR_OUT_CONVS;
+         * (the FPN's levels: the RPN conv's, which RoIAlign reads them at too) */
+        const int int8_reader = p.out_to_convs != 0;
         const mr_int8_range *shared = int8_reader ? int8_ranges_find(m->int8_shared, reader) : NULL;
         const mr_int8_range *next = shared ? shared : int8_reader ? int8_ranges_find(m->int8_ranges, reader) : NULL;
         /* an output without a ReLU goes below zero: handed over unsigned

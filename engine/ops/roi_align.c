@@ -58,8 +58,38 @@ static inline void accumulate_taps_bf16(float *restrict o, int C, const uint16_t
         o[c] += w1 * bf16_widen(f1[c]) + w2 * bf16_widen(f2[c]) + w3 * bf16_widen(f3[c]) + w4 * bf16_widen(f4[c]);
 }
 
-static void roi_align_one(const mr_roi_align_params *p, float spatial_scale, const mr_tensor *feat, int blocked,
-                          const float *roi, float *out)
+/* The same over NHWC 8-bit taps (a level handed over quantized, int8):
+ * each tap widened to q x step, then the same operations. */
+static inline void accumulate_taps_s8(float *restrict o, int C, const int8_t *fd, float step, size_t t1, size_t t2,
+                                      size_t t3, size_t t4, float w1, float w2, float w3, float w4)
+{
+    const int8_t *restrict f1 = fd + t1 * C, *restrict f2 = fd + t2 * C;
+    const int8_t *restrict f3 = fd + t3 * C, *restrict f4 = fd + t4 * C;
+#pragma omp simd
+    for (int c = 0; c < C; c++)
+        o[c] += w1 * ((float)f1[c] * step) + w2 * ((float)f2[c] * step) + w3 * ((float)f3[c] * step) +
+                w4 * ((float)f4[c] * step);
+}
+
+static inline void accumulate_taps_u8(float *restrict o, int C, const uint8_t *fd, float step, size_t t1, size_t t2,
+                                      size_t t3, size_t t4, float w1, float w2, float w3, float w4)
+{
+    const uint8_t *restrict f1 = fd + t1 * C, *restrict f2 = fd + t2 * C;
+    const uint8_t *restrict f3 = fd + t3 * C, *restrict f4 = fd + t4 * C;
+#pragma omp simd
+    for (int c = 0; c < C; c++)
+        o[c] += w1 * ((float)f1[c] * step) + w2 * ((float)f2[c] * step) + w3 * ((float)f3[c] * step) +
+                w4 * ((float)f4[c] * step);
+}
+
+/* Built for AVX-512, AVX2 and the baseline, picked at load: at the
+ * baseline (SSE2) widening an s8 or bf16 tap takes several instructions a
+ * lane, and int8's s8 levels made the box head 4.5 ms slower at full
+ * size (bench/NOTES.md section 40). No FMA in either (and ISO C's
+ * -ffp-contract=off): the same operations per lane, so the same bits. */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void
+roi_align_one(const mr_roi_align_params *p, float spatial_scale, const mr_tensor *feat, int blocked, float step,
+              const float *roi, float *out)
 {
     const int H = feat->h, W = feat->w, C = feat->c;
     const float *fd = feat->data;
@@ -88,6 +118,10 @@ static void roi_align_one(const mr_roi_align_params *p, float spatial_scale, con
                     size_t t3 = (size_t)yhi * W + xlo, t4 = (size_t)yhi * W + xhi;
                     if (blocked == ROI_ALIGN_LEVEL_BF16)
                         accumulate_taps_bf16(o, C, (const uint16_t *)feat->data, t1, t2, t3, t4, w1, w2, w3, w4);
+                    else if (blocked == ROI_ALIGN_LEVEL_S8)
+                        accumulate_taps_s8(o, C, (const int8_t *)feat->data, step, t1, t2, t3, t4, w1, w2, w3, w4);
+                    else if (blocked == ROI_ALIGN_LEVEL_U8)
+                        accumulate_taps_u8(o, C, (const uint8_t *)feat->data, step, t1, t2, t3, t4, w1, w2, w3, w4);
                     else
                         accumulate_taps(o, C, blocked, (size_t)H * W, fd, t1, t2, t3, t4, w1, w2, w3, w4);
                 }
@@ -103,19 +137,19 @@ void roi_align_cpu(const mr_roi_align_params *p, const mr_tensor *feat, const fl
     size_t per_roi = (size_t)p->out_h * p->out_w * feat->c;
 #pragma omp parallel for schedule(dynamic, 4)
     for (int i = 0; i < n; i++)
-        roi_align_one(p, p->spatial_scale, feat, 0, rois + 4 * (size_t)i, out + per_roi * i);
+        roi_align_one(p, p->spatial_scale, feat, 0, 0.0f, rois + 4 * (size_t)i, out + per_roi * i);
 }
 
 void roi_align_multilevel_cpu(const mr_roi_align_params *base, const mr_level_map *map,
                               const mr_tensor *const *levels, const float *rois, int n, int *roi_levels_out,
                               float *out)
 {
-    roi_align_multilevel_layout_cpu(base, map, levels, NULL, rois, n, roi_levels_out, out);
+    roi_align_multilevel_layout_cpu(base, map, levels, NULL, NULL, rois, n, roi_levels_out, out);
 }
 
 void roi_align_multilevel_layout_cpu(const mr_roi_align_params *base, const mr_level_map *map,
-                                     const mr_tensor *const *levels, const int *level_blocked, const float *rois, int n,
-                                     int *roi_levels_out, float *out)
+                                     const mr_tensor *const *levels, const int *level_blocked, const float *level_step,
+                                     const float *rois, int n, int *roi_levels_out, float *out)
 {
     size_t per_roi = (size_t)base->out_h * base->out_w * levels[0]->c;
 #pragma omp parallel for schedule(dynamic, 4)
@@ -125,7 +159,7 @@ void roi_align_multilevel_layout_cpu(const mr_roi_align_params *base, const mr_l
         if (roi_levels_out) roi_levels_out[i] = lvl;
         /* 2^-lvl exactly, as torchvision's inferred 2 ** -k */
         int l = lvl - map->min_level;
-        roi_align_one(base, ldexpf(1.0f, -lvl), levels[l], level_blocked ? level_blocked[l] : 0, roi,
-                      out + per_roi * i);
+        roi_align_one(base, ldexpf(1.0f, -lvl), levels[l], level_blocked ? level_blocked[l] : 0,
+                      level_step ? level_step[l] : 0.0f, roi, out + per_roi * i);
     }
 }

@@ -608,7 +608,7 @@ static void test_roi_align_blocked_levels(void **state)
                 lb[l] = b == 16 ? &tb16[l] : b == 8 ? &tb[l] : &tn[l];
             }
             memset(got, 0xff, sizeof(float) * count);
-            roi_align_multilevel_layout_cpu(&params[pi], &map, lb, blocked_sets[bs], rois, N, NULL, got);
+            roi_align_multilevel_layout_cpu(&params[pi], &map, lb, blocked_sets[bs], NULL, rois, N, NULL, got);
             assert_memory_equal(got, ref, sizeof(float) * count);
         }
         free(ref);
@@ -618,6 +618,86 @@ static void test_roi_align_blocked_levels(void **state)
         free(nhwc[l]);
         free(blk[l]);
         free(blk16[l]);
+    }
+}
+
+/* Levels handed over quantized (the CPU backend's int8 FPN levels: s8, or
+ * u8 where a ReLU came before) are read as q x step: the same bits as
+ * NHWC fp32 levels holding those values. */
+static void test_roi_align_quantized_levels(void **state)
+{
+    (void)state;
+    enum { C = 48, LEVELS = 4 };
+    const int side[LEVELS] = {40, 20, 10, 5};
+    const int kind[LEVELS] = {ROI_ALIGN_LEVEL_S8, ROI_ALIGN_LEVEL_U8, ROI_ALIGN_LEVEL_S8, 0};
+    const float step[LEVELS] = {0.037f, 0.011f, 0.25f, 0.0f};
+    float *ref_level[LEVELS];
+    void *q_level[LEVELS];
+    mr_tensor tn[LEVELS], tq[LEVELS];
+    const mr_tensor *ln[LEVELS], *lq[LEVELS];
+    uint32_t seed = 777u;
+    for (int l = 0; l < LEVELS; l++) {
+        int s = side[l];
+        ref_level[l] = xmalloc(sizeof(float) * s * s * C);
+        q_level[l] = xmalloc((size_t)s * s * C);
+        for (int i = 0; i < s * s * C; i++) {
+            seed = seed * 1664525u + 1013904223u;
+            int v = (int)(seed >> 24); /* 0..255 */
+            if (kind[l] == ROI_ALIGN_LEVEL_U8) {
+                ((uint8_t *)q_level[l])[i] = (uint8_t)v;
+                ref_level[l][i] = (float)v * step[l];
+            } else if (kind[l] == ROI_ALIGN_LEVEL_S8) {
+                int8_t q = (int8_t)(v - 128 < -127 ? -127 : v - 128);
+                ((int8_t *)q_level[l])[i] = q;
+                ref_level[l][i] = (float)q * step[l];
+            } else {
+                ref_level[l][i] = (float)(v - 128) / 64.0f;
+            }
+        }
+        tn[l] = mr_tensor_make(ref_level[l], 1, s, s, C);
+        tq[l] = mr_tensor_make(kind[l] ? q_level[l] : ref_level[l], 1, s, s, C);
+        ln[l] = &tn[l];
+        lq[l] = &tq[l];
+    }
+    enum { N = 40 };
+    float rois[4 * N];
+    for (int i = 0; i < N; i++) {
+        float v[4];
+        for (int k = 0; k < 4; k++) {
+            seed = seed * 1664525u + 1013904223u;
+            v[k] = (float)(seed >> 8) / (float)(1u << 24) * 200.0f - 20.0f;
+        }
+        rois[4 * i + 0] = fminf(v[0], v[2]);
+        rois[4 * i + 1] = fminf(v[1], v[3]);
+        rois[4 * i + 2] = fmaxf(v[0], v[2]);
+        rois[4 * i + 3] = fmaxf(v[1], v[3]);
+    }
+    /* rois for level 5 (side 600), level 4 (300) and level 2 (about 10) */
+    const float big[4] = {-200.0f, -200.0f, 400.0f, 400.0f}, mid[4] = {-50.0f, -60.0f, 250.0f, 240.0f};
+    const float small[4] = {30.0f, 40.0f, 42.0f, 49.0f};
+    memcpy(rois, big, sizeof big);
+    memcpy(rois + 4, mid, sizeof mid);
+    memcpy(rois + 8, small, sizeof small);
+    const mr_level_map map = {2, 5, 224, 4, 1e-6f, 0, 0};
+    const mr_roi_align_params params[2] = {{7, 7, 2, 0, 1.0f}, {14, 14, 0, 1, 1.0f}};
+    int levels_used[LEVELS] = {0};
+    for (int i = 0; i < N; i++) levels_used[roi_level(&map, rois + 4 * i) - map.min_level]++;
+    for (int pi = 0; pi < 2; pi++) {
+        size_t count = (size_t)N * params[pi].out_h * params[pi].out_w * C;
+        float *ref = xmalloc(sizeof(float) * count), *got = xmalloc(sizeof(float) * count);
+        roi_align_multilevel_cpu(&params[pi], &map, ln, rois, N, NULL, ref);
+        memset(got, 0xff, sizeof(float) * count);
+        roi_align_multilevel_layout_cpu(&params[pi], &map, lq, kind, step, rois, N, NULL, got);
+        assert_memory_equal(got, ref, sizeof(float) * count);
+        free(ref);
+        free(got);
+    }
+    printf("rois per level: %d %d %d %d\n", levels_used[0], levels_used[1], levels_used[2], levels_used[3]);
+    /* every kind of level was sampled */
+    for (int l = 0; l < LEVELS; l++) assert_true(levels_used[l] > 0);
+    for (int l = 0; l < LEVELS; l++) {
+        free(ref_level[l]);
+        free(q_level[l]);
     }
 }
 
@@ -919,6 +999,7 @@ int main(void)
         cmocka_unit_test(test_proposals_selection_equals_sort),
         cmocka_unit_test(test_roi_align_multilevel),
         cmocka_unit_test(test_roi_align_blocked_levels),
+        cmocka_unit_test(test_roi_align_quantized_levels),
         cmocka_unit_test(test_mask_paste_window),
         cmocka_unit_test(test_mask_paste_threshold_rule),
         cmocka_unit_test(test_rle_window),
