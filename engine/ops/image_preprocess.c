@@ -236,6 +236,22 @@ void image_preprocess_job(const mr_input_config *cfg, const mr_input_geometry *g
     }
 }
 
+/* One row of torch's F.interpolate on the normalised image. Built for
+ * x86-64-v3 (AVX2 and FMA) too, picked at load: the lerps' fmaf is a libm
+ * call at the x86-64 baseline (bench/NOTES.md section 40); a fused
+ * multiply-add is exact either way, so the bits are the same. A function
+ * of its own because OpenMP's outlined loop body would not inherit the
+ * clones. */
+__attribute__((target_clones("arch=x86-64-v3", "default"))) static void
+resize_torch_row(const mr_pixel_lut *lut, const uint8_t *r0, const uint8_t *r1, mr_lerp_tap ty, const mr_lerp_tap *xt,
+                 int rw, float *row)
+{
+    for (int x = 0; x < rw; x++) {
+        const mr_lerp_tap tx = xt[x];
+        for (int c = 0; c < 3; c++) row[x * 3 + c] = mr_pre_torch_sample(lut->v[c], r0, r1, tx, ty, lut->src_ch[c]);
+    }
+}
+
 /* torch's F.interpolate on the normalised image, rows [0, rh). */
 static void resize_torch(const mr_pixel_lut *lut, const mr_image *img, const mr_input_geometry *g,
                          void *scratch, float *dst, size_t row_stride)
@@ -247,14 +263,9 @@ static void resize_torch(const mr_pixel_lut *lut, const mr_image *img, const mr_
     const uint8_t *pix = img->pixels;
 #pragma omp parallel for schedule(static)
     for (int y = 0; y < rh; y++) {
-        float *row = dst + (size_t)y * row_stride;
         mr_lerp_tap ty = mr_lerp_tap_at(in_h, rh, ratio_h, y);
-        const uint8_t *r0 = pix + (size_t)ty.i0 * in_w * 3;
-        const uint8_t *r1 = pix + (size_t)ty.i1 * in_w * 3;
-        for (int x = 0; x < rw; x++) {
-            const mr_lerp_tap tx = xt[x];
-            for (int c = 0; c < 3; c++) row[x * 3 + c] = mr_pre_torch_sample(lut->v[c], r0, r1, tx, ty, lut->src_ch[c]);
-        }
+        resize_torch_row(lut, pix + (size_t)ty.i0 * in_w * 3, pix + (size_t)ty.i1 * in_w * 3, ty, xt, rw,
+                         dst + (size_t)y * row_stride);
     }
 }
 
