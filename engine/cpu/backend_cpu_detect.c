@@ -30,7 +30,8 @@ mr_status cpu_roi_align(void *ctx, const mr_roi_align_params *p, const mr_level_
     /* A level the convolutions left blocked is read in place: turning P2
      * back to NHWC alone would move 62 MB at 800x1216. blocked[l] is the
      * level's block (0: NHWC), and so are levels the convs handed over in
-     * bf16 or quantized (ROI_ALIGN_LEVEL_BF16, _S8, _U8 with its step). */
+     * bf16 or s8 (ROI_ALIGN_LEVEL_BF16, _S8 with its step; a u8 level,
+     * which no model hands over, is widened first). */
     cpu_ctx *c = ctx;
     int blocked[MR_MAX_FPN_LEVELS] = {0};
     float step[MR_MAX_FPN_LEVELS] = {0};
@@ -41,7 +42,6 @@ mr_status cpu_roi_align(void *ctx, const mr_roi_align_params *p, const mr_level_
         if (!cpu_layout_held(c, levels[l], &held, &step[l])) held = dnnl_data_type_undef;
         blocked[l] = held == dnnl_bf16                                                       ? ROI_ALIGN_LEVEL_BF16
                      : held == dnnl_s8                                                       ? ROI_ALIGN_LEVEL_S8
-                     : held == dnnl_u8                                                       ? ROI_ALIGN_LEVEL_U8
                      : levels[l]->c % c->block == 0 && cpu_layout_is_blocked(c, levels[l]) ? c->block
                                                                                              : 0;
         if (!blocked[l]) MR_TRY(cpu_read(ctx, levels[l], err));

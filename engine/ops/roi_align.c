@@ -58,24 +58,13 @@ static inline void accumulate_taps_bf16(float *restrict o, int C, const uint16_t
         o[c] += w1 * bf16_widen(f1[c]) + w2 * bf16_widen(f2[c]) + w3 * bf16_widen(f3[c]) + w4 * bf16_widen(f4[c]);
 }
 
-/* The same over NHWC 8-bit taps (a level handed over quantized, int8):
- * each tap widened to q x step, then the same operations. */
+/* The same over NHWC s8 taps (a level handed over quantized, int8): each
+ * tap widened to q x step, then the same operations. */
 static inline void accumulate_taps_s8(float *restrict o, int C, const int8_t *fd, float step, size_t t1, size_t t2,
                                       size_t t3, size_t t4, float w1, float w2, float w3, float w4)
 {
     const int8_t *restrict f1 = fd + t1 * C, *restrict f2 = fd + t2 * C;
     const int8_t *restrict f3 = fd + t3 * C, *restrict f4 = fd + t4 * C;
-#pragma omp simd
-    for (int c = 0; c < C; c++)
-        o[c] += w1 * ((float)f1[c] * step) + w2 * ((float)f2[c] * step) + w3 * ((float)f3[c] * step) +
-                w4 * ((float)f4[c] * step);
-}
-
-static inline void accumulate_taps_u8(float *restrict o, int C, const uint8_t *fd, float step, size_t t1, size_t t2,
-                                      size_t t3, size_t t4, float w1, float w2, float w3, float w4)
-{
-    const uint8_t *restrict f1 = fd + t1 * C, *restrict f2 = fd + t2 * C;
-    const uint8_t *restrict f3 = fd + t3 * C, *restrict f4 = fd + t4 * C;
 #pragma omp simd
     for (int c = 0; c < C; c++)
         o[c] += w1 * ((float)f1[c] * step) + w2 * ((float)f2[c] * step) + w3 * ((float)f3[c] * step) +
@@ -120,8 +109,6 @@ roi_align_one(const mr_roi_align_params *p, float spatial_scale, const mr_tensor
                         accumulate_taps_bf16(o, C, (const uint16_t *)feat->data, t1, t2, t3, t4, w1, w2, w3, w4);
                     else if (blocked == ROI_ALIGN_LEVEL_S8)
                         accumulate_taps_s8(o, C, (const int8_t *)feat->data, step, t1, t2, t3, t4, w1, w2, w3, w4);
-                    else if (blocked == ROI_ALIGN_LEVEL_U8)
-                        accumulate_taps_u8(o, C, (const uint8_t *)feat->data, step, t1, t2, t3, t4, w1, w2, w3, w4);
                     else
                         accumulate_taps(o, C, blocked, (size_t)H * W, fd, t1, t2, t3, t4, w1, w2, w3, w4);
                 }

@@ -170,12 +170,11 @@ void roi_align_multilevel_cpu(const mr_roi_align_params *base, const mr_level_ma
  * NHWC either way and bitwise the same; or, where level_blocked[l] is
  * ROI_ALIGN_LEVEL_BF16, NHWC bf16 values (the upper halves of fp32s, as
  * uint16), each tap widened to fp32 and then the same operations; or
- * ROI_ALIGN_LEVEL_S8 / _U8, NHWC int8 / uint8 steps of level_step[l]
- * (the value is q x step), each tap widened so and then the same
- * operations. level_step may be NULL where no level is 8-bit. */
+ * ROI_ALIGN_LEVEL_S8, NHWC int8 steps of level_step[l] (the value is
+ * q x step), each tap widened so and then the same operations.
+ * level_step may be NULL where no level is s8. */
 #define ROI_ALIGN_LEVEL_BF16 (-1)
 #define ROI_ALIGN_LEVEL_S8 (-2)
-#define ROI_ALIGN_LEVEL_U8 (-3)
 void roi_align_multilevel_layout_cpu(const mr_roi_align_params *base, const mr_level_map *map,
                                      const mr_tensor *const *levels, const int *level_blocked, const float *level_step,
                                      const float *rois, int n, int *roi_levels_out, float *out);

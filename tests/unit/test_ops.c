@@ -549,6 +549,22 @@ static void test_roi_align_multilevel(void **state)
     for (int l = 0; l < 4; l++) free(f[l]);
 }
 
+/* n rois of a 160x160 image, some reaching past its edges. */
+static void random_rois(uint32_t *seed, int n, float *rois)
+{
+    for (int i = 0; i < n; i++) {
+        float v[4];
+        for (int k = 0; k < 4; k++) {
+            *seed = *seed * 1664525u + 1013904223u;
+            v[k] = (float)(*seed >> 8) / (float)(1u << 24) * 200.0f - 20.0f;
+        }
+        rois[4 * i + 0] = fminf(v[0], v[2]);
+        rois[4 * i + 1] = fminf(v[1], v[3]);
+        rois[4 * i + 2] = fmaxf(v[0], v[2]);
+        rois[4 * i + 3] = fmaxf(v[1], v[3]);
+    }
+}
+
 /* nChw8c and nChw16c levels (the CPU backend's layouts between
  * convolutions) give the same bits as NHWC, which the parity tests hold to
  * torchvision's kernel. */
@@ -584,17 +600,7 @@ static void test_roi_align_blocked_levels(void **state)
     }
     enum { N = 40 };
     float rois[4 * N];
-    for (int i = 0; i < N; i++) { /* 160x160 image; some rois reach past its edges */
-        float v[4];
-        for (int k = 0; k < 4; k++) {
-            seed = seed * 1664525u + 1013904223u;
-            v[k] = (float)(seed >> 8) / (float)(1u << 24) * 200.0f - 20.0f;
-        }
-        rois[4 * i + 0] = fminf(v[0], v[2]);
-        rois[4 * i + 1] = fminf(v[1], v[3]);
-        rois[4 * i + 2] = fmaxf(v[0], v[2]);
-        rois[4 * i + 3] = fmaxf(v[1], v[3]);
-    }
+    random_rois(&seed, N, rois);
     const mr_level_map map = {2, 5, 224, 4, 1e-6f, 0, 0};
     const int blocked_sets[5][LEVELS] = {{8, 8, 8, 8}, {16, 16, 16, 16}, {8, 0, 8, 0}, {0, 16, 8, 16}, {0, 0, 0, 0}};
     const mr_roi_align_params params[3] = {{7, 7, 2, 0, 1.0f}, {14, 14, 0, 1, 1.0f}, {3, 5, 3, 0, 1.0f}};
@@ -621,15 +627,15 @@ static void test_roi_align_blocked_levels(void **state)
     }
 }
 
-/* Levels handed over quantized (the CPU backend's int8 FPN levels: s8, or
- * u8 where a ReLU came before) are read as q x step: the same bits as
- * NHWC fp32 levels holding those values. */
+/* Levels handed over quantized (the CPU backend's int8 FPN levels, s8) are
+ * read as q x step: the same bits as NHWC fp32 levels holding those
+ * values; an fp32 level among them is read as before. */
 static void test_roi_align_quantized_levels(void **state)
 {
     (void)state;
     enum { C = 48, LEVELS = 4 };
     const int side[LEVELS] = {40, 20, 10, 5};
-    const int kind[LEVELS] = {ROI_ALIGN_LEVEL_S8, ROI_ALIGN_LEVEL_U8, ROI_ALIGN_LEVEL_S8, 0};
+    const int kind[LEVELS] = {ROI_ALIGN_LEVEL_S8, ROI_ALIGN_LEVEL_S8, ROI_ALIGN_LEVEL_S8, 0};
     const float step[LEVELS] = {0.037f, 0.011f, 0.25f, 0.0f};
     float *ref_level[LEVELS];
     void *q_level[LEVELS];
@@ -643,10 +649,7 @@ static void test_roi_align_quantized_levels(void **state)
         for (int i = 0; i < s * s * C; i++) {
             seed = seed * 1664525u + 1013904223u;
             int v = (int)(seed >> 24); /* 0..255 */
-            if (kind[l] == ROI_ALIGN_LEVEL_U8) {
-                ((uint8_t *)q_level[l])[i] = (uint8_t)v;
-                ref_level[l][i] = (float)v * step[l];
-            } else if (kind[l] == ROI_ALIGN_LEVEL_S8) {
+            if (kind[l] == ROI_ALIGN_LEVEL_S8) {
                 int8_t q = (int8_t)(v - 128 < -127 ? -127 : v - 128);
                 ((int8_t *)q_level[l])[i] = q;
                 ref_level[l][i] = (float)q * step[l];
@@ -661,17 +664,7 @@ static void test_roi_align_quantized_levels(void **state)
     }
     enum { N = 40 };
     float rois[4 * N];
-    for (int i = 0; i < N; i++) {
-        float v[4];
-        for (int k = 0; k < 4; k++) {
-            seed = seed * 1664525u + 1013904223u;
-            v[k] = (float)(seed >> 8) / (float)(1u << 24) * 200.0f - 20.0f;
-        }
-        rois[4 * i + 0] = fminf(v[0], v[2]);
-        rois[4 * i + 1] = fminf(v[1], v[3]);
-        rois[4 * i + 2] = fmaxf(v[0], v[2]);
-        rois[4 * i + 3] = fmaxf(v[1], v[3]);
-    }
+    random_rois(&seed, N, rois);
     /* rois for level 5 (side 600), level 4 (300) and level 2 (about 10) */
     const float big[4] = {-200.0f, -200.0f, 400.0f, 400.0f}, mid[4] = {-50.0f, -60.0f, 250.0f, 240.0f};
     const float small[4] = {30.0f, 40.0f, 42.0f, 49.0f};
