@@ -21,6 +21,10 @@ static mr_status post_scratch(cpu_ctx *c, size_t bytes, void **out, mr_error *er
     return MR_OK;
 }
 
+/* The smallest s8 level RoIAlign reads as s8 (bench/NOTES.md section 40:
+ * the demo model's levels, all in cache, were read 30% slower so). */
+#define ROI_ALIGN_S8_MIN_BYTES ((size_t)1 << 20)
+
 mr_status cpu_roi_align(void *ctx, const mr_roi_align_params *p, const mr_level_map *map,
                         const mr_tensor *const *levels, const mr_tensor *rois, mr_tensor *out, mr_error *err)
 {
@@ -40,6 +44,10 @@ mr_status cpu_roi_align(void *ctx, const mr_roi_align_params *p, const mr_level_
     for (int l = 0; l < count; l++) {
         dnnl_data_type_t held = dnnl_data_type_undef;
         if (!cpu_layout_held(c, levels[l], &held, &step[l])) held = dnnl_data_type_undef;
+        /* an s8 level that fits in cache is widened once instead: its pixels
+         * are sampled about ten times over, and an s8 tap costs twice an fp32
+         * one; a larger level is read as s8, a quarter of the bytes */
+        if (held == dnnl_s8 && mr_tensor_numel(levels[l]) <= ROI_ALIGN_S8_MIN_BYTES) held = dnnl_data_type_undef;
         blocked[l] = held == dnnl_bf16                                                       ? ROI_ALIGN_LEVEL_BF16
                      : held == dnnl_s8                                                       ? ROI_ALIGN_LEVEL_S8
                      : levels[l]->c % c->block == 0 && cpu_layout_is_blocked(c, levels[l]) ? c->block
