@@ -32,8 +32,15 @@ static float *pad_mask(const mr_mask_paste_params *p, const float *mask, void *s
     return padded;
 }
 
+/* Columns whose horizontal taps paste_window works out once, for every row. */
+#define PASTE_COLUMNS 256
+
 /* The torchvision rule over g's window (= win) row by row into exactly one
- * of fout (probabilities) or bout (binarised), window-relative. */
+ * of fout (probabilities) or bout (binarised), window-relative. The
+ * horizontal taps (mask_resize_axis, in double) are the same for every
+ * row: worked out once per block of PASTE_COLUMNS columns instead of at
+ * every pixel, where they were most of the paste's time (bench/NOTES.md
+ * section 40); the values are the same. */
 static void paste_window(const mr_mask_paste_params *p, const mr_paste_geom *g, const float *padded, float *fout,
                          uint8_t *bout)
 {
@@ -41,21 +48,23 @@ static void paste_window(const mr_mask_paste_params *p, const mr_paste_geom *g, 
     const float t = p->threshold;
     const int ge = p->cmp == MR_MASK_GE;
     const size_t ww = (size_t)(g->x1 - g->x0);
-    for (int y = g->y0; y < g->y1; y++) {
-        int yi0, yi1;
-        float ly0, ly1;
-        mask_resize_axis(P, g->h, y - g->by0, &yi0, &yi1, &ly0, &ly1);
-        size_t row = (size_t)(y - g->y0) * ww;
-        for (int x = g->x0; x < g->x1; x++) {
-            int xi0, xi1;
-            float lx0, lx1;
-            mask_resize_axis(P, g->w, x - g->bx0, &xi0, &xi1, &lx0, &lx1);
-            float v = mask_resize_tap(padded, P, yi0, yi1, ly0, ly1, xi0, xi1, lx0, lx1);
-            size_t o = row + (size_t)(x - g->x0);
-            if (fout)
-                fout[o] = v;
-            else
-                bout[o] = (uint8_t)(ge ? v >= t : v > t);
+    int xi0[PASTE_COLUMNS], xi1[PASTE_COLUMNS];
+    float lx0[PASTE_COLUMNS], lx1[PASTE_COLUMNS];
+    for (int cx = g->x0; cx < g->x1; cx += PASTE_COLUMNS) {
+        const int n = g->x1 - cx < PASTE_COLUMNS ? g->x1 - cx : PASTE_COLUMNS;
+        for (int k = 0; k < n; k++) mask_resize_axis(P, g->w, cx + k - g->bx0, &xi0[k], &xi1[k], &lx0[k], &lx1[k]);
+        for (int y = g->y0; y < g->y1; y++) {
+            int yi0, yi1;
+            float ly0, ly1;
+            mask_resize_axis(P, g->h, y - g->by0, &yi0, &yi1, &ly0, &ly1);
+            size_t at = (size_t)(y - g->y0) * ww + (size_t)(cx - g->x0);
+            for (int k = 0; k < n; k++) {
+                float v = mask_resize_tap(padded, P, yi0, yi1, ly0, ly1, xi0[k], xi1[k], lx0[k], lx1[k]);
+                if (fout)
+                    fout[at + k] = v;
+                else
+                    bout[at + k] = (uint8_t)(ge ? v >= t : v > t);
+            }
         }
     }
 }
