@@ -12,10 +12,8 @@ const mr_int8_range *int8_ranges_find(const mr_int8_ranges *r, const char *name)
     return NULL;
 }
 
-mr_status int8_ranges_check_weights(const mr_int8_ranges *r, const mr_weights *w, uint64_t fingerprint,
-                                    mr_error *err)
+mr_status int8_ranges_check_weights(const mr_int8_ranges *r, const mr_weights *w, uint64_t fp, mr_error *err)
 {
-    uint64_t fp = fingerprint;
     if (fp == r->weights_fnv1a64 && r->weights_bytes == (double)w->map_size) return MR_OK;
     return mr_fail(err, MR_ERR_CONFIG, "%s: made for other weights (%.0f bytes, fingerprint %016" PRIx64 "; %s has "
                    "%zu bytes, %016" PRIx64 "): calibrate again for these weights", r->path, r->weights_bytes,

@@ -34,11 +34,10 @@ typedef struct {
 const mr_int8_range *int8_ranges_find(const mr_int8_ranges *r, const char *name);
 
 /* MR_ERR_CONFIG naming r->path unless r was measured on w: its size and
- * `fingerprint`, w's weights_fingerprint, which the caller computes (on a
- * thread of its own while the layers load: model_load). Ranges of other
- * weights are refused, not used. */
-mr_status int8_ranges_check_weights(const mr_int8_ranges *r, const mr_weights *w, uint64_t fingerprint,
-                                    mr_error *err);
+ * `fp`, w's weights_fingerprint, which the caller computes (on a thread of
+ * its own while the layers load: model_load). Ranges of other weights are
+ * refused, not used. */
+mr_status int8_ranges_check_weights(const mr_int8_ranges *r, const mr_weights *w, uint64_t fp, mr_error *err);
 
 void int8_ranges_free(mr_int8_ranges *r);
 

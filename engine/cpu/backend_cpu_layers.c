@@ -332,11 +332,16 @@ static void unblock_padded(const float *blk, int B, const mr_tensor *y)
 
 /* A blocked convolution's operands in the blocked layout (turned in place if need be),
  * y's memory recorded as what it is about to hold. */
+static mr_status blocked_output(cpu_ctx *c, mr_tensor *y, const mr_tensor *keep, int accumulate, mr_error *err)
+{
+    if (accumulate) return cpu_layout_blocked(c, y, keep, err);
+    return cpu_layout_will_be_blocked(c, y, keep, err);
+}
+
 static mr_status blocked_operands(cpu_ctx *c, const mr_tensor *x, mr_tensor *y, int accumulate, mr_error *err)
 {
     MR_TRY(cpu_layout_blocked(c, x, y, err));
-    if (accumulate) return cpu_layout_blocked(c, y, x, err);
-    return cpu_layout_will_be_blocked(c, y, x, err);
+    return blocked_output(c, y, x, accumulate, err);
 }
 
 /* Whether an int8 conv's primitive for this output takes its scales at
@@ -687,8 +692,7 @@ mr_status cpu_conv(void *vctx, mr_layer *layer, const mr_tensor *x, mr_tensor *y
         wp.x_nhwc = !cpu_layout_is_blocked(c, x);
         if (wp.x_nhwc) {
             MR_TRY(cpu_read(c, x, err));
-            if (accumulate) MR_TRY(cpu_layout_blocked(c, y, NULL, err));
-            else MR_TRY(cpu_layout_will_be_blocked(c, y, NULL, err));
+            MR_TRY(blocked_output(c, y, NULL, accumulate, err));
         } else {
             MR_TRY(blocked_operands(c, x, y, accumulate, err));
         }
